@@ -1,0 +1,24 @@
+# Two commands for a newcomer: `make demo` and `make test`. Both create .venv on first use.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+
+$(BIN)/aggregator: pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	@touch $@
+
+.PHONY: install demo test lint bench
+install: $(BIN)/aggregator
+
+demo: install
+	$(BIN)/aggregator demo
+
+test: install
+	$(BIN)/ruff check aggregator tests bench
+	$(BIN)/mypy
+	$(BIN)/pytest -n auto -q
+
+bench: install
+	$(BIN)/python bench/harvest_oaipmh.py --records 100000

@@ -1,0 +1,229 @@
+"""Typed settings, loaded once from ``aggregator.toml`` and validated against the registries.
+
+Nothing reads the environment after start-up: secrets are named in the file by environment
+variable (``secrets = { api_key = "PORTAL_API_KEY" }``) and resolved here into :class:`Secret`
+objects whose ``repr`` never shows the value.
+
+Example::
+
+    [store]
+    path = "data"                       # relative to this file
+    base_iri = "https://data.example.org/"
+
+    [http]
+    timeout = 30
+    allow_private = false               # the SSRF guard; only tests and the demo turn it off
+
+    [harvest]
+    withdraw_brake = 0.2                # refuse to withdraw more than 20 % of a source
+
+    [sources.portal]
+    type = "oai-pmh"
+    url = "https://portal.example.org/oai"
+    publisher = "Example Agency"
+    schedule = "daily"
+    options = { metadata_prefix = "dcat_ap" }
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from aggregator.errors import ConfigError
+
+SOURCE_NAME = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,62}$")
+SCHEDULES = ("manual", "hourly", "daily", "weekly", "monthly")
+DEFAULT_FORMATS = {"oai-pmh": "dcat", "rdf-dump": "dcat", "sparql": "dcat"}
+
+
+class Secret:
+    """A secret value read from the environment at load time; never printed."""
+
+    __slots__ = ("_value", "env_name")
+
+    def __init__(self, env_name: str, value: str) -> None:
+        self.env_name = env_name
+        self._value = value
+
+    def reveal(self) -> str:
+        return self._value
+
+    def __repr__(self) -> str:
+        return f"Secret(env={self.env_name!r}, value='***')"
+
+    __str__ = __repr__
+
+
+@dataclass(frozen=True, slots=True)
+class HttpSettings:
+    timeout: float = 30.0  # read timeout, seconds
+    connect_timeout: float = 10.0
+    max_bytes: int = 256 * 1024 * 1024  # per response
+    max_redirects: int = 5
+    retries: int = 4  # on 429/5xx/connection errors
+    backoff: float = 0.5  # first retry delay; doubles, with jitter
+    max_backoff: float = 60.0  # cap on any delay, Retry-After included
+    per_host_concurrency: int = 4
+    allow_private: bool = False  # SSRF guard off: only tests and the demo
+    user_agent: str = "ld-aggregator/0.1 (+https://github.com/ld-aggregator)"
+
+
+@dataclass(frozen=True, slots=True)
+class HarvestSettings:
+    withdraw_brake: float = 0.2  # share of a source's active records
+    batch_size: int = 500  # records per store transaction batch
+    workers: int = 1  # mapping/validation worker processes (0 = in-process)
+
+
+@dataclass(frozen=True, slots=True)
+class SourceConfig:
+    name: str
+    type: str  # harvester registry key
+    url: str
+    format: str = "dcat"  # mapper registry key
+    publisher: str | None = None
+    schedule: str = "daily"
+    validation: tuple[str, ...] = ("shacl",)
+    lenient: bool = False
+    enabled: bool = True
+    options: Mapping[str, Any] = field(default_factory=dict)
+    secrets: Mapping[str, Secret] = field(default_factory=dict)
+
+    def option(self, key: str, default: Any = None) -> Any:
+        return self.options.get(key, default)
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    config_path: Path | None
+    store_path: Path
+    base_iri: str
+    http: HttpSettings = field(default_factory=HttpSettings)
+    harvest: HarvestSettings = field(default_factory=HarvestSettings)
+    sources: Mapping[str, SourceConfig] = field(default_factory=dict)
+
+    def source(self, name: str) -> SourceConfig:
+        try:
+            return self.sources[name]
+        except KeyError:
+            raise ConfigError(f"no source named {name!r}") from None
+
+    def with_sources(self, sources: Mapping[str, SourceConfig]) -> Settings:
+        return replace(self, sources=dict(sources))
+
+
+def _typed(table: Mapping[str, Any], key: str, kind: type | tuple[type, ...], where: str) -> Any:
+    value = table[key]
+    if kind is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if not isinstance(value, kind) or (isinstance(value, bool) and kind in (int, float)):
+        raise ConfigError(f"{where}.{key}: expected {getattr(kind, '__name__', kind)}")
+    return value
+
+
+def _dataclass_from(cls: type[Any], table: Mapping[str, Any], where: str) -> Any:
+    known = {f for f in cls.__dataclass_fields__}
+    unknown = set(table) - known
+    if unknown:
+        raise ConfigError(f"[{where}]: unknown key(s) {', '.join(sorted(unknown))}")
+    defaults = cls()
+    values = {k: _typed(table, k, type(getattr(defaults, k)), where) for k in table}
+    return cls(**values)
+
+
+def parse_source(
+    name: str, table: Mapping[str, Any], environ: Mapping[str, str] | None = None
+) -> SourceConfig:
+    """Build and check one source; plugin names are checked against the registries."""
+    from aggregator.plugins import harvesters, mappers, validators
+
+    where = f"sources.{name}"
+    if not SOURCE_NAME.match(name):
+        raise ConfigError(f"{where}: name must match {SOURCE_NAME.pattern}")
+    allowed = set(SourceConfig.__dataclass_fields__) - {"name"}
+    unknown = set(table) - allowed
+    if unknown:
+        raise ConfigError(f"[{where}]: unknown key(s) {', '.join(sorted(unknown))}")
+    for required in ("type", "url"):
+        if not isinstance(table.get(required), str) or not table[required]:
+            raise ConfigError(f"[{where}]: '{required}' is required")
+    kind = table["type"]
+    if kind not in harvesters:
+        raise ConfigError(f"[{where}]: unknown type {kind!r} (known: {', '.join(harvesters)})")
+    fmt = table.get("format", DEFAULT_FORMATS.get(kind, "dcat"))
+    if fmt not in mappers:
+        raise ConfigError(f"[{where}]: unknown format {fmt!r} (known: {', '.join(mappers)})")
+    chain = tuple(table.get("validation", ("shacl",)))
+    for v in chain:
+        if v not in validators:
+            raise ConfigError(f"[{where}]: unknown validator {v!r}")
+    schedule = table.get("schedule", "daily")
+    if schedule not in SCHEDULES and len(str(schedule).split()) != 5:
+        raise ConfigError(f"[{where}]: schedule must be one of {SCHEDULES} or a cron expression")
+    env = os.environ if environ is None else environ
+    secrets: dict[str, Secret] = {}
+    for key, env_name in dict(table.get("secrets", {})).items():
+        if not isinstance(env_name, str) or env_name not in env:
+            raise ConfigError(f"[{where}]: secret {key!r} needs environment variable {env_name!r}")
+        secrets[key] = Secret(env_name, env[env_name])
+    options = table.get("options", {})
+    if not isinstance(options, Mapping):
+        raise ConfigError(f"[{where}]: options must be a table")
+    source = SourceConfig(
+        name=name,
+        type=kind,
+        url=table["url"],
+        format=fmt,
+        publisher=table.get("publisher"),
+        schedule=str(schedule),
+        validation=chain,
+        lenient=bool(table.get("lenient", False)),
+        enabled=bool(table.get("enabled", True)),
+        options=dict(options),
+        secrets=secrets,
+    )
+    harvesters.get(kind).check_config(source)
+    return source
+
+
+def load_settings(path: Path, environ: Mapping[str, str] | None = None) -> Settings:
+    """Read and validate ``aggregator.toml``. A missing file gives the defaults."""
+    doc: dict[str, Any] = {}
+    if path.exists():
+        try:
+            doc = tomllib.loads(path.read_text(encoding="utf-8"))
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as err:
+            raise ConfigError(f"{path}: {err}") from err
+    unknown = set(doc) - {"store", "http", "harvest", "sources"}
+    if unknown:
+        raise ConfigError(f"{path}: unknown section(s) {', '.join(sorted(unknown))}")
+    store = dict(doc.get("store", {}))
+    root = path.resolve().parent
+    store_path = root / str(store.pop("path", "data"))
+    base_iri = str(store.pop("base_iri", "http://localhost:8000/"))
+    if not re.match(r"^https?://[^\s/]+/", base_iri) or not base_iri.endswith("/"):
+        raise ConfigError("store.base_iri must be an http(s) IRI ending in '/'")
+    if store:
+        raise ConfigError(f"[store]: unknown key(s) {', '.join(sorted(store))}")
+    http = _dataclass_from(HttpSettings, doc.get("http", {}), "http")
+    harvest = _dataclass_from(HarvestSettings, doc.get("harvest", {}), "harvest")
+    if not 0 <= harvest.withdraw_brake <= 1:
+        raise ConfigError("harvest.withdraw_brake must be between 0 and 1")
+    sources = {
+        name: parse_source(name, table, environ)
+        for name, table in dict(doc.get("sources", {})).items()
+    }
+    return Settings(
+        config_path=path,
+        store_path=store_path,
+        base_iri=base_iri,
+        http=http,
+        harvest=harvest,
+        sources=sources,
+    )

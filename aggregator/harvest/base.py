@@ -1,0 +1,83 @@
+"""The Harvester contract and the Listing a harvester reports its listing on.
+
+A harvester walks one source and yields :class:`RawRecord` objects lazily. It reports on the
+:class:`Listing` what it knows about the completeness of the walk; the pipeline withdraws
+records missing from a source only when ``listing.complete`` is true *and* the listing was a
+full one (not incremental). A harvester must call ``mark_complete()`` only after it has seen the
+whole listing (all pages, every count adding up), and ``mark_truncated(reason)`` whenever it
+stops early for any reason other than an exception.
+
+Transport failures are raised (``TransportError``/``HarvestError``): the pipeline keeps what
+was stored so far, marks the job failed or partial, and withdraws nothing.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+from aggregator.config import SourceConfig
+from aggregator.http import HttpClient
+from aggregator.models import RawRecord
+
+
+@dataclass(frozen=True, slots=True)
+class HarvestRequest:
+    """What the pipeline asks of one run."""
+
+    full: bool  # True: ignore the checkpoint, list everything
+    checkpoint: str | None  # opaque per-source value from the last successful run
+    cancel: threading.Event = field(default_factory=threading.Event)
+
+
+class Listing:
+    """What a harvester tells the pipeline about the listing it walked."""
+
+    def __init__(self, incremental: bool) -> None:
+        self.incremental = incremental
+        self.complete = False
+        self.truncated_reason: str | None = None
+        self.pages = 0
+        self.expected_total: int | None = None  # what the source said it holds, if it did
+        self.seen = 0  # records yielded (deleted headers included)
+        self.next_checkpoint: str | None = None  # saved only if the run succeeds
+        self.notes: list[str] = []  # protocol facts worth showing on the job
+
+    def mark_complete(self) -> None:
+        if self.truncated_reason is None:
+            self.complete = True
+
+    def mark_truncated(self, reason: str) -> None:
+        self.complete = False
+        self.truncated_reason = reason
+
+    def note(self, message: str) -> None:
+        self.notes.append(message)
+
+    @property
+    def allows_withdrawal(self) -> bool:
+        """A complete, full listing is the only evidence that a record has gone."""
+        return self.complete and not self.incremental
+
+
+class Harvester:
+    """Base class: subclasses set ``name`` and implement ``list_records``."""
+
+    name: ClassVar[str]
+    #: format keys this harvester can deliver; the first is the default
+    formats: ClassVar[tuple[str, ...]] = ("dcat",)
+    #: whether a checkpoint makes incremental listing possible
+    supports_incremental: ClassVar[bool] = False
+
+    def __init__(self, source: SourceConfig, http: HttpClient) -> None:
+        self.source = source
+        self.http = http
+
+    @classmethod
+    def check_config(cls, source: SourceConfig) -> None:
+        """Raise ConfigError for invalid per-source options (called at config load)."""
+
+    def list_records(self, request: HarvestRequest, listing: Listing) -> Iterator[RawRecord]:
+        raise NotImplementedError

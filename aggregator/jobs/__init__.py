@@ -1,0 +1,1 @@
+"""Harvest jobs: records of runs, their counters and every per-record error."""

@@ -1,0 +1,75 @@
+"""The Mapper contract and the helpers every mapper shares (IRI minting, canonical form)."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import ClassVar
+from urllib.parse import quote
+
+from pyoxigraph import (
+    BlankNode,
+    CanonicalizationAlgorithm,
+    Dataset,
+    DefaultGraph,
+    Quad,
+    RdfFormat,
+    Triple,
+    serialize,
+)
+
+from aggregator.models import MappedDataset, RawRecord
+
+_SAFE_SEGMENT = re.compile(r"^[A-Za-z0-9._~-]{1,80}$")
+
+
+@dataclass(frozen=True, slots=True)
+class MappingContext:
+    """Everything a mapper may know besides the record itself (no network, no store)."""
+
+    base_iri: str  # ends with '/'
+    source: str
+    publisher: str | None = None
+
+
+def mint_iri(ctx: MappingContext, kind: str, key: str) -> str:
+    """A stable IRI under the configured base: the same (source, key) always gives the same IRI.
+
+    Readable keys are kept as they are; anything else is replaced by a hash of it.
+    """
+    segment = key if _SAFE_SEGMENT.match(key) else hashlib.sha256(key.encode()).hexdigest()[:32]
+    return f"{ctx.base_iri}{kind}/{quote(ctx.source, safe='')}/{segment}"
+
+
+def canonical_ntriples(triples: Iterable[Triple]) -> bytes:
+    """Canonical N-Triples: blank nodes relabelled with RDFC-1.0, lines sorted, UTF-8.
+
+    Equal graphs give equal bytes, so a hash of them is a content hash.
+    """
+    ds = Dataset(Quad(t.subject, t.predicate, t.object, DefaultGraph()) for t in triples)
+    if any(isinstance(q.subject, BlankNode) or isinstance(q.object, BlankNode) for q in ds):
+        ds.canonicalize(CanonicalizationAlgorithm.RDFC_1_0)
+    text = serialize((q.triple for q in ds), format=RdfFormat.N_TRIPLES)
+    assert text is not None
+    lines = sorted(set(text.splitlines()))
+    return ("\n".join(lines) + "\n").encode() if lines else b""
+
+
+def content_hash(ntriples: bytes) -> str:
+    return hashlib.sha256(ntriples).hexdigest()
+
+
+class Mapper:
+    """Base class: subclasses set ``name`` (the format key) and implement ``map``."""
+
+    name: ClassVar[str]
+
+    def map(self, raw: RawRecord, ctx: MappingContext) -> list[MappedDataset]:
+        """Return one MappedDataset per dataset the record describes.
+
+        Raise ParseError / MappingError / UnsafeInputError for a record that cannot be mapped;
+        the pipeline records it as a per-record error and carries on.
+        """
+        raise NotImplementedError

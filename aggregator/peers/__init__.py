@@ -1,0 +1,1 @@
+"""Local protocol servers: the demo's sources and the test suite's fixture servers."""

@@ -1,0 +1,1 @@
+"""Republishing: SPARQL, OAI-PMH, the DCAT catalogue and dataset pages."""

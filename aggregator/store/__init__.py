@@ -1,0 +1,1 @@
+"""The record store: named graphs in Oxigraph, state and journal in SQLite."""

@@ -1,0 +1,1 @@
+"""Validators return reports; non-conformance is data, never an exception."""
