@@ -1,1 +1,1 @@
-"""One module per protocol. A harvester yields RawRecords; it never builds RDF or touches the store."""
+"""One module per protocol: a harvester yields RawRecords; it never builds RDF or writes."""

@@ -51,10 +51,10 @@ def canonical_ntriples(triples: Iterable[Triple]) -> bytes:
     ds = Dataset(Quad(t.subject, t.predicate, t.object, DefaultGraph()) for t in triples)
     if any(isinstance(q.subject, BlankNode) or isinstance(q.object, BlankNode) for q in ds):
         ds.canonicalize(CanonicalizationAlgorithm.RDFC_1_0)
-    text = serialize((q.triple for q in ds), format=RdfFormat.N_TRIPLES)
-    assert text is not None
-    lines = sorted(set(text.splitlines()))
-    return ("\n".join(lines) + "\n").encode() if lines else b""
+    data = serialize((q.triple for q in ds), format=RdfFormat.N_TRIPLES)
+    assert data is not None
+    lines = sorted(set(data.splitlines()))
+    return b"\n".join(lines) + b"\n" if lines else b""
 
 
 def content_hash(ntriples: bytes) -> str:

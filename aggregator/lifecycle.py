@@ -1,0 +1,270 @@
+"""The record lifecycle rules, applied batch by batch for one job.
+
+Rules (generalised from the UK DMS collection interface, paragraphs 46-50):
+
+- a record whose source metadata date is not newer than the stored one is skipped (unless
+  forced), before it is even mapped;
+- two records with the same identifier in one harvest: the most recent metadata date wins;
+- unchanged content (same canonical hash) is not rewritten;
+- a record that fails mapping or validation is rejected: a new one is kept as a ``rejected``
+  catalogue record with its payload; an active one keeps its last good version;
+- a deleted header withdraws the record; a withdrawn record that comes back with a newer
+  date (or from a source without dates) is reinstated;
+- absent records are withdrawn only by the pipeline, after a complete full listing.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime
+
+from aggregator.config import SourceConfig
+from aggregator.jobs.journal import JobLog, now_iso
+from aggregator.models import (
+    Finding,
+    MappedDataset,
+    Outcome,
+    RawRecord,
+    RecordError,
+    Severity,
+)
+from aggregator.processing import Checked, Processed
+from aggregator.store.records import RecordStore
+from aggregator.store.state import RecordRow, RecordWrite
+
+BATCH = 500
+
+
+def iso(dt: datetime | None) -> str | None:
+    """UTC ``YYYY-MM-DDThh:mm:ssZ`` (sortable as text); naive datetimes are taken as UTC."""
+    if dt is None:
+        return None
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=UTC)
+    return dt.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _newer(incoming: str | None, stored: str | None) -> bool:
+    """True when the incoming record may replace the stored one by date."""
+    return incoming is None or stored is None or incoming > stored
+
+
+def _findings_json(findings: Iterable[Finding]) -> str:
+    return json.dumps([f.as_dict() for f in findings if f.severity is not Severity.INFO])
+
+
+class BatchWriter:
+    def __init__(self, store: RecordStore, source: SourceConfig, job: JobLog, force: bool) -> None:
+        self.store = store
+        self.source = source
+        self.job = job
+        self.force = force
+        self.unmappable_collections = 0
+        self._writes: dict[str, RecordWrite] = {}
+        self._seen: set[str] = set()
+        self._payloads: dict[str, tuple[bytes, str]] = {}
+
+    # -- helpers ----------------------------------------------------------------------------
+    def _state(self, local_ids: Sequence[str]) -> dict[str, RecordRow | RecordWrite]:
+        """The newest known state: unflushed writes first, then the store."""
+        out: dict[str, RecordRow | RecordWrite] = dict(
+            self.store.records(self.source.name, [i for i in local_ids if i not in self._writes])
+        )
+        out.update({i: self._writes[i] for i in local_ids if i in self._writes})
+        return out
+
+    def _payload_sha(self, raw: RawRecord) -> str:
+        import hashlib
+
+        sha = hashlib.sha256(raw.payload).hexdigest()
+        self._payloads.setdefault(sha, (raw.payload, raw.media_type))
+        return sha
+
+    def _errors(self, local_id: str, findings: Iterable[Finding]) -> None:
+        for f in findings:
+            if f.severity is Severity.VIOLATION:
+                self.job.error(RecordError.from_finding(local_id, f))
+
+    def _put(self, w: RecordWrite) -> None:
+        self._writes[w.local_id] = w
+        self._seen.discard(w.local_id)
+        if len(self._writes) >= BATCH:
+            self.flush()
+
+    def _write(
+        self,
+        raw: RawRecord,
+        local_id: str,
+        status: str,
+        prior: RecordRow | RecordWrite | None,
+        ds: MappedDataset | None,
+        findings: Sequence[Finding],
+    ) -> RecordWrite:
+        ts = now_iso()
+        content_changed = prior is None or ds is None or prior.content_hash != ds.content_hash
+        record_iri = (
+            prior.record_iri if prior else self.store.record_iri(self.source.name, local_id)
+        )
+        touched = content_changed or prior is None or prior.status != status
+        if raw.deleted:
+            payload_sha = prior.payload_sha if prior else None
+        else:
+            payload_sha = self._payload_sha(raw)
+        return RecordWrite(
+            source=self.source.name,
+            local_id=local_id,
+            record_iri=record_iri,
+            dataset_iri=ds.dataset_iri if ds else (prior.dataset_iri if prior else None),
+            status=status,
+            content_hash=ds.content_hash if ds else (prior.content_hash if prior else None),
+            first_seen=prior.first_seen if prior else ts,
+            modified=ts if touched or prior is None else prior.modified,
+            source_datestamp=iso(ds.datestamp if ds else raw.datestamp),
+            job_id=self.job.id,
+            format=raw.format,
+            payload_sha=payload_sha,
+            url=raw.url,
+            themes=" ".join(ds.themes) if ds else "",
+            ntriples=ds.ntriples if ds and status == "active" else b"",
+            catalog_ntriples=ds.catalog_ntriples if ds and status == "active" else b"",
+            findings=_findings_json(findings),
+            existed=prior is not None,
+        )
+
+    # -- stage 1: before mapping ------------------------------------------------------------
+    def prefilter(self, chunk: Sequence[RawRecord]) -> list[RawRecord]:
+        """Handle deleted headers and not-newer records; return what needs mapping."""
+        latest: dict[str, RawRecord] = {}
+        todo: list[RawRecord] = []
+        for raw in chunk:
+            if raw.is_collection:
+                todo.append(raw)
+                continue
+            prev = latest.get(raw.local_id)
+            if prev is not None:
+                self.job.count(Outcome.SKIPPED)  # the same identifier twice: newest date wins
+                if not _newer(iso(raw.datestamp), iso(prev.datestamp)):
+                    continue
+            latest[raw.local_id] = raw
+        states = self._state(list(latest))
+        for local_id, raw in latest.items():
+            prior = states.get(local_id)
+            if raw.deleted:
+                if prior is not None and prior.status == "active":
+                    self._put(self._write(raw, local_id, "withdrawn", prior, None, ()))
+                    self.job.count(Outcome.WITHDRAWN)
+                else:
+                    self.job.count(Outcome.SKIPPED)
+                continue
+            if (
+                prior is not None
+                and not self.force
+                and not _newer(iso(raw.datestamp), prior.source_datestamp)
+            ):
+                self._seen.add(local_id)
+                self.job.count(Outcome.SKIPPED)
+                continue
+            todo.append(raw)
+        return todo
+
+    # -- stage 2: after mapping and validation ----------------------------------------------
+    def apply(self, processed: Sequence[Processed]) -> None:
+        ids: list[str] = []
+        for p in processed:
+            if p.failure and not p.raw.is_collection:
+                ids.append(p.raw.local_id)
+            ids.extend(c.dataset.local_id for c in p.checked)
+        states = self._state(ids)
+        for p in processed:
+            if p.failure:
+                self._failed(p, states.get(p.raw.local_id))
+                continue
+            for c in p.checked:
+                lid = c.dataset.local_id
+                self._decide(p.raw, c, self._writes.get(lid) or states.get(lid))
+
+    def _failed(self, p: Processed, prior: RecordRow | RecordWrite | None) -> None:
+        raw = p.raw
+        if raw.is_collection:
+            self.unmappable_collections += 1
+            self.job.count(Outcome.ERRORED)
+            self._errors(raw.local_id, p.failure)
+            return
+        self.job.count(Outcome.REJECTED)
+        self._errors(raw.local_id, p.failure)
+        if prior is None or prior.status == "rejected":
+            self._put(self._write(raw, raw.local_id, "rejected", prior, None, p.failure))
+        else:
+            self._seen.add(raw.local_id)  # keeps its last good (or withdrawn) state
+
+    def _decide(self, raw: RawRecord, c: Checked, prior: RecordRow | RecordWrite | None) -> None:
+        ds = c.dataset
+        local_id = ds.local_id
+        if (
+            prior is not None
+            and not self.force
+            and not _newer(iso(ds.datestamp), prior.source_datestamp)
+        ):
+            self._seen.add(local_id)
+            self.job.count(Outcome.SKIPPED)
+            return
+        lenient = self.source.lenient
+        if not c.conforms and not lenient:
+            self.job.count(Outcome.REJECTED)
+            self._errors(local_id, c.findings)
+            if prior is None or prior.status == "rejected":
+                self._put(self._write(raw, local_id, "rejected", prior, None, c.findings))
+            else:
+                self._seen.add(local_id)
+            return
+        if not c.conforms:
+            self._errors(local_id, c.findings)  # lenient: stored, but the job lists the errors
+        if prior is not None and prior.status == "active" and prior.content_hash == ds.content_hash:
+            self._seen.add(local_id)
+            self.job.count(Outcome.UNCHANGED)
+            return
+        outcome = Outcome.ADDED if prior is None or prior.status == "rejected" else Outcome.UPDATED
+        self._put(self._write(raw, local_id, "active", prior, ds, c.findings))
+        self.job.count(outcome)
+
+    # -- withdrawal and flushing ------------------------------------------------------------
+    def withdraw(self, local_ids: Sequence[str]) -> None:
+        rows = self.store.records(self.source.name, local_ids)
+        ts = now_iso()
+        for local_id in local_ids:
+            row = rows.get(local_id)
+            if row is None or row.status != "active":
+                continue
+            self._put(
+                RecordWrite(
+                    source=row.source,
+                    local_id=row.local_id,
+                    record_iri=row.record_iri,
+                    dataset_iri=row.dataset_iri,
+                    status="withdrawn",
+                    content_hash=row.content_hash,
+                    first_seen=row.first_seen,
+                    modified=ts,
+                    source_datestamp=row.source_datestamp,
+                    job_id=self.job.id,
+                    format=row.format,
+                    payload_sha=row.payload_sha,
+                    url=row.url,
+                    themes=row.themes,
+                    ntriples=b"",
+                    catalog_ntriples=b"",
+                    findings=row.findings,
+                    existed=True,
+                )
+            )
+            self.job.count(Outcome.WITHDRAWN)
+
+    def flush(self) -> None:
+        writes = list(self._writes.values())
+        needed = {w.payload_sha for w in writes}
+        payloads = {k: v for k, v in self._payloads.items() if k in needed}
+        self.store.write(self.job, writes, seen=sorted(self._seen), payloads=payloads)
+        self._writes.clear()
+        self._seen.clear()
+        self._payloads.clear()

@@ -1,0 +1,254 @@
+"""run_source: the one place that knows harvester, mapper, validators and store.
+
+The CLI, the demo, the scheduler and the tests all call :func:`run_source`.
+
+Flow: a producer thread walks the harvester's listing into a bounded queue; the main thread
+takes chunks, drops records whose source date is not newer than the stored one (before any
+mapping, which is what makes an unchanged re-harvest cheap), sends the rest to the mapping and
+validation workers, and, while the workers map the next chunks, decides the outcome of each
+dataset (lifecycle rules in :mod:`aggregator.lifecycle`) and writes the batch through the
+journaled record store. After a complete full listing, records not seen are withdrawn, unless
+the mass-withdrawal brake holds.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+from collections import deque
+from collections.abc import Callable, Iterator
+from concurrent.futures import Executor, Future, ProcessPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from aggregator.config import Settings, SourceConfig
+from aggregator.errors import AggregatorError
+from aggregator.harvest.base import HarvestRequest, Listing
+from aggregator.http import HttpClient
+from aggregator.jobs.journal import JobLog, JobRow
+from aggregator.lifecycle import BatchWriter
+from aggregator.mapping.base import MappingContext
+from aggregator.models import JobStatus, Outcome, RawRecord
+from aggregator.plugins import harvesters
+from aggregator.processing import Processed, process_chunk
+from aggregator.store.records import RecordStore
+
+log = logging.getLogger(__name__)
+
+CHUNK = 100  # records per worker task
+IN_FLIGHT = 4  # worker tasks queued ahead of the writer
+
+
+@dataclass(slots=True)
+class RunOptions:
+    full: bool = False  # ignore the checkpoint
+    force: bool = False  # rewrite even when the source date is not newer
+    allow_mass_withdrawal: bool = False  # override the brake
+    cancel: threading.Event = field(default_factory=threading.Event)
+    progress: Callable[[JobLog, Listing], None] | None = None
+
+
+class _Prefetch:
+    """Walk an iterator in a thread into a bounded queue, so fetching overlaps processing."""
+
+    _END = object()
+
+    def __init__(self, it: Iterator[RawRecord], size: int = 2000) -> None:
+        self._it = it
+        self._q: queue.Queue[Any] = queue.Queue(maxsize=size)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="harvest-listing", daemon=True)
+        self._thread.start()
+
+    def _put(self, item: Any) -> bool:
+        while not self._stop.is_set():
+            try:
+                self._q.put(item, timeout=0.2)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def _run(self) -> None:
+        try:
+            for item in self._it:
+                if not self._put(item):
+                    return
+            self._put(self._END)
+        except BaseException as err:  # forwarded to the consumer, raised there
+            self._put(err)
+
+    def __iter__(self) -> Iterator[RawRecord]:
+        while True:
+            item = self._q.get()
+            if item is self._END:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+
+
+class _Inline(Executor):
+    """An executor that runs tasks at submission (harvest.workers = 0)."""
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
+        fut: Future[Any] = Future()
+        try:
+            fut.set_result(fn(*args, **kwargs))
+        except BaseException as err:
+            fut.set_exception(err)
+        return fut
+
+
+def _chunks(records: Iterator[RawRecord], size: int) -> Iterator[list[RawRecord]]:
+    chunk: list[RawRecord] = []
+    for r in records:
+        chunk.append(r)
+        if len(chunk) >= size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
+def run_source(
+    settings: Settings,
+    store: RecordStore,
+    source: SourceConfig | str,
+    options: RunOptions | None = None,
+    *,
+    http: HttpClient | None = None,
+    executor: Executor | None = None,
+) -> JobRow:
+    """Harvest one source into the store as one job; return the finished job."""
+    opts = options or RunOptions()
+    src = settings.source(source) if isinstance(source, str) else source
+    http = http or HttpClient(settings.http)
+    job = store.jobs.start(src.name, opts.full)
+    checkpoint = None if opts.full else store.checkpoint(src.name)
+    listing = Listing(incremental=checkpoint is not None)
+    ctx = MappingContext(base_iri=settings.base_iri, source=src.name, publisher=src.publisher)
+    writer = BatchWriter(store, src, job, force=opts.force)
+    own_executor = executor is None
+    if executor is None:
+        workers = settings.harvest.workers
+        executor = ProcessPoolExecutor(max_workers=workers) if workers > 0 else _Inline()
+    status, message = JobStatus.SUCCEEDED, ""
+    prefetch: _Prefetch | None = None
+    try:
+        harvester = harvesters.get(src.type)(src, http)
+        request = HarvestRequest(full=opts.full, checkpoint=checkpoint, cancel=opts.cancel)
+        prefetch = _Prefetch(harvester.list_records(request, listing))
+        in_flight: deque[Future[list[Processed]]] = deque()
+
+        def drain(limit: int) -> None:
+            while len(in_flight) > limit:
+                writer.apply(in_flight.popleft().result())
+                if opts.progress:
+                    opts.progress(job, listing)
+
+        for chunk in _chunks(iter(prefetch), CHUNK):
+            todo = writer.prefilter(chunk)
+            in_flight.append(executor.submit(process_chunk, todo, ctx, src.validation))
+            drain(IN_FLIGHT)
+            if opts.cancel.is_set():
+                listing.mark_truncated("cancelled")
+                break
+        drain(0)
+        writer.flush()
+        status, message = _finish_listing(store, writer, listing, opts, settings)
+    except AggregatorError as err:
+        status, message = JobStatus.FAILED, err.message
+        log.warning("job %s (%s) failed: %s", job.id, src.name, err.message)
+        _safe_flush(writer)
+    except Exception as err:
+        status, message = JobStatus.FAILED, f"internal error: {type(err).__name__}: {err}"
+        log.exception("job %s (%s) failed", job.id, src.name)
+        _safe_flush(writer)
+    finally:
+        if prefetch is not None:
+            prefetch.close()
+        if own_executor:
+            executor.shutdown(cancel_futures=True)
+    facts: dict[str, Any] = {
+        "complete": listing.complete,
+        "incremental": listing.incremental,
+        "truncated": listing.truncated_reason,
+        "pages": listing.pages,
+        "expected_total": listing.expected_total,
+        "seen": listing.seen,
+        "notes": listing.notes,
+        "checkpoint_used": checkpoint,
+    }
+    if status is JobStatus.SUCCEEDED and listing.next_checkpoint:
+        store.jobs.set_checkpoint(src.name, listing.next_checkpoint, job.id)
+        facts["checkpoint_saved"] = listing.next_checkpoint
+    return store.jobs.finish(job, status, facts, message)
+
+
+def _safe_flush(writer: BatchWriter) -> None:
+    try:
+        writer.flush()
+    except Exception:  # the job is failing already; its batch is journaled or rolled back
+        log.exception("could not write the last batch of a failing job")
+
+
+def _finish_listing(
+    store: RecordStore,
+    writer: BatchWriter,
+    listing: Listing,
+    opts: RunOptions,
+    settings: Settings,
+) -> tuple[JobStatus, str]:
+    """Withdraw what a complete full listing no longer holds; decide the job's status."""
+    if listing.truncated_reason:
+        return (
+            JobStatus.PARTIAL,
+            f"truncated listing: {listing.truncated_reason}; nothing withdrawn",
+        )
+    if not listing.complete:
+        return (
+            JobStatus.PARTIAL,
+            "the harvester did not confirm a complete listing; nothing withdrawn",
+        )
+    if writer.unmappable_collections:
+        return (
+            JobStatus.PARTIAL,
+            f"{writer.unmappable_collections} catalogue page(s) could not be read,"
+            " so absent records cannot be told apart from unreadable ones; nothing withdrawn",
+        )
+    if listing.incremental:
+        return JobStatus.SUCCEEDED, "incremental run: absent records are not withdrawn"
+    job = writer.job
+    candidates = store.db.unseen_active(job.source, job.id)
+    if not candidates:
+        return JobStatus.SUCCEEDED, ""
+    active = store.db.count_records(job.source, "active")
+    share = len(candidates) / max(active, 1)
+    brake = settings.harvest.withdraw_brake
+    if share > brake and not opts.allow_mass_withdrawal:
+        return (
+            JobStatus.PARTIAL,
+            f"mass-withdrawal brake: {len(candidates)} of {active} active records"
+            f" ({share:.0%}) are missing from the source, over the limit of {brake:.0%};"
+            " nothing withdrawn (run with --allow-mass-withdrawal to accept)",
+        )
+    writer.withdraw(candidates)
+    writer.flush()
+    return JobStatus.SUCCEEDED, f"withdrew {len(candidates)} record(s) missing from the source"
+
+
+def exit_code(job: JobRow) -> int:
+    """0 all stored; 1 the job failed; 3 ran but some records rejected/errored; 4 partial."""
+    if job.status == JobStatus.FAILED.value:
+        return 1
+    if job.status == JobStatus.PARTIAL.value:
+        return 4
+    if job.counters.get(Outcome.REJECTED.value, 0) or job.counters.get(Outcome.ERRORED.value, 0):
+        return 3
+    return 0

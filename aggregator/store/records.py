@@ -1,0 +1,229 @@
+"""RecordStore: upserts, withdraws and reads records; crash-consistent through a journal.
+
+Layout of a store directory::
+
+    <store>/state.sqlite3   record state, journal, payloads, jobs (see state.py)
+    <store>/graphs/         the Oxigraph store: one named graph per record
+
+Each record's named graph (its IRI is the catalogue record's IRI) holds the dataset's DCAT-AP
+description and its ``dcat:CatalogRecord``. Withdrawn and rejected records keep only their
+catalogue record, so they stay queryable while the dataset leaves the union default graph.
+
+Write protocol of :meth:`RecordStore.write` (one call per batch):
+
+1. one SQLite transaction: payloads, the new record rows with ``pending = 1``, the job's
+   counters and errors, the "seen" marks;
+2. the graph store is brought to the new state of every pending row (idempotent);
+3. ``pending`` is cleared.
+
+On open, pending rows left by a crash between 1 and 3 are replayed, so every record is in
+either its old or its new state and the next run converges.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from urllib.parse import quote
+
+from pyoxigraph import Literal, NamedNode
+
+from aggregator.jobs.journal import JobLog, Jobs
+from aggregator.store.graphs import GraphBackend, GraphContent, OxigraphGraphs
+from aggregator.store.state import RecordRow, RecordWrite, StateDB, unpack
+from aggregator.vocab import (
+    AGG_FORMAT,
+    AGG_HARVEST_SOURCE,
+    AGG_PAYLOAD,
+    AGG_SOURCE_DATESTAMP,
+    AGG_STATUS,
+    DCAT,
+    DCT,
+    FOAF,
+    PROV,
+    RDF_TYPE,
+    SPDX,
+    STATUS_IRIS,
+    XSD,
+)
+
+log = logging.getLogger(__name__)
+
+
+def _iri(value: str) -> str:
+    return str(NamedNode(value))
+
+
+def _lit(value: str, datatype: str | None = None) -> str:
+    if datatype:
+        return str(Literal(value, datatype=NamedNode(datatype)))
+    return str(Literal(value))
+
+
+class RecordStore:
+    def __init__(self, path: Path, base_iri: str, graphs: GraphBackend | None = None) -> None:
+        self.path = path
+        self.base_iri = base_iri
+        path.mkdir(parents=True, exist_ok=True)
+        # The graph store's lock comes first: it makes this process the only writer.
+        self.graphs: GraphBackend = graphs or OxigraphGraphs(path / "graphs")
+        self.db = StateDB(path / "state.sqlite3")
+        self.jobs = Jobs(self.db)
+        self.recovered = self.recover()
+        stale = self.jobs.fail_stale()
+        if stale:
+            log.warning("marked %d job(s) left running by a dead process as failed", len(stale))
+
+    def close(self) -> None:
+        self.graphs.close()
+        self.db.close()
+
+    def __enter__(self) -> RecordStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- IRIs -------------------------------------------------------------------------------
+    def record_iri(self, source: str, local_id: str) -> str:
+        from aggregator.mapping.base import MappingContext, mint_iri
+
+        return mint_iri(MappingContext(self.base_iri, source), "record", local_id)
+
+    def source_iri(self, source: str) -> str:
+        return f"{self.base_iri}source/{quote(source, safe='')}"
+
+    def payload_iri(self, sha: str) -> str:
+        return f"{self.base_iri}payload/{sha}"
+
+    def job_iri(self, job_id: int) -> str:
+        return f"{self.base_iri}job/{job_id}"
+
+    # -- the catalogue record ---------------------------------------------------------------
+    def catalog_record_ntriples(self, w: RecordWrite | RecordRow) -> bytes:
+        rec = _iri(w.record_iri)
+        lines = [
+            f"{rec} {_iri(RDF_TYPE)} {_iri(DCAT + 'CatalogRecord')} .",
+            f"{rec} {_iri(DCT + 'issued')} {_lit(w.first_seen, XSD + 'dateTime')} .",
+            f"{rec} {_iri(DCT + 'modified')} {_lit(w.modified, XSD + 'dateTime')} .",
+            f"{rec} {_iri(DCT + 'identifier')} {_lit(w.local_id)} .",
+            f"{rec} {_iri(AGG_HARVEST_SOURCE)} {_iri(self.source_iri(w.source))} .",
+            f"{rec} {_iri(AGG_STATUS)} {_iri(STATUS_IRIS[w.status])} .",
+        ]
+        if w.dataset_iri:
+            lines.append(f"{rec} {_iri(FOAF + 'primaryTopic')} {_iri(w.dataset_iri)} .")
+        if w.source_datestamp:
+            lines.append(
+                f"{rec} {_iri(AGG_SOURCE_DATESTAMP)} {_lit(w.source_datestamp, XSD + 'dateTime')} ."
+            )
+        if w.job_id is not None:
+            lines.append(f"{rec} {_iri(PROV + 'wasGeneratedBy')} {_iri(self.job_iri(w.job_id))} .")
+        if w.format:
+            lines.append(f"{rec} {_iri(AGG_FORMAT)} {_lit(w.format)} .")
+        if w.payload_sha:
+            lines.append(f"{rec} {_iri(AGG_PAYLOAD)} {_iri(self.payload_iri(w.payload_sha))} .")
+        if w.content_hash:
+            cs = "_:checksum"
+            lines += [
+                f"{rec} {_iri(SPDX + 'checksum')} {cs} .",
+                f"{cs} {_iri(RDF_TYPE)} {_iri(SPDX + 'Checksum')} .",
+                f"{cs} {_iri(SPDX + 'algorithm')} {_iri(SPDX + 'checksumAlgorithm_sha256')} .",
+                f"{cs} {_iri(SPDX + 'checksumValue')} {_lit(w.content_hash, XSD + 'hexBinary')} .",
+            ]
+        return ("\n".join(lines) + "\n").encode()
+
+    def _graph_content(
+        self,
+        w: RecordWrite | RecordRow,
+        record_id: int,
+        existed: bool,
+        ntriples: bytes,
+        catalog: bytes,
+    ) -> GraphContent:
+        parts = [self.catalog_record_ntriples(w)]
+        if w.status == "active":
+            parts += [ntriples, catalog]
+        return GraphContent(
+            graph_iri=w.record_iri,
+            ntriples=b"".join(p if p.endswith(b"\n") or not p else p + b"\n" for p in parts),
+            bnode_scope=f"r{record_id}",
+            existed=existed,
+        )
+
+    # -- writes -----------------------------------------------------------------------------
+    def write(
+        self,
+        job: JobLog,
+        writes: Sequence[RecordWrite],
+        *,
+        seen: Iterable[str] = (),
+        payloads: Mapping[str, tuple[bytes, str]] | None = None,
+    ) -> None:
+        """Apply one batch: journal in SQLite, then the graphs, then clear the journal."""
+        db = self.db
+        db.begin()
+        try:
+            for data, media_type in (payloads or {}).values():
+                db.put_payload(data, media_type)
+            ids = db.upsert(writes)
+            db.mark_seen(job.source, seen, job.id)
+            job.flush(db)
+            db.commit()
+        except BaseException:
+            db.rollback()
+            raise
+        if not writes:
+            return
+        contents = [
+            self._graph_content(w, rid, w.existed, w.ntriples, w.catalog_ntriples)
+            for w, rid in zip(writes, ids, strict=True)
+        ]
+        self.graphs.replace(contents)
+        db.begin()
+        db.clear_pending(ids)
+        db.commit()
+
+    def recover(self) -> int:
+        """Replay journal entries a crash left pending; return how many."""
+        rows = self.db.pending_rows()
+        if not rows:
+            return 0
+        contents = []
+        for row in rows:
+            nt, cat = self.db.graph_bytes(row.id)
+            contents.append(self._graph_content(row, row.id, True, nt, cat))
+        self.graphs.replace(contents)
+        self.db.begin()
+        self.db.clear_pending([r.id for r in rows])
+        self.db.commit()
+        log.warning("replayed %d journalled record write(s) after an interrupted run", len(rows))
+        return len(rows)
+
+    # -- reads ------------------------------------------------------------------------------
+    def records(self, source: str, local_ids: Iterable[str]) -> dict[str, RecordRow]:
+        return self.db.records_by_local_id(source, local_ids)
+
+    def record(self, source: str, local_id: str) -> RecordRow | None:
+        return self.db.record(source, local_id)
+
+    def dataset_ntriples(self, row: RecordRow) -> bytes:
+        """The stored canonical N-Triples of a record's dataset graph (datatypes intact)."""
+        return self.db.graph_bytes(row.id)[0]
+
+    def catalog_ntriples(self, row: RecordRow) -> bytes:
+        return self.db.graph_bytes(row.id)[1]
+
+    def payload(self, sha: str) -> tuple[str, bytes] | None:
+        """The original payload, byte for byte, with its media type."""
+        return self.db.payload(sha)
+
+    def checkpoint(self, source: str) -> str | None:
+        return self.jobs.checkpoint(source)
+
+    def graph_names(self) -> set[str]:
+        return self.graphs.graph_names()
+
+    @staticmethod
+    def unpack(data: bytes | None) -> bytes:
+        return unpack(data)

@@ -1,0 +1,341 @@
+"""The SQLite side of the record store: record state, the write journal, payloads, jobs.
+
+SQLite is the authority on each record's state. A write first commits the new state of a
+batch here with ``pending = 1`` (the journal), then brings the graph store to that state, then
+clears ``pending``. Whatever the moment a process dies, the rows hold either the old or the new
+state and ``pending`` rows are replayed into the graph store when the store is next opened.
+
+The same rows carry the canonical N-Triples of each dataset, so the republishing layer can
+serve records without touching the graph store (whose datatypes change on insert).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+import zlib
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+SCHEMA = """
+PRAGMA journal_mode = WAL;
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS records (
+    id INTEGER PRIMARY KEY,
+    source TEXT NOT NULL,
+    local_id TEXT NOT NULL,
+    record_iri TEXT NOT NULL UNIQUE,
+    dataset_iri TEXT,
+    status TEXT NOT NULL,
+    content_hash TEXT,
+    first_seen TEXT NOT NULL,
+    modified TEXT NOT NULL,
+    source_datestamp TEXT,
+    job_id INTEGER,
+    seen_job INTEGER,
+    format TEXT,
+    payload_sha TEXT,
+    url TEXT,
+    themes TEXT NOT NULL DEFAULT '',
+    ntriples BLOB,
+    catalog_ntriples BLOB,
+    findings TEXT NOT NULL DEFAULT '[]',
+    pending INTEGER NOT NULL DEFAULT 0,
+    UNIQUE (source, local_id)
+);
+CREATE INDEX IF NOT EXISTS records_modified ON records (modified, id);
+CREATE INDEX IF NOT EXISTS records_source_status ON records (source, status);
+CREATE INDEX IF NOT EXISTS records_pending ON records (pending) WHERE pending = 1;
+CREATE INDEX IF NOT EXISTS records_dataset ON records (dataset_iri);
+CREATE TABLE IF NOT EXISTS payloads (
+    sha256 TEXT PRIMARY KEY,
+    media_type TEXT NOT NULL,
+    size INTEGER NOT NULL,
+    data BLOB NOT NULL
+);
+CREATE TABLE IF NOT EXISTS jobs (
+    id INTEGER PRIMARY KEY,
+    source TEXT NOT NULL,
+    started TEXT NOT NULL,
+    ended TEXT,
+    heartbeat TEXT NOT NULL,
+    status TEXT NOT NULL,
+    full INTEGER NOT NULL,
+    counters TEXT NOT NULL DEFAULT '{}',
+    listing TEXT NOT NULL DEFAULT '{}',
+    message TEXT NOT NULL DEFAULT ''
+);
+CREATE INDEX IF NOT EXISTS jobs_source ON jobs (source, id);
+CREATE TABLE IF NOT EXISTS job_errors (
+    job_id INTEGER NOT NULL,
+    seq INTEGER NOT NULL,
+    local_id TEXT NOT NULL,
+    stage TEXT NOT NULL,
+    severity TEXT NOT NULL,
+    rule TEXT NOT NULL,
+    message TEXT NOT NULL,
+    location TEXT,
+    PRIMARY KEY (job_id, seq)
+);
+CREATE TABLE IF NOT EXISTS checkpoints (
+    source TEXT PRIMARY KEY,
+    value TEXT NOT NULL,
+    job_id INTEGER NOT NULL,
+    updated TEXT NOT NULL
+);
+"""
+
+RECORD_COLUMNS = (
+    "id, source, local_id, record_iri, dataset_iri, status, content_hash, first_seen, modified,"
+    " source_datestamp, job_id, seen_job, format, payload_sha, url, themes, findings, pending"
+)
+
+
+def pack(data: bytes) -> bytes:
+    return zlib.compress(data, 1)
+
+
+def unpack(data: bytes | None) -> bytes:
+    return zlib.decompress(data) if data else b""
+
+
+@dataclass(frozen=True, slots=True)
+class RecordRow:
+    """One record's state as held in SQLite (without its graph bytes)."""
+
+    id: int
+    source: str
+    local_id: str
+    record_iri: str
+    dataset_iri: str | None
+    status: str
+    content_hash: str | None
+    first_seen: str
+    modified: str
+    source_datestamp: str | None
+    job_id: int | None
+    seen_job: int | None
+    format: str | None
+    payload_sha: str | None
+    url: str | None
+    themes: str
+    findings: str
+    pending: int
+
+    @classmethod
+    def from_row(cls, row: Sequence[Any]) -> RecordRow:
+        return cls(*row)
+
+
+@dataclass(slots=True)
+class RecordWrite:
+    """The complete new state of one record, as decided by the pipeline."""
+
+    source: str
+    local_id: str
+    record_iri: str
+    dataset_iri: str | None
+    status: str
+    content_hash: str | None
+    first_seen: str
+    modified: str
+    source_datestamp: str | None
+    job_id: int
+    format: str | None
+    payload_sha: str | None
+    url: str | None
+    themes: str
+    ntriples: bytes  # canonical N-Triples of the dataset graph ('' unless active)
+    catalog_ntriples: bytes
+    findings: str
+    existed: bool  # a graph may exist already and must be replaced
+
+
+class StateDB:
+    """Thin typed access to the SQLite file. One connection, used by the owning process."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        self.conn.execute("PRAGMA synchronous = NORMAL")
+        self.conn.execute("PRAGMA foreign_keys = ON")
+        self.conn.executescript(SCHEMA)
+
+    def close(self) -> None:
+        self.conn.close()
+
+    # -- transactions -----------------------------------------------------------------------
+    def begin(self) -> None:
+        self.conn.execute("BEGIN IMMEDIATE")
+
+    def commit(self) -> None:
+        self.conn.execute("COMMIT")
+
+    def rollback(self) -> None:
+        if self.conn.in_transaction:
+            self.conn.execute("ROLLBACK")
+
+    # -- records ----------------------------------------------------------------------------
+    def records_by_local_id(self, source: str, local_ids: Iterable[str]) -> dict[str, RecordRow]:
+        ids = list(dict.fromkeys(local_ids))
+        out: dict[str, RecordRow] = {}
+        for start in range(0, len(ids), 500):
+            chunk = ids[start : start + 500]
+            marks = ",".join("?" * len(chunk))
+            cur = self.conn.execute(
+                f"SELECT {RECORD_COLUMNS} FROM records WHERE source = ? AND local_id IN ({marks})",
+                (source, *chunk),
+            )
+            for row in cur:
+                rec = RecordRow.from_row(row)
+                out[rec.local_id] = rec
+        return out
+
+    def record(self, source: str, local_id: str) -> RecordRow | None:
+        return self.records_by_local_id(source, [local_id]).get(local_id)
+
+    def record_by_iri(self, iri: str) -> RecordRow | None:
+        row = self.conn.execute(
+            f"SELECT {RECORD_COLUMNS} FROM records WHERE record_iri = ? OR dataset_iri = ?"
+            " ORDER BY status = 'active' DESC LIMIT 1",
+            (iri, iri),
+        ).fetchone()
+        return RecordRow.from_row(row) if row else None
+
+    def iter_records(
+        self, source: str | None = None, status: str | None = None, limit: int | None = None
+    ) -> Iterator[RecordRow]:
+        clauses, args = [], []
+        if source:
+            clauses.append("source = ?")
+            args.append(source)
+        if status:
+            clauses.append("status = ?")
+            args.append(status)
+        where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
+        lim = f"LIMIT {int(limit)}" if limit else ""
+        sql = f"SELECT {RECORD_COLUMNS} FROM records {where} ORDER BY source, local_id {lim}"
+        for row in self.conn.execute(sql, args):
+            yield RecordRow.from_row(row)
+
+    def graph_bytes(self, record_id: int) -> tuple[bytes, bytes]:
+        row = self.conn.execute(
+            "SELECT ntriples, catalog_ntriples FROM records WHERE id = ?", (record_id,)
+        ).fetchone()
+        if row is None:
+            return b"", b""
+        return unpack(row[0]), unpack(row[1])
+
+    def count_records(self, source: str, status: str) -> int:
+        row = self.conn.execute(
+            "SELECT count(*) FROM records WHERE source = ? AND status = ?", (source, status)
+        ).fetchone()
+        return int(row[0])
+
+    def counts_by_status(self, source: str | None = None) -> dict[str, int]:
+        if source:
+            cur = self.conn.execute(
+                "SELECT status, count(*) FROM records WHERE source = ? GROUP BY status", (source,)
+            )
+        else:
+            cur = self.conn.execute("SELECT status, count(*) FROM records GROUP BY status")
+        return {str(s): int(n) for s, n in cur}
+
+    def unseen_active(self, source: str, job_id: int) -> list[str]:
+        """Active records of a source that the given job did not see (withdrawal candidates)."""
+        cur = self.conn.execute(
+            "SELECT local_id FROM records WHERE source = ? AND status = 'active'"
+            " AND (seen_job IS NULL OR seen_job != ?) ORDER BY local_id",
+            (source, job_id),
+        )
+        return [str(r[0]) for r in cur]
+
+    def mark_seen(self, source: str, local_ids: Iterable[str], job_id: int) -> None:
+        self.conn.executemany(
+            "UPDATE records SET seen_job = ? WHERE source = ? AND local_id = ?",
+            [(job_id, source, lid) for lid in local_ids],
+        )
+
+    def upsert(self, writes: Sequence[RecordWrite]) -> list[int]:
+        """Write new states with pending = 1; return the record ids. Call inside begin()."""
+        ids: list[int] = []
+        for w in writes:
+            row = self.conn.execute(
+                """INSERT INTO records (source, local_id, record_iri, dataset_iri, status,
+                    content_hash, first_seen, modified, source_datestamp, job_id, seen_job, format,
+                    payload_sha, url, themes, ntriples, catalog_ntriples, findings, pending)
+                VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,1)
+                ON CONFLICT (source, local_id) DO UPDATE SET
+                    record_iri = excluded.record_iri, dataset_iri = excluded.dataset_iri,
+                    status = excluded.status, content_hash = excluded.content_hash,
+                    modified = excluded.modified, source_datestamp = excluded.source_datestamp,
+                    job_id = excluded.job_id, seen_job = excluded.seen_job,
+                    format = excluded.format, payload_sha = excluded.payload_sha,
+                    url = excluded.url, themes = excluded.themes, ntriples = excluded.ntriples,
+                    catalog_ntriples = excluded.catalog_ntriples, findings = excluded.findings,
+                    pending = 1
+                RETURNING id""",
+                (
+                    w.source,
+                    w.local_id,
+                    w.record_iri,
+                    w.dataset_iri,
+                    w.status,
+                    w.content_hash,
+                    w.first_seen,
+                    w.modified,
+                    w.source_datestamp,
+                    w.job_id,
+                    w.job_id,
+                    w.format,
+                    w.payload_sha,
+                    w.url,
+                    w.themes,
+                    pack(w.ntriples) if w.ntriples else None,
+                    pack(w.catalog_ntriples) if w.catalog_ntriples else None,
+                    w.findings,
+                ),
+            ).fetchone()
+            ids.append(int(row[0]))
+        return ids
+
+    def pending_rows(self) -> list[RecordRow]:
+        cur = self.conn.execute(f"SELECT {RECORD_COLUMNS} FROM records WHERE pending = 1")
+        return [RecordRow.from_row(r) for r in cur]
+
+    def clear_pending(self, ids: Sequence[int]) -> None:
+        self.conn.executemany("UPDATE records SET pending = 0 WHERE id = ?", [(i,) for i in ids])
+
+    # -- payloads ---------------------------------------------------------------------------
+    def put_payload(self, data: bytes, media_type: str) -> str:
+        sha = hashlib.sha256(data).hexdigest()
+        self.conn.execute(
+            "INSERT OR IGNORE INTO payloads (sha256, media_type, size, data) VALUES (?,?,?,?)",
+            (sha, media_type, len(data), pack(data)),
+        )
+        return sha
+
+    def payload(self, sha: str) -> tuple[str, bytes] | None:
+        row = self.conn.execute(
+            "SELECT media_type, data FROM payloads WHERE sha256 = ?", (sha,)
+        ).fetchone()
+        return (str(row[0]), unpack(row[1])) if row else None
+
+    # -- meta -------------------------------------------------------------------------------
+    def get_meta(self, key: str) -> str | None:
+        row = self.conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return str(row[0]) if row else None
+
+    def set_meta(self, key: str, value: str) -> None:
+        self.conn.execute(
+            "INSERT INTO meta (key, value) VALUES (?, ?)"
+            " ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            (key, value),
+        )
+
+
+def dumps(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"))

@@ -1,0 +1,30 @@
+"""Namespaces and the few terms of our own (``agg:``) used on catalogue records."""
+
+from __future__ import annotations
+
+AGG = "https://w3id.org/ld-aggregator/ns#"
+DCAT = "http://www.w3.org/ns/dcat#"
+DCT = "http://purl.org/dc/terms/"
+FOAF = "http://xmlns.com/foaf/0.1/"
+PROV = "http://www.w3.org/ns/prov#"
+RDF = "http://www.w3.org/1999/02/22-rdf-syntax-ns#"
+RDFS = "http://www.w3.org/2000/01/rdf-schema#"
+SPDX = "http://spdx.org/rdf/terms#"
+XSD = "http://www.w3.org/2001/XMLSchema#"
+ADMS = "http://www.w3.org/ns/adms#"
+
+RDF_TYPE = RDF + "type"
+DATASET_TYPES = (DCAT + "Dataset", DCAT + "DataService", DCAT + "DatasetSeries")
+
+# Our own terms (documented in docs/store.md)
+AGG_STATUS = AGG + "status"  # agg:Active / agg:Withdrawn / agg:Rejected
+AGG_HARVEST_SOURCE = AGG + "harvestSource"
+AGG_SOURCE_DATESTAMP = AGG + "sourceDatestamp"
+AGG_PAYLOAD = AGG + "originalPayload"
+AGG_PAYLOAD_MEDIA_TYPE = AGG + "payloadMediaType"
+AGG_FORMAT = AGG + "sourceFormat"
+STATUS_IRIS = {
+    "active": AGG + "Active",
+    "withdrawn": AGG + "Withdrawn",
+    "rejected": AGG + "Rejected",
+}

@@ -1,0 +1,65 @@
+"""Plugins used only by the lifecycle tests: an in-memory harvester and an N-Triples mapper.
+
+They are real plugins (registered in the registries like any third-party one), not mocks of a
+protocol: the protocol harvesters have their own tests against local servers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import ClassVar
+
+from pyoxigraph import NamedNode, RdfFormat, parse
+
+from aggregator.errors import ParseError
+from aggregator.harvest.base import Harvester, HarvestRequest, Listing
+from aggregator.mapping.base import Mapper, MappingContext, canonical_ntriples, content_hash
+from aggregator.models import MappedDataset, RawRecord
+from aggregator.plugins import harvesters, mappers
+
+DCAT_DATASET = NamedNode("http://www.w3.org/ns/dcat#Dataset")
+RDF_TYPE = NamedNode("http://www.w3.org/1999/02/22-rdf-syntax-ns#type")
+
+# source name -> (records, complete?)
+FEEDS: dict[str, tuple[list[RawRecord], bool]] = {}
+
+
+class MemoryHarvester(Harvester):
+    name: ClassVar[str] = "memory"
+
+    def list_records(self, request: HarvestRequest, listing: Listing) -> Iterator[RawRecord]:
+        records, complete = FEEDS[self.source.name]
+        for r in records:
+            listing.seen += 1
+            yield r
+        listing.pages = 1
+        if complete:
+            listing.mark_complete()
+        else:
+            listing.mark_truncated("test feed marked incomplete")
+
+
+class NTriplesMapper(Mapper):
+    name: ClassVar[str] = "test-nt"
+
+    def map(self, raw: RawRecord, ctx: MappingContext) -> list[MappedDataset]:
+        try:
+            triples = list(parse(raw.payload, format=RdfFormat.N_TRIPLES))
+        except SyntaxError as err:
+            raise ParseError(str(err)) from err
+        subjects = [t.subject for t in triples if t.predicate == RDF_TYPE and t.object == DCAT_DATASET]
+        nt = canonical_ntriples(triples)
+        return [
+            MappedDataset(
+                local_id=raw.local_id,
+                dataset_iri=str(subjects[0].value) if subjects else "urn:none",
+                ntriples=nt,
+                content_hash=content_hash(nt),
+                datestamp=raw.datestamp,
+            )
+        ]
+
+
+def register() -> None:
+    harvesters.register("memory", MemoryHarvester)
+    mappers.register("test-nt", NTriplesMapper)
