@@ -25,7 +25,7 @@ class _ThreadingWSGIServer(ThreadingMixIn, WSGIServer):
 class _QuietHandler(WSGIRequestHandler):
     protocol_version = "HTTP/1.1"
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+    def log_message(self, format: str, *args: Any) -> None:
         pass
 
 

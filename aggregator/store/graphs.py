@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from pyoxigraph import NamedNode, QuerySolutions, QueryTriples, RdfFormat, Store
+from pyoxigraph import NamedNode, QueryBoolean, QuerySolutions, QueryTriples, RdfFormat, Store
 
 _BNODE = re.compile(rb"(?m)^_:|(?<= )_:(?=[A-Za-z0-9_]+ \.$)")
 
@@ -44,7 +44,7 @@ def to_nquads(content: GraphContent) -> bytes:
 class GraphBackend(Protocol):
     def replace(self, contents: Sequence[GraphContent]) -> None: ...
     def remove(self, graph_iris: Sequence[str]) -> None: ...
-    def query(self, sparql: str) -> QuerySolutions | QueryTriples | bool: ...
+    def query(self, sparql: str) -> QuerySolutions | QueryTriples | QueryBoolean: ...
     def graph_names(self) -> set[str]: ...
     def close(self) -> None: ...
 
@@ -77,11 +77,8 @@ class OxigraphGraphs:
             self.store.remove_graph(NamedNode(iri))
         self.store.flush()
 
-    def query(self, sparql: str) -> QuerySolutions | QueryTriples | bool:
-        result = self.store.query(sparql, use_default_graph_as_union=True)
-        if isinstance(result, QuerySolutions | QueryTriples):
-            return result
-        return bool(result)
+    def query(self, sparql: str) -> QuerySolutions | QueryTriples | QueryBoolean:
+        return self.store.query(sparql, use_default_graph_as_union=True)
 
     def graph_names(self) -> set[str]:
         return {g.value for g in self.store.named_graphs() if isinstance(g, NamedNode)}

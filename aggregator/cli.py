@@ -1,0 +1,535 @@
+"""The ``aggregator`` command line. Thin: every command calls the library.
+
+Exit codes: 0 success; 1 a job failed or a file does not conform; 2 usage or configuration
+error; 3 a harvest ran but some records were rejected or errored; 4 a harvest was partial
+(truncated listing, mass-withdrawal brake).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import click
+
+from aggregator.config import Settings, load_settings
+from aggregator.errors import AggregatorError, ConfigError
+from aggregator.harvest.base import Listing
+from aggregator.jobs.journal import JobLog, JobRow
+from aggregator.store.records import RecordStore
+
+log = logging.getLogger("aggregator")
+
+
+class Ctx:
+    def __init__(self, config: Path) -> None:
+        self.config_path = config
+        self._settings: Settings | None = None
+
+    @property
+    def settings(self) -> Settings:
+        if self._settings is None:
+            self._settings = load_settings(self.config_path)
+        return self._settings
+
+    @contextmanager
+    def store(self) -> Iterator[RecordStore]:
+        s = self.settings
+        store = RecordStore(s.store_path, s.base_iri)
+        try:
+            yield store
+        finally:
+            store.close()
+
+
+pass_ctx = click.make_pass_decorator(Ctx)
+
+
+def _fail(err: AggregatorError) -> None:
+    click.echo(f"error: {err.message}", err=True)
+    sys.exit(2 if isinstance(err, ConfigError) else 1)
+
+
+class _Group(click.Group):
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except AggregatorError as err:
+            _fail(err)
+
+
+@click.group(cls=_Group)
+@click.option(
+    "--config",
+    "-c",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=lambda: os.environ.get("AGGREGATOR_CONFIG", "aggregator.toml"),
+    show_default="aggregator.toml or $AGGREGATOR_CONFIG",
+    help="Configuration file.",
+)
+@click.option("--log-level", default="WARNING", show_default=True, help="Python log level.")
+@click.version_option(package_name="ld-aggregator")
+@click.pass_context
+def main(ctx: click.Context, config: Path, log_level: str) -> None:
+    """Harvest catalogues into DCAT-AP 3, validate, store and republish them."""
+    logging.basicConfig(level=log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
+    ctx.obj = Ctx(config)
+
+
+# -- config ---------------------------------------------------------------------------------
+@main.group()
+def config() -> None:
+    """Inspect the configuration."""
+
+
+@config.command("check")
+@pass_ctx
+def config_check(c: Ctx) -> None:
+    """Validate aggregator.toml (plugins, options, secrets) without harvesting."""
+    s = c.settings
+    click.echo(f"{c.config_path}: OK")
+    click.echo(f"  store: {s.store_path}  base IRI: {s.base_iri}")
+    for src in s.sources.values():
+        click.echo(f"  source {src.name}: {src.type} -> {src.format} ({src.url})")
+
+
+# -- sources --------------------------------------------------------------------------------
+@main.group()
+def source() -> None:
+    """Register, list, show and remove sources (edits aggregator.toml)."""
+
+
+def _parse_options(pairs: Sequence[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep:
+            raise click.BadParameter(f"{pair!r} is not KEY=VALUE", param_hint="--option")
+        lowered = value.lower()
+        out[key] = (
+            int(value)
+            if value.isdigit()
+            else (lowered == "true" if lowered in ("true", "false") else value)
+        )
+    return out
+
+
+@source.command("add")
+@click.argument("name")
+@click.option("--type", "kind", required=True, help="Harvester: oai-pmh, rdf-dump, sparql, ...")
+@click.option("--url", required=True)
+@click.option("--format", "fmt", default=None, help="Mapper key (default depends on the type).")
+@click.option("--publisher", default=None)
+@click.option("--schedule", default="daily", show_default=True)
+@click.option("--lenient", is_flag=True, help="Store records with violations, flagged.")
+@click.option("--option", "options", multiple=True, help="Harvester option KEY=VALUE.")
+@click.option("--secret", "secrets", multiple=True, help="KEY=ENV_VAR_NAME (never the value).")
+@pass_ctx
+def source_add(
+    c: Ctx,
+    name: str,
+    kind: str,
+    url: str,
+    fmt: str | None,
+    publisher: str | None,
+    schedule: str,
+    lenient: bool,
+    options: tuple[str, ...],
+    secrets: tuple[str, ...],
+) -> None:
+    """Register a source. Registration does not harvest."""
+    from aggregator.sources_file import add_source
+
+    table: dict[str, Any] = {"type": kind, "url": url, "schedule": schedule}
+    if fmt:
+        table["format"] = fmt
+    if publisher:
+        table["publisher"] = publisher
+    if lenient:
+        table["lenient"] = True
+    if options:
+        table["options"] = _parse_options(options)
+    if secrets:
+        table["secrets"] = {k: str(v) for k, v in _parse_options(secrets).items()}
+    add_source(c.config_path, name, table)
+    click.echo(f"source {name} added to {c.config_path}")
+
+
+@source.command("list")
+@pass_ctx
+def source_list(c: Ctx) -> None:
+    """List sources with their record counts and last job."""
+    s = c.settings
+    if not s.sources:
+        click.echo("no sources (add one with: aggregator source add)")
+        return
+    with c.store() as store:
+        for src in s.sources.values():
+            counts = store.db.counts_by_status(src.name)
+            jobs = store.jobs.recent(src.name, limit=1)
+            last = f"job {jobs[0].id} {jobs[0].status}" if jobs else "never harvested"
+            click.echo(
+                f"{src.name:20} {src.type:10} active={counts.get('active', 0)}"
+                f" withdrawn={counts.get('withdrawn', 0)} rejected={counts.get('rejected', 0)}"
+                f"  {last}  {src.url}"
+            )
+
+
+@source.command("show")
+@click.argument("name")
+@pass_ctx
+def source_show(c: Ctx, name: str) -> None:
+    """Show one source's configuration (secrets masked) and state."""
+    src = c.settings.source(name)
+    with c.store() as store:
+        info = {
+            "name": src.name,
+            "type": src.type,
+            "url": src.url,
+            "format": src.format,
+            "publisher": src.publisher,
+            "schedule": src.schedule,
+            "validation": list(src.validation),
+            "lenient": src.lenient,
+            "options": dict(src.options),
+            "secrets": {k: f"${v.env_name}" for k, v in src.secrets.items()},
+            "records": store.db.counts_by_status(src.name),
+            "checkpoint": store.checkpoint(src.name),
+        }
+    click.echo(json.dumps(info, indent=2, default=str))
+
+
+@source.command("remove")
+@click.argument("name")
+@pass_ctx
+def source_remove(c: Ctx, name: str) -> None:
+    """Remove a source from aggregator.toml (its stored records stay until purged)."""
+    from aggregator.sources_file import remove_source
+
+    remove_source(c.config_path, name)
+    click.echo(f"source {name} removed from {c.config_path}")
+
+
+# -- harvesting -----------------------------------------------------------------------------
+class _Progress:
+    """rich progress on a terminal, a plain line every few seconds otherwise."""
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+        self.tty = sys.stderr.isatty()
+        self._last = 0.0
+        self._rich: Any = None
+        self._task: Any = None
+        if self.tty:
+            from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+            self._rich = Progress(
+                SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn()
+            )
+            self._rich.start()
+            self._task = self._rich.add_task(source)
+
+    def __call__(self, job: JobLog, listing: Listing) -> None:
+        counts = " ".join(f"{k}={v}" for k, v in sorted(job.counters.items()) if v)
+        total = f"/{listing.expected_total}" if listing.expected_total else ""
+        text = f"{self.source}: {listing.seen}{total} listed  {counts}"
+        if self._rich is not None:
+            self._rich.update(self._task, description=text)
+        elif time.monotonic() - self._last > 5:
+            self._last = time.monotonic()
+            click.echo(text, err=True)
+
+    def stop(self) -> None:
+        if self._rich is not None:
+            self._rich.stop()
+
+
+def _job_line(job: JobRow) -> str:
+    counts = " ".join(f"{k}={v}" for k, v in sorted(job.counters.items()) if v) or "no records"
+    msg = f" - {job.message}" if job.message else ""
+    return f"job {job.id} {job.source}: {job.status}  {counts}{msg}"
+
+
+@main.command()
+@click.argument("sources", nargs=-1)
+@click.option("--all", "all_", is_flag=True, help="Harvest every enabled source.")
+@click.option("--full", is_flag=True, help="Ignore the checkpoint: list everything.")
+@click.option("--force", is_flag=True, help="Rewrite records even if their date is not newer.")
+@click.option("--allow-mass-withdrawal", is_flag=True, help="Override the withdrawal brake.")
+@pass_ctx
+def harvest(
+    c: Ctx,
+    sources: tuple[str, ...],
+    all_: bool,
+    full: bool,
+    force: bool,
+    allow_mass_withdrawal: bool,
+) -> None:
+    """Harvest sources now, one job per source."""
+    from aggregator.http import HttpClient
+    from aggregator.pipeline import RunOptions, exit_code, run_source
+
+    s = c.settings
+    if all_:
+        names = [n for n, src in s.sources.items() if src.enabled]
+    elif sources:
+        names = list(sources)
+        for n in names:
+            s.source(n)
+    else:
+        raise click.UsageError("name one or more sources, or --all")
+    http = HttpClient(s.http)
+    worst = 0
+    with c.store() as store:
+        for name in names:
+            progress = _Progress(name)
+            try:
+                job = run_source(
+                    s,
+                    store,
+                    name,
+                    RunOptions(
+                        full=full,
+                        force=force,
+                        allow_mass_withdrawal=allow_mass_withdrawal,
+                        progress=progress,
+                    ),
+                    http=http,
+                )
+            finally:
+                progress.stop()
+            click.echo(_job_line(job))
+            code = exit_code(job)
+            worst = code if code == 1 or worst == 0 else max(worst, code)
+    sys.exit(worst)
+
+
+@main.command()
+@click.argument("source", required=False)
+@click.option("--limit", default=20, show_default=True)
+@pass_ctx
+def jobs(c: Ctx, source: str | None, limit: int) -> None:
+    """List recent jobs, newest first."""
+    with c.store() as store:
+        for job in store.jobs.recent(source, limit):
+            click.echo(f"{job.started}  {_job_line(job)}")
+
+
+@main.group()
+def job() -> None:
+    """Inspect one job."""
+
+
+@job.command("show")
+@click.argument("job_id", type=int)
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@pass_ctx
+def job_show(c: Ctx, job_id: int, as_json: bool) -> None:
+    """Show a job with its listing facts and every per-record error."""
+    with c.store() as store:
+        j = store.jobs.get(job_id)
+        errors = store.jobs.errors(job_id)
+    if as_json:
+        doc = {
+            "id": j.id,
+            "source": j.source,
+            "started": j.started,
+            "ended": j.ended,
+            "heartbeat": j.heartbeat,
+            "status": j.status,
+            "full": j.full,
+            "counters": j.counters,
+            "listing": j.listing,
+            "message": j.message,
+            "errors": errors,
+        }
+        click.echo(json.dumps(doc, indent=2))
+        return
+    click.echo(_job_line(j))
+    click.echo(f"  started {j.started}  ended {j.ended or '-'}  heartbeat {j.heartbeat}")
+    click.echo(f"  listing {json.dumps(j.listing)}")
+    click.echo(f"  {len(errors)} error(s)")
+    for e in errors:
+        where = f" at {e['location']}" if e["location"] else ""
+        click.echo(f"  - {e['local_id']} [{e['stage']}/{e['rule']}]{where}: {e['message']}")
+
+
+@main.command()
+@click.option("--source", default=None)
+@click.option("--status", type=click.Choice(["active", "withdrawn", "rejected"]), default=None)
+@click.option("--limit", default=100, show_default=True)
+@pass_ctx
+def records(c: Ctx, source: str | None, status: str | None, limit: int) -> None:
+    """List stored records."""
+    with c.store() as store:
+        for r in store.db.iter_records(source, status, limit):
+            click.echo(f"{r.source}\t{r.local_id}\t{r.status}\t{r.modified}\t{r.dataset_iri or ''}")
+
+
+@main.group()
+def record() -> None:
+    """Inspect one stored record."""
+
+
+@record.command("show")
+@click.argument("source")
+@click.argument("local_id")
+@pass_ctx
+def record_show(c: Ctx, source: str, local_id: str) -> None:
+    """Print a record's catalogue record and dataset graph as N-Triples."""
+    from aggregator.errors import NotFoundError
+
+    with c.store() as store:
+        row = store.record(source, local_id)
+        if row is None:
+            raise NotFoundError(f"no record {local_id!r} in source {source!r}")
+        sys.stdout.write(store.catalog_record_ntriples(row).decode())
+        sys.stdout.write(store.dataset_ntriples(row).decode())
+
+
+@record.command("payload")
+@click.argument("source")
+@click.argument("local_id")
+@pass_ctx
+def record_payload(c: Ctx, source: str, local_id: str) -> None:
+    """Write a record's original payload, byte for byte, to standard output."""
+    from aggregator.errors import NotFoundError
+
+    with c.store() as store:
+        row = store.record(source, local_id)
+        found = store.payload(row.payload_sha) if row and row.payload_sha else None
+        if found is None:
+            raise NotFoundError(f"no payload for {local_id!r} in source {source!r}")
+        sys.stdout.buffer.write(found[1])
+
+
+# -- mapping and validation of files --------------------------------------------------------
+def _raw_from_file(path: Path, fmt: str, media_type: str | None) -> Any:
+    from aggregator.models import RawRecord
+
+    guessed = {
+        ".ttl": "text/turtle",
+        ".rdf": "application/rdf+xml",
+        ".owl": "application/rdf+xml",
+        ".jsonld": "application/ld+json",
+        ".nt": "application/n-triples",
+        ".json": "application/json",
+        ".xml": "application/xml",
+    }.get(path.suffix.lower(), "application/octet-stream")
+    return RawRecord(
+        source="file",
+        local_id=path.name,
+        format=fmt,
+        payload=path.read_bytes(),
+        media_type=media_type or guessed,
+        url=path.resolve().as_uri(),
+        is_collection=True,
+    )
+
+
+@main.command("map")
+@click.option("--from", "fmt", required=True, help="Format key: dcat, iso19139, ckan, ...")
+@click.option("--media-type", default=None, help="Override the media type of FILE.")
+@click.option("--base-iri", default="http://localhost:8000/", show_default=True)
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+def map_file(fmt: str, media_type: str | None, base_iri: str, file: Path) -> None:
+    """Map FILE to DCAT-AP 3 and print the normalised graph as Turtle (no store needed)."""
+    from pyoxigraph import RdfFormat, parse, serialize
+
+    from aggregator.mapping.base import MappingContext
+    from aggregator.plugins import mappers
+
+    raw = _raw_from_file(file, fmt, media_type)
+    datasets = mappers.get(fmt)().map(raw, MappingContext(base_iri=base_iri, source="file"))
+    prefixes = {
+        "dcat": "http://www.w3.org/ns/dcat#",
+        "dct": "http://purl.org/dc/terms/",
+        "foaf": "http://xmlns.com/foaf/0.1/",
+        "vcard": "http://www.w3.org/2006/vcard/ns#",
+        "xsd": "http://www.w3.org/2001/XMLSchema#",
+        "adms": "http://www.w3.org/ns/adms#",
+        "locn": "http://www.w3.org/ns/locn#",
+        "skos": "http://www.w3.org/2004/02/skos/core#",
+        "rdfs": "http://www.w3.org/2000/01/rdf-schema#",
+    }
+    for ds in datasets:
+        triples = parse(ds.ntriples, format=RdfFormat.N_TRIPLES)
+        out = serialize(triples, format=RdfFormat.TURTLE, prefixes=prefixes)
+        assert out is not None
+        click.echo(f"# dataset {ds.dataset_iri} (record {ds.local_id})")
+        for f in ds.findings:
+            click.echo(f"# {f.severity.value} {f.rule}: {f.message}")
+        click.echo(out.decode())
+
+
+@main.command()
+@click.option("--from", "fmt", default="dcat", show_default=True, help="Format key of FILE.")
+@click.option("--profile", default="shacl", show_default=True, help="Validators, comma-separated.")
+@click.option("--media-type", default=None)
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+def validate(fmt: str, profile: str, media_type: str | None, file: Path) -> None:
+    """Map FILE and validate it; print every finding. Exit 0 if it conforms, 1 if not."""
+    from aggregator.mapping.base import MappingContext
+    from aggregator.models import Severity
+    from aggregator.plugins import validators
+    from aggregator.processing import process
+
+    chain = [p.strip() for p in profile.split(",") if p.strip()]
+    for name in chain:
+        validators.get(name)
+    raw = _raw_from_file(file, fmt, media_type)
+    result = process(raw, MappingContext("http://localhost:8000/", "file"), chain)
+    conforms = not result.failure
+    for f in result.failure:
+        click.echo(
+            f"{f.severity.value}\t{f.stage.value}\t{f.rule}\t{f.location or ''}\t{f.message}"
+        )
+    for c in result.checked:
+        click.echo(f"# {c.dataset.dataset_iri}")
+        for f in c.findings:
+            if f.severity is Severity.INFO:
+                continue
+            where = f.location or ""
+            path = f" {f.path}" if f.path else ""
+            click.echo(f"{f.severity.value}\t{f.stage.value}\t{f.rule}\t{where}{path}\t{f.message}")
+        conforms = conforms and c.conforms
+    click.echo("conforms" if conforms else "does not conform")
+    sys.exit(0 if conforms else 1)
+
+
+# -- serving and the demo -------------------------------------------------------------------
+@main.command()
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", default=8000, show_default=True)
+@pass_ctx
+def serve(c: Ctx, host: str, port: int) -> None:
+    """Serve the aggregate (SPARQL endpoint, records, original payloads)."""
+    from aggregator.serve.app import run_server
+
+    with c.store() as store:
+        run_server(store, c.settings, host, port)
+
+
+@main.command()
+@click.option(
+    "--dir",
+    "directory",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("demo-data"),
+    show_default=True,
+    help="Fresh data directory for the demo (emptied first).",
+)
+@click.option("--port", default=8000, show_default=True)
+@click.option("--no-serve", is_flag=True, help="Stop after harvesting.")
+def demo(directory: Path, port: int, no_serve: bool) -> None:
+    """Start bundled sources on 127.0.0.1, harvest them, then serve. No internet needed."""
+    from aggregator.demo import run_demo
+
+    sys.exit(run_demo(directory, port=port, serve=not no_serve))
