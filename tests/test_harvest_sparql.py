@@ -29,7 +29,7 @@ from aggregator.harvest.sparql import (
 from aggregator.http import HttpClient
 from aggregator.models import RawRecord
 from aggregator.peers.server import PeerServer
-from aggregator.peers.sparql import SparqlApp, SparqlFault
+from aggregator.peers.sparql import SparqlApp, SparqlFault, uses_service
 from aggregator.plugins import harvesters
 
 DATA = Path(__file__).parent / "data" / "rdf_dump" / "sparql-endpoint.trig"
@@ -183,10 +183,16 @@ def test_construct_closure_includes_distributions_and_blank_nodes(
     # a blank-node distribution
     noise = by_id[DS + "noise-map"]
     assert ("_:", dcat + "accessURL", "https://data.example.org/files/noise-2022.zip") in noise
-    # nothing of other datasets or of the catalogue
+    # nothing of other datasets, services or the catalogue: one described resource per payload
     subjects = {s for s, _, _ in air}
     assert DS + "river-levels" not in subjects
     assert "https://data.example.org/catalogue" not in subjects
+    service = "https://api.data.example.org/aq/v1#service"
+    assert (DS + "air-quality-2024/api", dcat + "accessService", service) in air
+    assert service not in subjects
+    rdf_type = "http://www.w3.org/1999/02/22-rdf-syntax-ns#type"
+    typed = {o for _, p, o in air if p == rdf_type and o.startswith(dcat)}
+    assert typed == {dcat + "Dataset", dcat + "Distribution"}
 
 
 def test_depth_limits_the_closure(endpoint: str, http: HttpClient) -> None:
@@ -408,3 +414,16 @@ def test_invalid_options_are_config_errors(url: str, options: dict[str, Any]) ->
         SparqlHarvester.check_config(
             SourceConfig(name="sp", type="sparql", url=url, options=options)
         )
+
+
+def test_peer_refuses_service_clauses_only() -> None:
+    assert uses_service("SELECT * { SERVICE <http://evil.example/> { ?s ?p ?o } }")
+    assert uses_service("select * { service <http://evil.example/> {} }")
+    assert not uses_service("SELECT * { <https://api.example.org/v1#service> ?p ?o }")
+    assert not uses_service('SELECT * { ?s ?p "SERVICE" }')
+
+
+def test_peer_serves_a_service_record(app: SparqlApp, peer: str, http: HttpClient) -> None:
+    records, listing = harvest(http, peer, graph=PORTAL, types=["DataService"])
+    assert [r.local_id for r in records] == ["https://api.data.example.org/aq/v1#service"]
+    assert listing.complete

@@ -40,11 +40,14 @@ TYPE_NAMES: Mapping[str, str] = {
     "DatasetSeries": DCAT + "DatasetSeries",
 }
 #: resources reached by a link whose description is not pulled into a dataset's record: they
-#: are records (or vocabularies) of their own, and expanding them would drag in the catalogue
+#: are records (or vocabularies) of their own, and expanding them would drag in the catalogue.
+#: DataService is among them because the ``dcat`` mapper makes a record of every Dataset,
+#: DataService and DatasetSeries it finds in a payload: one payload must hold one of them.
 DEFAULT_STOP_TYPES: tuple[str, ...] = (
     DCAT + "Catalog",
     DCAT + "Dataset",
     DCAT + "DatasetSeries",
+    DCAT + "DataService",
     SKOS + "ConceptScheme",
 )
 CONSTRUCT_ACCEPT: Mapping[str, str] = {

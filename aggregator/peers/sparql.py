@@ -38,6 +38,7 @@ from pyoxigraph import (
 from aggregator.peers.server import respond
 
 _SERVICE = re.compile(r"\bSERVICE\b", re.IGNORECASE)
+_IRIS_AND_STRINGS = re.compile(r'<[^<>"{}|^`\\\s]*>|"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\'')
 _CONSTRUCT = re.compile(r"\b(CONSTRUCT|DESCRIBE)\b", re.IGNORECASE)
 _COUNT = re.compile(r"\bCOUNT\s*\(", re.IGNORECASE)
 MAX_BODY = 1024 * 1024
@@ -62,6 +63,11 @@ def query_kind(query: str) -> str:
     if _COUNT.search(query):
         return "count"
     return "select"
+
+
+def uses_service(query: str) -> bool:
+    """Whether the query has a SERVICE clause (the word inside IRIs or strings does not count)."""
+    return bool(_SERVICE.search(_IRIS_AND_STRINGS.sub(" ", query)))
 
 
 class SparqlApp:
@@ -110,7 +116,7 @@ class SparqlApp:
             if fault.body is not None:
                 content_type = fault.content_type or "application/sparql-results+json"
                 return respond(start_response, 200, fault.body, content_type)
-        if _SERVICE.search(query):
+        if uses_service(query):
             return respond(start_response, 400, b"SERVICE is not allowed on this endpoint")
         try:
             result = self.store.query(query)
