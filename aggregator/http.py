@@ -1,13 +1,22 @@
 """The one HTTP client layer every harvester uses.
 
-- timeouts (connect and read) on every request;
-- retries with exponential backoff and full jitter on 429, 5xx and connection errors,
-  honouring ``Retry-After`` (seconds or HTTP date), every delay capped by ``max_backoff``;
-- a response size cap (``Content-Length`` checked first, then counted while streaming);
+- timeouts (connect and read) on every request, and optionally a total deadline per body;
+- retries with exponential backoff and jitter on 429, 5xx, connection errors and bodies cut
+  off mid-read, honouring ``Retry-After`` (seconds or HTTP date), every delay capped by
+  ``max_backoff``; never on other 4xx;
+- a response size cap (``Content-Length`` checked first, then the *decoded* bytes counted
+  while streaming, so a gzip bomb stops at the cap);
 - redirects followed by hand, at most ``max_redirects``, each hop checked by the SSRF guard;
+  only 303 turns a POST into a GET; credentials are dropped when a redirect leaves the host;
 - a per-host concurrency limit shared by every job using the same client;
-- an SSRF guard refusing non-http(s) schemes and hosts that resolve to private, loopback,
-  link-local, multicast or reserved addresses, unless ``allow_private`` is set (tests, demo).
+- an SSRF guard refusing non-http(s) schemes and hosts that resolve to non-public addresses
+  (private, loopback, link-local, multicast, reserved, unspecified, CGNAT; IPv4-mapped, 6to4
+  and NAT64 IPv6 forms are unwrapped first) unless ``allow_private`` is set (tests, demo).
+  The check is repeated when the socket is opened, and the socket connects to the very
+  address that was checked, so DNS rebinding between check and connect does not get through.
+
+Every failure is an :class:`~aggregator.errors.TransportError` (or one of its subclasses);
+no ``requests``/``urllib3`` exception escapes. See ``docs/http-and-input-safety.md``.
 """
 
 from __future__ import annotations
@@ -19,14 +28,20 @@ import random
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import UTC
+from types import TracebackType
 from typing import Any
 from urllib.parse import urljoin, urlsplit
 
 import requests
+import requests.adapters
 import urllib3.exceptions
+from urllib3.connection import HTTPConnection, HTTPSConnection
+from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
+from urllib3.util.connection import create_connection
 
 from aggregator.config import HttpSettings
 from aggregator.errors import (
@@ -41,6 +56,10 @@ log = logging.getLogger(__name__)
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 CHUNK = 64 * 1024
+# Headers that must not follow a redirect to another host (requests' rule, applied by hand).
+CREDENTIAL_HEADERS = frozenset({"authorization", "proxy-authorization", "cookie"})
+_NAT64 = ipaddress.ip_network("64:ff9b::/96")
+_DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,13 +74,31 @@ class Response:
         return self.headers.get("content-type", "").split(";")[0].strip().lower()
 
     @property
-    def text(self) -> str:
-        charset = "utf-8"
+    def charset(self) -> str | None:
+        """The ``charset`` parameter of Content-Type, if any (not checked against codecs)."""
         for part in self.headers.get("content-type", "").split(";")[1:]:
-            key, _, value = part.strip().partition("=")
-            if key.lower() == "charset" and value:
-                charset = value.strip('"')
-        return self.content.decode(charset, errors="replace")
+            key, _, value = part.partition("=")
+            if key.strip().lower() == "charset":
+                value = value.strip().strip("\"'").strip()
+                if value:
+                    return value
+        return None
+
+    @property
+    def text(self) -> str:
+        """The body decoded: declared charset, else a BOM, else UTF-8; never raises.
+
+        An unknown charset name falls back to UTF-8; undecodable bytes become U+FFFD.
+        """
+        charset = self.charset
+        if charset is not None:
+            try:
+                return self.content.decode(charset, errors="replace")
+            except LookupError:
+                log.info("unknown charset %r from %s; decoding as UTF-8", charset, self.url)
+        if self.content.startswith((b"\xff\xfe", b"\xfe\xff")):
+            return self.content.decode("utf-16", errors="replace")
+        return self.content.decode("utf-8-sig", errors="replace")
 
 
 def parse_retry_after(value: str | None, now: float | None = None) -> float | None:
@@ -73,42 +110,182 @@ def parse_retry_after(value: str | None, now: float | None = None) -> float | No
         return float(value)
     try:
         when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, IndexError, OverflowError):
         return None
+    if when.tzinfo is None:  # "-0000" dates: RFC 5322 says UTC
+        when = when.replace(tzinfo=UTC)
     return max(0.0, when.timestamp() - (time.time() if now is None else now))
+
+
+# -- the SSRF guard ------------------------------------------------------------------------
+def is_public_address(addr: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
+    """True for globally routable unicast addresses; IPv4 embedded in IPv6 is checked too."""
+    if isinstance(addr, ipaddress.IPv6Address):
+        if addr.ipv4_mapped is not None:
+            return is_public_address(addr.ipv4_mapped)
+        if addr in _NAT64:
+            return is_public_address(ipaddress.IPv4Address(int(addr) & 0xFFFFFFFF))
+        if addr.sixtofour is not None and not is_public_address(addr.sixtofour):
+            return False
+        if addr.teredo is not None:
+            return False
+    return addr.is_global and not addr.is_multicast and not addr.is_unspecified
+
+
+@dataclass(frozen=True, slots=True)
+class AddressGuard:
+    """The SSRF policy of one client: the scheme rule, the address rule, trusted exceptions.
+
+    ``trusted_hosts`` holds ``host:port`` strings (host lower-case, IPv6 without brackets)
+    exempt from the address rule, e.g. one intranet catalogue; redirects elsewhere are still
+    checked.
+    """
+
+    allow_private: bool = False
+    trusted_hosts: frozenset[str] = field(default_factory=frozenset)
+
+    def exempt(self, host: str, port: int) -> bool:
+        return self.allow_private or f"{host.lower()}:{port}" in self.trusted_hosts
+
+    def check_url(self, url: str) -> None:
+        try:
+            parts = urlsplit(url)
+            host = parts.hostname
+            port = parts.port
+        except ValueError as err:
+            raise TransportError(f"invalid URL {url!r}: {err}", url=url) from err
+        if parts.scheme not in ("http", "https"):
+            raise BlockedAddressError(f"scheme {parts.scheme!r} is not allowed", url=url)
+        if not host:
+            raise BlockedAddressError("URL has no host", url=url)
+        port = port or _DEFAULT_PORTS[parts.scheme]
+        if self.exempt(host, port):
+            return
+        for addr in self.resolve(host, port, url):
+            self.check_ip(host, addr, url)
+
+    def resolve(self, host: str, port: int, url: str | None = None) -> list[str]:
+        try:
+            infos = socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM)
+        except (socket.gaierror, UnicodeError) as err:
+            raise TransportError(f"cannot resolve {host}: {err}", url=url) from err
+        return list(dict.fromkeys(str(info[4][0]) for info in infos))
+
+    def check_ip(self, host: str, ip: str, url: str | None = None) -> None:
+        try:
+            addr = ipaddress.ip_address(ip.split("%", 1)[0])
+        except ValueError:
+            addr = None
+        if addr is None or not is_public_address(addr):
+            raise BlockedAddressError(
+                f"{host} resolves to {ip}, a non-public address (SSRF guard)", url=url
+            )
 
 
 def check_address(url: str, allow_private: bool) -> None:
     """The SSRF guard: raise BlockedAddressError for URLs we must not fetch."""
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https"):
-        raise BlockedAddressError(f"scheme {parts.scheme!r} is not allowed", url=url)
-    host = parts.hostname
-    if not host:
-        raise BlockedAddressError("URL has no host", url=url)
-    if allow_private:
-        return
-    try:
-        infos = socket.getaddrinfo(host, parts.port or 80, proto=socket.IPPROTO_TCP)
-    except socket.gaierror as err:
-        raise TransportError(f"cannot resolve {host}: {err}", url=url) from err
-    for info in infos:
-        addr = ipaddress.ip_address(info[4][0])
-        if (
-            addr.is_private
-            or addr.is_loopback
-            or addr.is_link_local
-            or addr.is_multicast
-            or addr.is_reserved
-            or addr.is_unspecified
-        ):
-            raise BlockedAddressError(
-                f"{host} resolves to {addr}, a non-public address (SSRF guard)", url=url
+    AddressGuard(allow_private=allow_private).check_url(url)
+
+
+def _guarded_connect(conn: HTTPConnection, guard: AddressGuard) -> socket.socket:
+    """Resolve, check every address, then connect to a checked address (no second lookup)."""
+    host = conn._dns_host.strip("[]")
+    port = conn.port or 80
+    addresses = guard.resolve(host, port)
+    if not guard.exempt(host, port):
+        for ip in addresses:
+            guard.check_ip(host, ip)
+    err: Exception | None = None
+    for ip in addresses:
+        try:
+            return create_connection(
+                (ip, port),
+                conn.timeout,
+                source_address=conn.source_address,
+                socket_options=conn.socket_options,
             )
+        except TimeoutError as e:
+            err = urllib3.exceptions.ConnectTimeoutError(
+                conn, f"Connection to {host} timed out. (connect timeout={conn.timeout})"
+            )
+            err.__cause__ = e
+        except OSError as e:
+            err = urllib3.exceptions.NewConnectionError(
+                conn, f"Failed to establish a new connection: {e}"
+            )
+            err.__cause__ = e
+    raise err or urllib3.exceptions.NewConnectionError(conn, f"{host} has no address")
+
+
+def _guarded_pool_classes(guard: AddressGuard) -> dict[str, type[HTTPConnectionPool]]:
+    class GuardedHTTPConnection(HTTPConnection):
+        def _new_conn(self) -> socket.socket:
+            return _guarded_connect(self, guard)
+
+    class GuardedHTTPSConnection(HTTPSConnection):
+        def _new_conn(self) -> socket.socket:
+            return _guarded_connect(self, guard)
+
+    class GuardedHTTPConnectionPool(HTTPConnectionPool):
+        ConnectionCls = GuardedHTTPConnection
+
+    class GuardedHTTPSConnectionPool(HTTPSConnectionPool):
+        ConnectionCls = GuardedHTTPSConnection
+
+    return {"http": GuardedHTTPConnectionPool, "https": GuardedHTTPSConnectionPool}
+
+
+class _GuardedAdapter(requests.adapters.HTTPAdapter):
+    """An adapter whose sockets connect only to addresses the guard has just checked."""
+
+    def __init__(self, guard: AddressGuard) -> None:
+        self._guard = guard
+        super().__init__()
+
+    def init_poolmanager(
+        self, connections: int, maxsize: int, block: bool = False, **pool_kwargs: Any
+    ) -> None:
+        super().init_poolmanager(connections, maxsize, block, **pool_kwargs)
+        self.poolmanager.pool_classes_by_scheme = _guarded_pool_classes(self._guard)
+
+
+def _origin(url: str) -> tuple[str, int]:
+    parts = urlsplit(url)
+    return (parts.hostname or "", parts.port or _DEFAULT_PORTS.get(parts.scheme, 0))
+
+
+def _keeps_credentials(old: str, new: str) -> bool:
+    """Same host and port, or the same host upgraded from http:80 to https:443."""
+    if _origin(old) == _origin(new):
+        return urlsplit(old).scheme == urlsplit(new).scheme or urlsplit(new).scheme == "https"
+    old_parts, new_parts = urlsplit(old), urlsplit(new)
+    return (
+        old_parts.hostname == new_parts.hostname
+        and old_parts.scheme == "http"
+        and new_parts.scheme == "https"
+        and old_parts.port in (None, 80)
+        and new_parts.port in (None, 443)
+    )
+
+
+def _transient(err: requests.RequestException) -> bool:
+    """Connection-level failures worth another attempt (not TLS or malformed requests)."""
+    if isinstance(err, requests.exceptions.SSLError):
+        return False
+    return isinstance(
+        err,
+        requests.ConnectionError | requests.Timeout | requests.exceptions.ChunkedEncodingError,
+    )
 
 
 class HttpClient:
-    """Shared by every job in a process; thread-safe."""
+    """Shared by every job in a process; thread-safe.
+
+    ``sleep`` and ``rng`` are injectable so that tests can record the retry delays.
+    ``trusted_hosts`` (``host:port``) are exempt from the SSRF address rule. ``total_timeout``
+    (seconds, off by default) bounds the time spent reading one body, which the per-read
+    ``timeout`` does not: a server trickling a byte every few seconds never trips it.
+    """
 
     def __init__(
         self,
@@ -116,11 +293,19 @@ class HttpClient:
         *,
         sleep: Callable[[float], None] = time.sleep,
         rng: random.Random | None = None,
+        trusted_hosts: Collection[str] = (),
+        total_timeout: float | None = None,
     ) -> None:
         self.settings = settings
+        self.total_timeout = total_timeout
+        self._guard = AddressGuard(
+            allow_private=settings.allow_private,
+            trusted_hosts=frozenset(h.lower() for h in trusted_hosts),
+        )
         self._sleep = sleep
         self._rng = rng or random.Random()
         self._local = threading.local()
+        self._sessions: list[requests.Session] = []
         self._host_locks: dict[str, threading.BoundedSemaphore] = {}
         self._lock = threading.Lock()
 
@@ -131,8 +316,33 @@ class HttpClient:
             session = requests.Session()
             session.trust_env = False  # no proxies or netrc from the environment
             session.headers["User-Agent"] = self.settings.user_agent
+            if not self._guard.allow_private:
+                adapter = _GuardedAdapter(self._guard)
+                session.mount("http://", adapter)
+                session.mount("https://", adapter)
             self._local.session = session
+            with self._lock:
+                self._sessions.append(session)
         return session
+
+    def close(self) -> None:
+        """Close every thread's connection pool (the client stays usable: pools reopen)."""
+        with self._lock:
+            sessions, self._sessions = self._sessions, []
+        for session in sessions:
+            session.close()
+        self._local = threading.local()
+
+    def __enter__(self) -> HttpClient:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
 
     def _host_slot(self, url: str) -> threading.BoundedSemaphore:
         host = urlsplit(url).netloc.lower()
@@ -147,22 +357,30 @@ class HttpClient:
         s = self.settings
         if retry_after is not None:
             return min(retry_after, s.max_backoff)
-        return min(s.max_backoff, s.backoff * (2**attempt)) * self._rng.uniform(0.5, 1.0)
+        base = min(s.max_backoff, s.backoff * (2.0 ** min(attempt, 64)))
+        return base * self._rng.uniform(0.5, 1.0)
 
     @contextmanager
     def _open(
-        self, method: str, url: str, **kwargs: Any
-    ) -> Iterator[requests.Response]:
-        """Send with retries and guarded redirects; yield the final streaming response."""
+        self, method: str, url: str, *, read_body: bool, **kwargs: Any
+    ) -> Iterator[tuple[requests.Response, bytes]]:
+        """Send with retries and guarded redirects; yield the final response (and its body).
+
+        With ``read_body`` the body is read here, so that a body cut off mid-read is retried
+        like any other connection error; without it the response is still streaming.
+        The host slot is held until the caller leaves the ``with`` block; the connection is
+        closed (never leaked to the pool half-read) on every path.
+        """
         s = self.settings
         attempt = 0
         hops = 0
         current = url
         while True:
-            check_address(current, s.allow_private)
+            self._guard.check_url(current)
             slot = self._host_slot(current)
             slot.acquire()
             resp: requests.Response | None = None
+            delay = 0.0
             try:
                 try:
                     resp = self._session().request(
@@ -174,7 +392,7 @@ class HttpClient:
                         **kwargs,
                     )
                 except requests.RequestException as err:
-                    if attempt >= s.retries:
+                    if attempt >= s.retries or not _transient(err):
                         raise TransportError(
                             f"{method} {current} failed after {attempt + 1} attempt(s): {err}",
                             url=current,
@@ -188,16 +406,33 @@ class HttpClient:
                             raise TooManyRedirectsError(
                                 f"more than {s.max_redirects} redirects from {url}", url=current
                             )
-                        current = urljoin(current, resp.headers["location"])
-                        if resp.status_code == 303:
-                            method, kwargs = "GET", {k: v for k, v in kwargs.items() if k != "data"}
+                        target = self._follow(current, resp.headers["location"])
+                        kwargs = self._redirected_kwargs(resp.status_code, current, target, kwargs)
+                        if resp.status_code == 303 and method != "HEAD":
+                            method = "GET"
+                        current = target
                         continue
                     if resp.status_code in RETRY_STATUSES and attempt < s.retries:
-                        delay = self._delay(attempt, parse_retry_after(resp.headers.get("retry-after")))
-                        log.info("retrying %s in %.1fs after HTTP %s", current, delay, resp.status_code)
+                        retry_after = parse_retry_after(resp.headers.get("retry-after"))
+                        delay = self._delay(attempt, retry_after)
+                        log.info(
+                            "retrying %s in %.1fs after HTTP %s", current, delay, resp.status_code
+                        )
                     else:
-                        yield resp
-                        return
+                        body = b""
+                        failed = False
+                        if read_body:
+                            try:
+                                body = self._read(resp)
+                            except TransportError as err:
+                                if attempt >= s.retries or not _retryable_read(err):
+                                    raise
+                                failed = True
+                                delay = self._delay(attempt, None)
+                                log.info("retrying %s in %.1fs after %s", current, delay, err)
+                        if not failed:
+                            yield resp, body
+                            return
             finally:
                 if resp is not None:
                     resp.close()
@@ -205,28 +440,75 @@ class HttpClient:
             attempt += 1
             self._sleep(delay)
 
-    def _read(self, resp: requests.Response) -> bytes:
+    @staticmethod
+    def _follow(current: str, location: str) -> str:
+        try:
+            return urljoin(current, location.strip())
+        except ValueError as err:
+            raise TransportError(
+                f"{current} redirects to an invalid URL {location!r}", url=current
+            ) from err
+
+    @staticmethod
+    def _redirected_kwargs(
+        status: int, current: str, target: str, kwargs: dict[str, Any]
+    ) -> dict[str, Any]:
+        kwargs = dict(kwargs)
+        kwargs.pop("params", None)  # already part of the URL that was redirected
+        headers = dict(kwargs.get("headers") or {})
+        if status == 303:
+            kwargs.pop("data", None)
+            headers = {k: v for k, v in headers.items() if k.lower() != "content-type"}
+        if not _keeps_credentials(current, target):
+            headers = {k: v for k, v in headers.items() if k.lower() not in CREDENTIAL_HEADERS}
+        kwargs["headers"] = headers
+        return kwargs
+
+    def _check_declared(self, resp: requests.Response) -> None:
         cap = self.settings.max_bytes
-        declared = resp.headers.get("content-length", "")
+        declared = resp.headers.get("content-length", "").strip()
         if declared.isdigit() and int(declared) > cap:
             raise ResponseTooLargeError(
                 f"{resp.url} declares {declared} bytes, over the cap of {cap}", url=resp.url
             )
-        chunks: list[bytes] = []
+
+    def _chunks(self, resp: requests.Response) -> Iterator[bytes]:
+        """The decoded body in chunks; cap, deadline and wrapping of every read error."""
+        cap = self.settings.max_bytes
+        deadline = None if self.total_timeout is None else time.monotonic() + self.total_timeout
         size = 0
         try:
-            for chunk in resp.raw.stream(CHUNK, decode_content=True):
+            while True:
+                # read1: whatever one socket read gives (a slow trickle does not block here
+                # until CHUNK bytes have arrived), decoded, at most CHUNK bytes at a time
+                chunk = resp.raw.read1(CHUNK, decode_content=True)
+                if not chunk:
+                    return
                 size += len(chunk)
                 if size > cap:
                     raise ResponseTooLargeError(
                         f"{resp.url} sent more than the cap of {cap} bytes", url=resp.url
                     )
-                chunks.append(chunk)
-        except requests.RequestException as err:
+                if deadline is not None and time.monotonic() > deadline:
+                    raise TransportError(
+                        f"reading {resp.url} took longer than {self.total_timeout}s", url=resp.url
+                    )
+                yield chunk
+        except (
+            requests.RequestException,
+            urllib3.exceptions.HTTPError,
+            OSError,
+            ValueError,  # e.g. http.client rejecting a malformed chunk size
+        ) as err:
             raise TransportError(f"reading {resp.url} failed: {err}", url=resp.url) from err
-        except (OSError, urllib3.exceptions.HTTPError) as err:
+        except Exception as err:  # http.client.HTTPException and friends
+            if isinstance(err, TransportError):
+                raise
             raise TransportError(f"reading {resp.url} failed: {err}", url=resp.url) from err
-        return b"".join(chunks)
+
+    def _read(self, resp: requests.Response) -> bytes:
+        self._check_declared(resp)
+        return b"".join(self._chunks(resp))
 
     # -- public API -------------------------------------------------------------------------
     def request(
@@ -244,8 +526,7 @@ class HttpClient:
         if data is not None:
             kwargs["data"] = data
         try:
-            with self._open(method, url, **kwargs) as resp:
-                body = self._read(resp)
+            with self._open(method, url, read_body=True, **kwargs) as (resp, body):
                 result = Response(
                     url=resp.url,
                     status=resp.status_code,
@@ -293,9 +574,11 @@ class HttpClient:
     ) -> Iterator[tuple[Response, Iterator[bytes]]]:
         """GET for large bodies: yields (response without content, chunk iterator).
 
-        The size cap applies to the chunks as they are read.
+        The size cap applies to the chunks as they are read (a declared Content-Length over
+        the cap is refused before any chunk). Consume the chunks inside the ``with`` block;
+        a body cut off mid-read raises TransportError and is not retried.
         """
-        with self._open("GET", url, headers=dict(headers or {})) as resp:
+        with self._open("GET", url, read_body=False, headers=dict(headers or {})) as (resp, _):
             head = Response(
                 url=resp.url,
                 status=resp.status_code,
@@ -306,19 +589,13 @@ class HttpClient:
                 raise TransportError(
                     f"GET {head.url} returned HTTP {head.status}", url=head.url, status=head.status
                 )
-            cap = self.settings.max_bytes
+            self._check_declared(resp)
+            yield head, self._chunks(resp)
 
-            def chunks() -> Iterator[bytes]:
-                size = 0
-                try:
-                    for chunk in resp.raw.stream(CHUNK, decode_content=True):
-                        size += len(chunk)
-                        if size > cap:
-                            raise ResponseTooLargeError(
-                                f"{head.url} sent more than the cap of {cap} bytes", url=head.url
-                            )
-                        yield chunk
-                except (requests.RequestException, OSError, urllib3.exceptions.HTTPError) as err:
-                    raise TransportError(f"reading {head.url} failed: {err}", url=head.url) from err
 
-            yield head, chunks()
+def _retryable_read(err: TransportError) -> bool:
+    """A body read failure caused by the connection (not by the cap or a corrupt encoding)."""
+    cause = err.__cause__
+    if type(err) is not TransportError or cause is None:  # cap, deadline: final
+        return False
+    return not isinstance(cause, urllib3.exceptions.DecodeError | ValueError)
