@@ -1,0 +1,632 @@
+"""An OAI-PMH 2.0 data provider as a WSGI app: fixture server for tests, demo and benchmark.
+
+Run it with :class:`aggregator.peers.server.PeerServer`::
+
+    items = MemoryItems([OaiItem("oai:x:1", datetime(2024, 1, 1, tzinfo=UTC), metadata=rdf)])
+    peer = OaiPmhPeer(items, page_size=50)
+    with PeerServer(peer) as server:
+        ...  # harvest server.url; tests may change ``items`` and ``peer.faults`` meanwhile
+
+Records come from an :class:`ItemSource`: :class:`MemoryItems` (mutable, thread-safe) or
+:class:`SequenceItems` (built lazily from an index, so 100,000 records cost no memory up front;
+:func:`generated_items` makes one from a metadata generator such as
+``aggregator.peers.sample_data.generate_dataset``). Responses are built as strings; each
+record's metadata bytes are embedded verbatim. Paging is keyset-based: the resumption token
+carries the position after the last record sent, so items changed between pages do not shift
+the pages. ``faults`` switches on the failure modes the harvester must survive.
+"""
+
+from __future__ import annotations
+
+import base64
+import bisect
+import json
+import re
+import threading
+import time
+from abc import ABC, abstractmethod
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any, Final, Literal
+from urllib.parse import parse_qs
+from wsgiref.util import request_uri
+
+from aggregator.peers.server import respond
+
+OAI_NS = "http://www.openarchives.org/OAI/2.0/"
+Granularity = Literal["YYYY-MM-DD", "YYYY-MM-DDThh:mm:ssZ"]
+DAY: Final = "YYYY-MM-DD"
+SECONDS: Final = "YYYY-MM-DDThh:mm:ssZ"
+LIST_VERBS = ("ListIdentifiers", "ListRecords")
+_ARGS: dict[str, tuple[frozenset[str], frozenset[str]]] = {  # verb: (required, optional)
+    "Identify": (frozenset(), frozenset()),
+    "ListMetadataFormats": (frozenset(), frozenset({"identifier"})),
+    "ListSets": (frozenset(), frozenset({"resumptionToken"})),
+    "GetRecord": (frozenset({"identifier", "metadataPrefix"}), frozenset()),
+    "ListIdentifiers": (frozenset({"metadataPrefix"}), frozenset({"from", "until", "set"})),
+    "ListRecords": (frozenset({"metadataPrefix"}), frozenset({"from", "until", "set"})),
+}
+_STAMP = re.compile(r"^(\d{4})-(\d{2})-(\d{2})(?:T(\d{2}):(\d{2}):(\d{2})Z)?$")
+_BAD_CHARS = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
+_XML_DECL = re.compile(rb"^\s*<\?xml[^>]*\?>\s*")
+
+
+def _utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def _esc(text: str) -> str:
+    """Escape text or an attribute value (double-quoted); drop characters XML 1.0 forbids."""
+    if _BAD_CHARS.search(text):
+        text = _BAD_CHARS.sub("", text)
+    return (
+        text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")
+    )
+
+
+def _stamp(when: datetime, granularity: str) -> str:
+    return when.strftime("%Y-%m-%d" if granularity == DAY else "%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass(frozen=True, slots=True)
+class OaiItem:
+    """One item. ``datestamp`` is normalised to UTC seconds; ``metadata`` is the XML of the
+    ``<metadata>`` element's child, without an XML declaration (None for deleted items)."""
+
+    identifier: str
+    datestamp: datetime
+    sets: tuple[str, ...] = ()
+    deleted: bool = False
+    metadata: bytes | None = None
+
+    def __post_init__(self) -> None:
+        when = self.datestamp
+        when = when.replace(tzinfo=UTC) if when.tzinfo is None else when.astimezone(UTC)
+        object.__setattr__(self, "datestamp", when.replace(microsecond=0))
+
+    def in_set(self, spec: str) -> bool:
+        return any(s == spec or s.startswith(spec + ":") for s in self.sets)
+
+
+@dataclass(frozen=True, slots=True)
+class MetadataFormat:
+    prefix: str
+    schema: str
+    namespace: str
+
+
+DCAT_AP = MetadataFormat(
+    "dcat_ap",
+    "https://www.w3.org/TR/rdf-syntax-grammar/",  # RDF/XML has no XSD; its grammar stands in
+    "http://www.w3.org/1999/02/22-rdf-syntax-ns#",
+)
+
+
+@dataclass(slots=True)
+class Faults:
+    """Failure modes, set by tests between requests. Pages count from 1 within a listing."""
+
+    unavailable: int = 0  # answer the next N requests with 503 + Retry-After
+    retry_after: int = 1
+    error_on_page: int | None = None  # answer this page with an OAI error ...
+    error_code: str = "badResumptionToken"  # ... of this code
+    cap: int | None = None  # stop issuing tokens after this many records (a server cap)
+    malformed_page: int | None = None  # send this page cut short (not well-formed)
+    repeat_token_on_page: int | None = None  # on this page, send back the token received
+    hostile_identifier: str | None = None  # replace this record's metadata ...
+    hostile_kind: Literal["entity", "escaped", "malformed"] = "entity"  # ... like this
+    hostile_entity_url: str = "file:///etc/passwd"
+    delay: float = 0.0  # seconds before every response
+
+
+@dataclass(frozen=True, slots=True)
+class Query:
+    """The selection of a ListIdentifiers/ListRecords request (bounds inclusive)."""
+
+    start: datetime | None = None
+    end: datetime | None = None
+    set_spec: str | None = None
+
+    def matches(self, item: OaiItem) -> bool:
+        if self.start is not None and item.datestamp < self.start:
+            return False
+        if self.end is not None and item.datestamp > self.end:
+            return False
+        return self.set_spec is None or item.in_set(self.set_spec)
+
+
+class ItemSource(ABC):
+    """Items in ascending datestamp order, each with an opaque position string."""
+
+    @abstractmethod
+    def scan(self, after: str | None, start: datetime | None) -> Iterator[tuple[str, OaiItem]]:
+        """Items after position ``after`` (or from datestamp ``start`` on), in order."""
+
+    @abstractmethod
+    def get(self, identifier: str) -> OaiItem | None: ...
+
+    @abstractmethod
+    def set_specs(self) -> tuple[str, ...]: ...
+
+    def count(self, query: Query) -> int:
+        n = 0
+        for _, item in self.scan(None, query.start):
+            if query.end is not None and item.datestamp > query.end:
+                break
+            n += query.matches(item)
+        return n
+
+    def earliest(self) -> datetime | None:
+        for _, item in self.scan(None, None):
+            return item.datestamp
+        return None
+
+
+def _key(item: OaiItem) -> tuple[datetime, str]:
+    return (item.datestamp, item.identifier)
+
+
+class MemoryItems(ItemSource):
+    """A mutable, thread-safe collection; tests change it between requests."""
+
+    def __init__(self, items: Iterable[OaiItem] = ()) -> None:
+        self._lock = threading.Lock()
+        self._items: dict[str, OaiItem] = {i.identifier: i for i in items}
+        self._sorted: list[OaiItem] | None = None
+
+    def put(self, *items: OaiItem) -> None:
+        with self._lock:
+            for item in items:
+                self._items[item.identifier] = item
+            self._sorted = None
+
+    def delete(self, identifier: str, when: datetime | None = None) -> None:
+        """Keep a deleted header (what ``deletedRecord=persistent`` promises)."""
+        with self._lock:
+            old = self._items[identifier]
+            self._items[identifier] = OaiItem(identifier, when or _utcnow(), old.sets, True)
+            self._sorted = None
+
+    def remove(self, identifier: str) -> None:
+        """Forget an item without trace (a repository without deletion support)."""
+        with self._lock:
+            self._items.pop(identifier, None)
+            self._sorted = None
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def _snapshot(self) -> list[OaiItem]:
+        with self._lock:
+            if self._sorted is None:
+                self._sorted = sorted(self._items.values(), key=_key)
+            return self._sorted
+
+    def scan(self, after: str | None, start: datetime | None) -> Iterator[tuple[str, OaiItem]]:
+        items = self._snapshot()
+        if after is not None:
+            stamp, _, ident = after.partition("|")
+            lo = bisect.bisect_right(items, (datetime.fromisoformat(stamp), ident), key=_key)
+        elif start is not None:
+            lo = bisect.bisect_left(items, (start, ""), key=_key)
+        else:
+            lo = 0
+        for item in items[lo:]:
+            yield f"{item.datestamp.isoformat()}|{item.identifier}", item
+
+    def get(self, identifier: str) -> OaiItem | None:
+        return self._items.get(identifier)
+
+    def set_specs(self) -> tuple[str, ...]:
+        specs: set[str] = set()
+        for item in self._snapshot():
+            for spec in item.sets:
+                parts = spec.split(":")
+                specs.update(":".join(parts[: i + 1]) for i in range(len(parts)))
+        return tuple(sorted(specs))
+
+
+class SequenceItems(ItemSource):
+    """``count`` items made on demand by ``make(index)``; datestamps must not decrease with
+    the index. Memory stays flat whatever the count (the benchmark serves 100,000)."""
+
+    def __init__(
+        self,
+        count: int,
+        make: Callable[[int], OaiItem],
+        *,
+        sets: Sequence[str] = (),
+        locate: Callable[[str], int | None] | None = None,
+    ) -> None:
+        self.size = count
+        self.make = make
+        self._sets = tuple(sets)
+        self._locate = locate
+
+    def _first_at(self, start: datetime) -> int:
+        return bisect.bisect_left(range(self.size), start, key=lambda i: self.make(i).datestamp)
+
+    def scan(self, after: str | None, start: datetime | None) -> Iterator[tuple[str, OaiItem]]:
+        if after is not None:
+            lo = int(after) + 1
+        else:
+            lo = self._first_at(start) if start is not None else 0
+        for i in range(lo, self.size):
+            yield str(i), self.make(i)
+
+    def count(self, query: Query) -> int:
+        if query.set_spec is not None:
+            return super().count(query)
+        lo = self._first_at(query.start) if query.start is not None else 0
+        hi = self.size
+        if query.end is not None:
+            end = query.end
+            hi = bisect.bisect_right(range(self.size), end, key=lambda i: self.make(i).datestamp)
+        return max(0, hi - lo)
+
+    def get(self, identifier: str) -> OaiItem | None:
+        if self._locate is not None:
+            index = self._locate(identifier)
+            return self.make(index) if index is not None and 0 <= index < self.size else None
+        return next((i for _, i in self.scan(None, None) if i.identifier == identifier), None)
+
+    def set_specs(self) -> tuple[str, ...]:
+        return self._sets
+
+
+class OaiError(Exception):
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def _parse_stamp(value: str, *, end: bool, granularity: str) -> tuple[datetime, bool]:
+    """A from/until value as (datetime, is_day_granularity); inclusive bounds."""
+    m = _STAMP.match(value)
+    if m is None:
+        raise OaiError("badArgument", f"illegal datestamp {value!r}")
+    day = m.group(4) is None
+    if not day and granularity == DAY:
+        raise OaiError("badArgument", f"this repository supports only {DAY} granularity")
+    try:
+        if day:
+            when = datetime(int(m[1]), int(m[2]), int(m[3]), tzinfo=UTC)
+            return (when + timedelta(days=1, seconds=-1) if end else when), True
+        y, mo, d, h, mi, sec = (int(m[i]) for i in range(1, 7))
+        return datetime(y, mo, d, h, mi, sec, tzinfo=UTC), False
+    except ValueError as err:
+        raise OaiError("badArgument", f"illegal datestamp {value!r}") from err
+
+
+def _encode_token(state: dict[str, Any]) -> str:
+    raw = json.dumps(state, separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def _decode_token(token: str) -> dict[str, Any]:
+    try:
+        state = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
+        if not isinstance(state, dict) or not {"v", "p", "a", "n", "t", "c"} <= state.keys():
+            raise ValueError("incomplete token")
+        return state
+    except (ValueError, TypeError) as err:
+        raise OaiError("badResumptionToken", "the resumptionToken is invalid or expired") from err
+
+
+class OaiPmhPeer:
+    """The WSGI app. ``handle(args, base_url)`` is the framework-neutral core."""
+
+    def __init__(
+        self,
+        items: ItemSource | None = None,
+        *,
+        page_size: int = 100,
+        formats: Sequence[MetadataFormat] = (DCAT_AP,),
+        granularity: Granularity = SECONDS,
+        repository_name: str = "Fixture OAI-PMH repository",
+        admin_email: str = "admin@example.org",
+        deleted_record: str = "persistent",
+        set_names: Mapping[str, str] | None = None,
+        base_url: str | None = None,
+        clock: Callable[[], datetime] = _utcnow,
+    ) -> None:
+        self.items: ItemSource = items if items is not None else MemoryItems()
+        self.page_size = page_size
+        self.formats = {f.prefix: f for f in formats}
+        self.granularity = granularity
+        self.repository_name = repository_name
+        self.admin_email = admin_email
+        self.deleted_record = deleted_record
+        self.set_names = dict(set_names or {})
+        self.base_url = base_url
+        self.clock = clock
+        self.faults = Faults()
+        #: (HTTP method, first value of each argument) of the latest requests, oldest first
+        self.requests: deque[tuple[str, dict[str, str]]] = deque(maxlen=10_000)
+        self._lock = threading.Lock()
+
+    # -- WSGI -------------------------------------------------------------------------------
+    def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
+        faults = self.faults
+        if faults.delay:
+            time.sleep(faults.delay)
+        method = environ.get("REQUEST_METHOD", "GET")
+        if method == "GET":
+            query = environ.get("QUERY_STRING", "")
+        elif method == "POST":
+            length = int(environ.get("CONTENT_LENGTH") or 0)
+            query = environ["wsgi.input"].read(length).decode("utf-8", errors="replace")
+        else:
+            return respond(start_response, 405, b"GET or POST\n", headers=[("Allow", "GET, POST")])
+        args = parse_qs(query, keep_blank_values=True)
+        self.requests.append((method, {k: v[0] for k, v in args.items()}))
+        with self._lock:
+            busy = faults.unavailable > 0
+            if busy:
+                faults.unavailable -= 1
+        if busy:
+            headers = [("Retry-After", str(faults.retry_after))]
+            return respond(start_response, 503, b"busy, retry later\n", headers=headers)
+        base = self.base_url or request_uri(environ, include_query=False)
+        body = self.handle(args, base)
+        return respond(start_response, 200, body, "text/xml; charset=utf-8")
+
+    # -- protocol ---------------------------------------------------------------------------
+    def handle(self, args: Mapping[str, list[str]], base_url: str) -> bytes:
+        """Answer one request; ``args`` as from ``urllib.parse.parse_qs``."""
+        echo: Mapping[str, str] | None = None
+        try:
+            flat = self._check_args(args)
+            echo = flat
+            verb = flat["verb"]
+            if verb == "Identify":
+                return self._envelope(base_url, flat, self._identify(base_url))
+            if verb == "ListMetadataFormats":
+                return self._envelope(base_url, flat, self._list_formats(flat))
+            if verb == "ListSets":
+                return self._envelope(base_url, flat, self._list_sets(flat))
+            if verb == "GetRecord":
+                item = self.items.get(flat["identifier"])
+                self._format(flat["metadataPrefix"])
+                if item is None:
+                    raise OaiError("idDoesNotExist", f"no item {flat['identifier']!r}")
+                doctype, record = self._record(item, True)
+                body = b"<GetRecord>" + record + b"</GetRecord>"
+                return self._envelope(base_url, flat, body, doctype)
+            return self._list(base_url, flat)
+        except OaiError as err:
+            if err.code in ("badVerb", "badArgument"):
+                echo = None
+            error = f'<error code="{err.code}">{_esc(err.message)}</error>'.encode()
+            return self._envelope(base_url, echo, error)
+
+    def _check_args(self, args: Mapping[str, list[str]]) -> dict[str, str]:
+        verbs = args.get("verb", [])
+        if len(verbs) != 1 or verbs[0] not in _ARGS:
+            raise OaiError("badVerb", "missing, repeated or illegal verb")
+        verb = verbs[0]
+        repeated = sorted(k for k, v in args.items() if len(v) > 1)
+        if repeated:
+            raise OaiError("badArgument", f"repeated argument(s): {', '.join(repeated)}")
+        flat = {k: v[0] for k, v in args.items()}
+        given = set(flat) - {"verb"}
+        required, optional = _ARGS[verb]
+        if "resumptionToken" in given and verb in (*LIST_VERBS, "ListSets"):
+            if given != {"resumptionToken"}:
+                raise OaiError("badArgument", "resumptionToken is an exclusive argument")
+            return flat
+        unknown = given - required - optional
+        if unknown:
+            raise OaiError("badArgument", f"illegal argument(s): {', '.join(sorted(unknown))}")
+        missing = required - given
+        if missing:
+            raise OaiError("badArgument", f"missing argument(s): {', '.join(sorted(missing))}")
+        return flat
+
+    def _format(self, prefix: str) -> MetadataFormat:
+        try:
+            return self.formats[prefix]
+        except KeyError:
+            raise OaiError("cannotDisseminateFormat", f"format {prefix!r} not supported") from None
+
+    def _identify(self, base_url: str) -> bytes:
+        earliest = self.items.earliest() or datetime(2000, 1, 1, tzinfo=UTC)
+        return (
+            f"<Identify><repositoryName>{_esc(self.repository_name)}</repositoryName>"
+            f"<baseURL>{_esc(base_url)}</baseURL><protocolVersion>2.0</protocolVersion>"
+            f"<adminEmail>{_esc(self.admin_email)}</adminEmail>"
+            f"<earliestDatestamp>{_stamp(earliest, self.granularity)}</earliestDatestamp>"
+            f"<deletedRecord>{self.deleted_record}</deletedRecord>"
+            f"<granularity>{self.granularity}</granularity></Identify>"
+        ).encode()
+
+    def _list_formats(self, args: Mapping[str, str]) -> bytes:
+        if "identifier" in args and self.items.get(args["identifier"]) is None:
+            raise OaiError("idDoesNotExist", f"no item {args['identifier']!r}")
+        parts = [
+            f"<metadataFormat><metadataPrefix>{_esc(f.prefix)}</metadataPrefix>"
+            f"<schema>{_esc(f.schema)}</schema>"
+            f"<metadataNamespace>{_esc(f.namespace)}</metadataNamespace></metadataFormat>"
+            for f in self.formats.values()
+        ]
+        return ("<ListMetadataFormats>" + "".join(parts) + "</ListMetadataFormats>").encode()
+
+    def _list_sets(self, args: Mapping[str, str]) -> bytes:
+        if "resumptionToken" in args:
+            raise OaiError("badResumptionToken", "ListSets is never paged here")
+        specs = sorted(set(self.set_names) | set(self.items.set_specs()))
+        if not specs:
+            raise OaiError("noSetHierarchy", "this repository does not support sets")
+        parts = [
+            f"<set><setSpec>{_esc(s)}</setSpec><setName>{_esc(self.set_names.get(s, s))}"
+            "</setName></set>"
+            for s in specs
+        ]
+        return ("<ListSets>" + "".join(parts) + "</ListSets>").encode()
+
+    def _list(self, base_url: str, args: Mapping[str, str]) -> bytes:
+        verb = args["verb"]
+        received = args.get("resumptionToken")
+        if received is not None:
+            state = _decode_token(received)
+            if state["v"] != verb:
+                raise OaiError("badResumptionToken", "the token belongs to another verb")
+        else:
+            state = {"v": verb, "p": args["metadataPrefix"], "f": args.get("from")}
+            state |= {"u": args.get("until"), "s": args.get("set"), "a": None, "n": 0, "c": 0}
+        self._format(state["p"])
+        query = self._query(state)
+        if received is None:
+            state["t"] = self.items.count(query)
+            if state["t"] == 0:
+                raise OaiError("noRecordsMatch", "no records match the request")
+        page = state["n"] + 1
+        faults = self.faults
+        if faults.error_on_page == page:
+            raise OaiError(faults.error_code, f"injected error on page {page}")
+        items: list[OaiItem] = []
+        position: str | None = state["a"]
+        more = False
+        for pos, item in self.items.scan(position, query.start):
+            if query.end is not None and item.datestamp > query.end:
+                break
+            if not query.matches(item):
+                continue
+            if len(items) == self.page_size:
+                more = True
+                break
+            items.append(item)
+            position = pos
+        cursor = state["c"]
+        delivered = cursor + len(items)
+        capped = faults.cap is not None and delivered >= faults.cap
+        if capped:
+            more = False
+        token = ""
+        if more:
+            token = _encode_token(state | {"a": position, "n": page, "c": delivered})
+            if faults.repeat_token_on_page == page and received is not None:
+                token = received
+        doctype = b""
+        parts: list[bytes] = [f"<{verb}>".encode()]
+        full = verb == "ListRecords"
+        for item in items:
+            item_doctype, record = self._record(item, full)
+            doctype = doctype or item_doctype
+            parts.append(record)
+        if more or received is not None or capped:
+            parts.append(
+                f'<resumptionToken completeListSize="{state["t"]}" cursor="{cursor}">'
+                f"{token}</resumptionToken>".encode()
+            )
+        parts.append(f"</{verb}>".encode())
+        body = self._envelope(base_url, args, b"".join(parts), doctype)
+        if faults.malformed_page == page:
+            body = body[: len(body) * 3 // 5]
+        return body
+
+    def _query(self, state: Mapping[str, Any]) -> Query:
+        start = end = None
+        day_from = day_until = None
+        if state.get("f"):
+            start, day_from = _parse_stamp(state["f"], end=False, granularity=self.granularity)
+        if state.get("u"):
+            end, day_until = _parse_stamp(state["u"], end=True, granularity=self.granularity)
+        if day_from is not None and day_until is not None and day_from != day_until:
+            raise OaiError("badArgument", "from and until have different granularities")
+        if start is not None and end is not None and start > end:
+            raise OaiError("badArgument", "from is later than until")
+        set_spec = state.get("s")
+        if set_spec is not None and not (self.set_names or self.items.set_specs()):
+            raise OaiError("noSetHierarchy", "this repository does not support sets")
+        return Query(start, end, set_spec)
+
+    def _record(self, item: OaiItem, with_metadata: bool) -> tuple[bytes, bytes]:
+        """(DOCTYPE to put in the prolog or b"", the <record> or <header> element)."""
+        status = ' status="deleted"' if item.deleted else ""
+        specs = "".join(f"<setSpec>{_esc(s)}</setSpec>" for s in item.sets)
+        header = (
+            f"<header{status}><identifier>{_esc(item.identifier)}</identifier>"
+            f"<datestamp>{_stamp(item.datestamp, self.granularity)}</datestamp>{specs}</header>"
+        ).encode()
+        if not with_metadata:
+            return b"", header
+        if item.deleted:
+            return b"", b"<record>" + header + b"</record>"
+        doctype, metadata = b"", item.metadata or b""
+        if item.identifier == self.faults.hostile_identifier:
+            doctype, metadata = self._hostile(item)
+        elif metadata.lstrip()[:5] == b"<?xml":
+            metadata = _XML_DECL.sub(b"", metadata, count=1)
+        return doctype, b"<record>" + header + b"<metadata>" + metadata + b"</metadata></record>"
+
+    def _hostile(self, item: OaiItem) -> tuple[bytes, bytes]:
+        rdf = 'xmlns:rdf="http://www.w3.org/1999/02/22-rdf-syntax-ns#"'
+        dct = 'xmlns:dct="http://purl.org/dc/terms/"'
+        about = f'rdf:about="https://data.example.org/dataset/{_esc(item.identifier)}"'
+        kind, url = self.faults.hostile_kind, _esc(self.faults.hostile_entity_url)
+        if kind == "malformed":
+            return b"", f"<rdf:RDF {rdf}><rdf:Description {about}></rdf:RDF>".encode()
+        body = f"<rdf:RDF {rdf} {dct}><rdf:Description {about}><dct:title>&xxe;</dct:title>"
+        body += "</rdf:Description></rdf:RDF>"
+        if kind == "escaped":
+            doc = f'<?xml version="1.0"?><!DOCTYPE rdf:RDF [<!ENTITY xxe SYSTEM "{url}">]>{body}'
+            return b"", _esc(doc).encode()
+        return f'<!DOCTYPE OAI-PMH [<!ENTITY xxe SYSTEM "{url}">]>\n'.encode(), body.encode()
+
+    def _envelope(
+        self, base_url: str, args: Mapping[str, str] | None, body: bytes, doctype: bytes = b""
+    ) -> bytes:
+        attrs = "".join(f' {k}="{_esc(v)}"' for k, v in (args or {}).items())
+        head = (
+            f'<?xml version="1.0" encoding="UTF-8"?>\n{doctype.decode()}'
+            f'<OAI-PMH xmlns="{OAI_NS}" xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance" '
+            f'xsi:schemaLocation="{OAI_NS} http://www.openarchives.org/OAI/2.0/OAI-PMH.xsd">'
+            f"<responseDate>{_stamp(self.clock().astimezone(UTC), SECONDS)}</responseDate>"
+            f"<request{attrs}>{_esc(base_url)}</request>"
+        )
+        return head.encode() + body + b"</OAI-PMH>\n"
+
+
+# -- generated collections (demo and benchmark) --------------------------------------------------
+def minimal_dcat(index: int) -> bytes:
+    """A small DCAT dataset as RDF/XML; the demo and benchmark pass a richer generator
+    (``aggregator.peers.sample_data.generate_dataset``) to :func:`generated_items`."""
+    return (
+        '<rdf:RDF xmlns:rdf="http://www.w3.org/1999/02/22-rdf-syntax-ns#" '
+        'xmlns:dcat="http://www.w3.org/ns/dcat#" xmlns:dct="http://purl.org/dc/terms/">'
+        f'<dcat:Dataset rdf:about="https://data.example.org/dataset/{index}">'
+        f'<dct:title xml:lang="en">Dataset {index}</dct:title>'
+        f'<dct:description xml:lang="en">Generated dataset {index}.</dct:description>'
+        "</dcat:Dataset></rdf:RDF>"
+    ).encode()
+
+
+def generated_items(
+    count: int,
+    metadata: Callable[[int], bytes] = minimal_dcat,
+    *,
+    identifier: str = "oai:example.org:{}",
+    start: datetime = datetime(2024, 1, 1, tzinfo=UTC),
+    step: timedelta = timedelta(seconds=1),
+    sets: Sequence[str] = ("even", "odd"),
+) -> SequenceItems:
+    """``count`` items made on demand, one ``step`` apart from ``start``. ``identifier`` is a
+    format string with one field for the index (``"oai:x:dataset-{:06d}"``); item ``i`` is in
+    set ``sets[i % len(sets)]``. Nothing is built until a page asks for it."""
+    head, _, tail = identifier.partition("{")
+    tail = tail.partition("}")[2]
+
+    def make(i: int) -> OaiItem:
+        spec = (sets[i % len(sets)],) if sets else ()
+        return OaiItem(identifier.format(i), start + step * i, spec, False, metadata(i))
+
+    def locate(ident: str) -> int | None:
+        digits = ident.removeprefix(head).removesuffix(tail)
+        ok = digits.isdigit() and identifier.format(int(digits)) == ident
+        return int(digits) if ok else None
+
+    return SequenceItems(count, make, sets=sets, locate=locate)
