@@ -561,3 +561,9 @@ def test_bundled_dump_maps(mapper: DcatMapper) -> None:
     assert {"version-info", "period-start", "format-literal", "status-completed"} <= fired
     assert all(b"dcat#Catalog" in m.catalog_ntriples for m in mapped)
     _accounting(mapper, record)
+
+
+def test_every_rule_is_documented() -> None:
+    doc = (Path(__file__).parents[1] / "docs" / "mappings" / "dcat.md").read_text()
+    missing = [rule_id for rule_id in load_rules().rule_ids if f"`{rule_id}`" not in doc]
+    assert not missing

@@ -99,19 +99,15 @@ class _Document:
         self.catalogs: list[Node] = []
         self.records: list[Node] = []
         by_subject = self.by_subject
-        for quad in quads:
+        for quad in quads:  # one pass: index by subject, note typed nodes
             subject = quad.subject
             entry = by_subject.get(subject)
             if entry is None:
                 by_subject[subject] = [quad]
             else:
                 entry.append(quad)
-        for quad in quads:
-            if quad.predicate == RDF_TYPE:
+            if quad.predicate == RDF_TYPE and isinstance(subject, NamedNode | BlankNode):
                 obj = quad.object
-                subject = quad.subject
-                if not isinstance(subject, NamedNode | BlankNode):
-                    continue
                 if obj in DATASET_CLASSES:
                     self.datasets.append(subject)
                 elif obj == CATALOG_CLASS:
@@ -243,7 +239,7 @@ class DcatMapper(Mapper):
         quads, trace = self.rules.apply(quads)
         findings.extend(findings_from(trace, self.rules))
         catalog_quads, catalog_findings = self._catalog_facts(doc, node, catalog_cache)
-        record_quads, record_trace = self.rules.apply(records)
+        record_quads, record_trace = self.rules.apply(records) if records else ([], [])
         findings.extend(catalog_findings)
         findings.extend(findings_from(record_trace, self.rules))
         ntriples = canonical_quads(quads)

@@ -141,9 +141,14 @@ class RuleSet:
         out: list[Quad] = []
         trace: list[Rewrite] = []
         watched = self._watched
+        class_renames = self.class_renames
         for quad in quads:
             predicate = quad.predicate
-            if predicate not in watched:
+            if predicate not in watched or (
+                predicate == RDF_TYPE
+                and predicate not in self.property_renames
+                and quad.object not in class_renames
+            ):
                 out.append(quad)
                 continue
             new = self._rewrite(quad, predicate, trace)
