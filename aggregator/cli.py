@@ -533,3 +533,7 @@ def demo(directory: Path, port: int, no_serve: bool) -> None:
     from aggregator.demo import run_demo
 
     sys.exit(run_demo(directory, port=port, serve=not no_serve))
+
+
+if __name__ == "__main__":
+    main()

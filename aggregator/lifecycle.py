@@ -55,7 +55,15 @@ def _findings_json(findings: Iterable[Finding]) -> str:
 
 
 class BatchWriter:
-    def __init__(self, store: RecordStore, source: SourceConfig, job: JobLog, force: bool) -> None:
+    def __init__(
+        self,
+        store: RecordStore,
+        source: SourceConfig,
+        job: JobLog,
+        force: bool,
+        batch_size: int = BATCH,
+    ) -> None:
+        self.batch_size = batch_size
         self.store = store
         self.source = source
         self.job = job
@@ -89,7 +97,7 @@ class BatchWriter:
     def _put(self, w: RecordWrite) -> None:
         self._writes[w.local_id] = w
         self._seen.discard(w.local_id)
-        if len(self._writes) >= BATCH:
+        if len(self._writes) >= self.batch_size:
             self.flush()
 
     def _write(

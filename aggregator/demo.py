@@ -1,0 +1,117 @@
+"""``aggregator demo``: bundled sources on 127.0.0.1, harvested into a fresh store, then served.
+
+Nothing here is special to the demo except the data: the sources are the same peer servers the
+test suite uses, the harvest goes through :func:`aggregator.pipeline.run_source`, and the
+configuration is an ordinary ``aggregator.toml`` written into the demo directory, so the
+operator can keep using the directory with the other commands afterwards.
+"""
+
+from __future__ import annotations
+
+import shutil
+from contextlib import ExitStack
+from pathlib import Path
+
+import click
+
+from aggregator.config import load_settings
+from aggregator.errors import ConfigError
+from aggregator.http import HttpClient
+from aggregator.peers.oaipmh import MemoryItems, OaiItem, OaiPmhPeer
+from aggregator.peers.rdf_files import RdfFilesApp
+from aggregator.peers.sample_data import bundled_dump_path, load_bundled_oai_records
+from aggregator.peers.server import PeerServer
+from aggregator.pipeline import RunOptions, exit_code, run_source
+from aggregator.sources_file import add_source
+from aggregator.store.records import RecordStore
+
+MARKER = ".aggregator-demo"
+
+CONFIG = """\
+# Written by `aggregator demo`. An ordinary configuration: try
+#   aggregator -c {config} jobs
+#   aggregator -c {config} records --source demo-oai
+[store]
+path = "data"
+base_iri = "http://127.0.0.1:{port}/"
+
+[http]
+# The demo's sources run on 127.0.0.1; the SSRF guard refuses such targets unless told not to.
+allow_private = true
+timeout = 30
+
+[harvest]
+workers = 0
+"""
+
+
+def _fresh_dir(directory: Path) -> None:
+    if directory.exists():
+        if not (directory / MARKER).exists() and any(directory.iterdir()):
+            raise ConfigError(
+                f"{directory} exists and was not made by the demo; choose another --dir"
+            )
+        shutil.rmtree(directory)
+    directory.mkdir(parents=True)
+    (directory / MARKER).write_text("made by aggregator demo; emptied on the next run\n")
+
+
+def start_sources(stack: ExitStack) -> dict[str, str]:
+    """Start the bundled peers; return source name -> URL."""
+    items = MemoryItems()
+    for identifier, datestamp, payload in load_bundled_oai_records():
+        items.put(OaiItem(identifier, datestamp, ("demo",), False, payload))
+    oai = stack.enter_context(PeerServer(OaiPmhPeer(items, page_size=5)))
+    files = RdfFilesApp()
+    files.put_file("/catalog.ttl", bundled_dump_path(), "text/turtle")
+    dump = stack.enter_context(PeerServer(files))
+    return {"demo-oai": f"{oai.url}oai", "demo-dump": f"{dump.url}catalog.ttl"}
+
+
+def run_demo(directory: Path, *, port: int = 8000, serve: bool = True) -> int:
+    directory = directory.resolve()
+    _fresh_dir(directory)
+    config = directory / "aggregator.toml"
+    config.write_text(CONFIG.format(config=config, port=port), encoding="utf-8")
+    worst = 0
+    with ExitStack() as stack:
+        urls = start_sources(stack)
+        add_source(
+            config,
+            "demo-oai",
+            {
+                "type": "oai-pmh",
+                "url": urls["demo-oai"],
+                "publisher": "Demo OAI-PMH portal",
+                "options": {"metadata_prefix": "dcat_ap"},
+            },
+        )
+        add_source(
+            config,
+            "demo-dump",
+            {"type": "rdf-dump", "url": urls["demo-dump"], "publisher": "Demo open data portal"},
+        )
+        settings = load_settings(config)
+        click.echo(f"demo directory: {directory}")
+        for name, url in urls.items():
+            click.echo(f"source {name}: {url}")
+        http = HttpClient(settings.http)
+        store = stack.enter_context(RecordStore(settings.store_path, settings.base_iri))
+        for name in settings.sources:
+            job = run_source(settings, store, name, RunOptions(), http=http)
+            counts = " ".join(f"{k}={v}" for k, v in sorted(job.counters.items()) if v)
+            click.echo(f"harvested {name}: job {job.id} {job.status} {counts} {job.message}")
+            worst = max(worst, 1 if exit_code(job) == 1 else 0)  # rejections are part of the show
+        totals = store.db.counts_by_status()
+        click.echo(f"store: {totals}")
+        if not serve:
+            return worst
+        from aggregator.serve.app import run_server
+
+        base = f"http://127.0.0.1:{port}/"
+        click.echo(f"serving on {base}  (Ctrl-C to stop)")
+        click.echo(f"  overview:        {base}")
+        click.echo(f"  SPARQL endpoint: {base}sparql")
+        click.echo(f"  a record:        {base}records/demo-dump/<dataset IRI>")
+        run_server(store, settings, "127.0.0.1", port)
+    return worst

@@ -1,0 +1,117 @@
+"""Crash consistency with a real kill: a harvest in a subprocess is SIGKILLed mid-run,
+several times, at different points; the store must reopen consistent and converge."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from storecheck import assert_consistent
+
+from aggregator.config import load_settings
+from aggregator.http import HttpClient
+from aggregator.models import JobStatus
+from aggregator.peers.oaipmh import OaiPmhPeer, generated_items
+from aggregator.peers.sample_data import generate_dataset
+from aggregator.peers.server import PeerServer
+from aggregator.pipeline import RunOptions, run_source
+from aggregator.store.records import RecordStore
+
+N = 600
+
+
+def _progress(db: Path, job_id: int) -> int:
+    """Records the given job has dealt with so far (its counters, written with each batch)."""
+    if not db.exists():
+        return -1
+    try:
+        con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=1)
+        try:
+            row = con.execute("SELECT counters FROM jobs WHERE id = ?", (job_id,)).fetchone()
+        finally:
+            con.close()
+    except sqlite3.Error:
+        return -1
+    return sum(json.loads(row[0]).values()) if row else -1
+
+
+@pytest.mark.slow
+def test_kill_mid_harvest_then_converge(tmp_path: Path) -> None:
+    items = generated_items(
+        N,
+        generate_dataset,
+        identifier="oai:data.example.org:dataset-{:06d}",
+        start=datetime(2024, 1, 1, tzinfo=UTC),
+        step=timedelta(minutes=1),
+    )
+    peer = OaiPmhPeer(items, page_size=25)
+    peer.faults.delay = 0.05  # slow pages keep the harvest running long enough to be killed
+    with PeerServer(peer) as server:
+        config = tmp_path / "aggregator.toml"
+        config.write_text(
+            f"""
+[store]
+path = "store"
+base_iri = "http://127.0.0.1:8000/"
+[http]
+allow_private = true
+[harvest]
+workers = 0
+batch_size = 20
+[sources.portal]
+type = "oai-pmh"
+url = "{server.url}oai"
+""",
+            encoding="utf-8",
+        )
+        db = tmp_path / "store" / "state.sqlite3"
+        cmd = [
+            sys.executable,
+            "-m",
+            "aggregator.cli",
+            "-c",
+            str(config),
+            "harvest",
+            "portal",
+            "--full",
+        ]
+        killed_at = []
+        for job_id, threshold in enumerate((20, 150, 300), start=1):  # progressively later
+            proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            deadline = time.monotonic() + 60
+            while _progress(db, job_id) < threshold and time.monotonic() < deadline:
+                assert proc.poll() is None, "the harvest ended before it could be killed"
+                time.sleep(0.005)
+            time.sleep(0.013 * job_id)  # land at different points of a batch
+            assert proc.poll() is None, "the harvest ended before it could be killed"
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=10)
+            killed_at.append(_progress(db, job_id))
+
+        settings = load_settings(config)
+        with RecordStore(settings.store_path, settings.base_iri) as store:
+            assert_consistent(store)  # recovery ran at open; every record old or new
+            killed_jobs = store.jobs.recent("portal")
+            assert len(killed_jobs) == 3
+            assert all(j.status == JobStatus.FAILED.value for j in killed_jobs)
+            assert all("died" in j.message for j in killed_jobs)
+            peer.faults.delay = 0
+            job = run_source(
+                settings, store, "portal", RunOptions(full=True), http=HttpClient(settings.http)
+            )
+            assert job.status == JobStatus.SUCCEEDED.value, job.message
+            assert store.db.counts_by_status("portal") == {"active": N}
+            assert_consistent(store)
+            again = run_source(
+                settings, store, "portal", RunOptions(full=True), http=HttpClient(settings.http)
+            )
+            assert again.counters["skipped"] == N
+    assert all(0 < k < N for k in killed_at), killed_at

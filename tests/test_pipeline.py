@@ -1,0 +1,295 @@
+"""The record lifecycle end to end: a real OAI-PMH peer on 127.0.0.1, the real OAI-PMH
+harvester (sickle), the dcat mapper, SHACL, and an on-disk record store."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from pyoxigraph import NamedNode, RdfFormat, Store, Triple
+
+from aggregator.config import HarvestSettings, HttpSettings, Settings, SourceConfig
+from aggregator.http import HttpClient
+from aggregator.mapping.base import canonical_ntriples
+from aggregator.models import JobStatus
+from aggregator.peers.oaipmh import MemoryItems, OaiItem, OaiPmhPeer
+from aggregator.peers.sample_data import generate_dataset, generate_identifier
+from aggregator.peers.server import PeerServer
+from aggregator.pipeline import RunOptions, exit_code, run_source
+from aggregator.store.records import RecordStore
+from storecheck import assert_consistent
+
+T0 = datetime(2024, 3, 1, tzinfo=UTC)
+BASE = "http://127.0.0.1:8000/"
+
+
+def item(i: int, revision: int = 0, *, when: datetime | None = None) -> OaiItem:
+    return OaiItem(
+        generate_identifier(i),
+        when or T0 + timedelta(hours=i + 100 * revision),
+        ("even" if i % 2 == 0 else "odd",),
+        False,
+        generate_dataset(i, revision=revision),
+    )
+
+
+class Env:
+    def __init__(self, tmp: Path, peer: OaiPmhPeer, url: str, brake: float = 0.2) -> None:
+        self.peer = peer
+        self.items = peer.items
+        self.source = SourceConfig(name="portal", type="oai-pmh", url=url)
+        self.settings = Settings(
+            config_path=None,
+            store_path=tmp / "store",
+            base_iri=BASE,
+            http=HttpSettings(allow_private=True, backoff=0.01, max_backoff=0.05, retries=2),
+            harvest=HarvestSettings(withdraw_brake=brake, workers=0),
+            sources={"portal": self.source},
+        )
+        self.http = HttpClient(self.settings.http, sleep=lambda s: None)
+        self.store = RecordStore(self.settings.store_path, BASE)
+
+    def run(self, **kw: object) -> object:
+        return run_source(self.settings, self.store, "portal", RunOptions(**kw), http=self.http)  # type: ignore[arg-type]
+
+    def reopen(self) -> None:
+        self.store.close()
+        self.store = RecordStore(self.settings.store_path, BASE)
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> Iterator[Env]:
+    items = MemoryItems(item(i) for i in range(25))
+    peer = OaiPmhPeer(items, page_size=7)
+    with PeerServer(peer) as server:
+        e = Env(tmp_path, peer, f"{server.url}oai")
+        yield e
+        e.store.close()
+
+
+def counts(job: object) -> dict[str, int]:
+    return {k: v for k, v in job.counters.items() if v}  # type: ignore[attr-defined]
+
+
+def test_first_harvest_pages_and_stores_everything(env: Env) -> None:
+    job = env.run()
+    assert job.status == JobStatus.SUCCEEDED.value  # type: ignore[attr-defined]
+    assert counts(job) == {"added": 25}
+    assert job.listing["pages"] == 4 and job.listing["complete"]  # type: ignore[attr-defined]
+    assert env.store.db.counts_by_status("portal") == {"active": 25}
+    assert_consistent(env.store)
+    # the original payload is kept byte for byte and linked from the catalogue record
+    row = env.store.record("portal", generate_identifier(3))
+    assert row is not None and row.payload_sha
+    media_type, payload = env.store.payload(row.payload_sha)  # type: ignore[misc]
+    assert payload == generate_dataset(3).rstrip(b"\n")  # the element; the newline is envelope
+    # the catalogue record is queryable in the union default graph
+    q = (
+        "PREFIX dcat: <http://www.w3.org/ns/dcat#> PREFIX foaf: <http://xmlns.com/foaf/0.1/>"
+        " SELECT (COUNT(?r) AS ?n) WHERE { ?r a dcat:CatalogRecord ; foaf:primaryTopic ?d ."
+        " ?d a dcat:Dataset }"
+    )
+    assert next(iter(env.store.graphs.query(q)))[0].value == "25"  # type: ignore[call-overload]
+
+
+def test_unchanged_records_are_not_rewritten(env: Env) -> None:
+    env.run()
+    before = {r.local_id: (r.modified, r.job_id) for r in env.store.db.iter_records()}
+    incremental = env.run()  # from the checkpoint on: nothing changed since
+    assert counts(incremental) == {}
+    again = env.run(full=True)
+    assert counts(again) == {"skipped": 25}  # same source dates: not even mapped
+    forced = env.run(full=True, force=True)
+    assert counts(forced) == {"unchanged": 25}  # mapped, same canonical hash: not rewritten
+    after = {r.local_id: (r.modified, r.job_id) for r in env.store.db.iter_records()}
+    assert after == before
+
+
+def test_changed_record_is_updated_and_not_newer_is_skipped(env: Env) -> None:
+    env.run()
+    env.items.put(item(4, revision=1))  # newer date, new content
+    older = T0 - timedelta(days=1)  # older date, different content: must be skipped
+    env.items.put(
+        OaiItem(generate_identifier(5), older, (), False, generate_dataset(5, revision=2))
+    )
+    job = env.run(full=True)
+    assert counts(job) == {"updated": 1, "skipped": 24}
+    row4 = env.store.record("portal", generate_identifier(4))
+    assert row4 is not None and row4.job_id == job.id  # type: ignore[attr-defined]
+    assert env.store.dataset_ntriples(row4) != b""
+    assert_consistent(env.store)
+
+
+def test_incremental_run_uses_the_checkpoint(env: Env) -> None:
+    first = env.run()
+    assert first.listing.get("checkpoint_saved")  # type: ignore[attr-defined]
+    env.items.put(item(30, when=datetime.now(UTC) + timedelta(seconds=5)))
+    second = env.run()
+    assert second.listing["incremental"] is True  # type: ignore[attr-defined]
+    assert second.listing["checkpoint_used"] == first.listing["checkpoint_saved"]  # type: ignore[attr-defined]
+    assert counts(second) == {"added": 1}
+    assert env.store.db.counts_by_status("portal") == {"active": 26}
+    full = env.run(full=True)
+    assert full.listing["incremental"] is False  # type: ignore[attr-defined]
+    assert counts(full) == {"skipped": 26}
+
+
+def test_deleted_header_withdraws_and_newer_record_reinstates(env: Env) -> None:
+    env.run()
+    ident = generate_identifier(7)
+    env.items.delete(ident, T0 + timedelta(days=30))
+    job = env.run(full=True)
+    assert counts(job)["withdrawn"] == 1
+    row = env.store.record("portal", ident)
+    assert row is not None and row.status == "withdrawn"
+    assert env.store.dataset_ntriples(row) == b""
+    assert_consistent(env.store)
+    # the dataset has left the union graph but its catalogue record stays
+    ask = f"ASK {{ <{row.dataset_iri}> ?p ?o }}"
+    assert not bool(env.store.graphs.query(ask))
+    env.items.put(item(7, revision=1, when=T0 + timedelta(days=31)))
+    again = env.run(full=True)
+    assert counts(again).get("updated") == 1
+    row = env.store.record("portal", ident)
+    assert row is not None and row.status == "active"
+    assert bool(env.store.graphs.query(ask))
+    assert_consistent(env.store)
+
+
+def test_missing_records_are_withdrawn_only_after_a_complete_listing(env: Env) -> None:
+    env.run()
+    env.items.remove(generate_identifier(0))
+    env.items.remove(generate_identifier(1))
+    env.peer.faults.error_on_page = 2  # the listing breaks half way
+    env.peer.faults.error_code = "badResumptionToken"
+    broken = env.run(full=True)
+    assert broken.status == JobStatus.FAILED.value  # type: ignore[attr-defined]
+    assert env.store.db.counts_by_status("portal") == {"active": 25}
+    env.peer.faults.error_on_page = None
+    env.peer.faults.cap = 10  # a server cap: tokens stop while completeListSize says more
+    capped = env.run(full=True)
+    assert capped.status == JobStatus.PARTIAL.value  # type: ignore[attr-defined]
+    assert "truncated" in capped.message  # type: ignore[attr-defined]
+    assert env.store.db.counts_by_status("portal") == {"active": 25}
+    env.peer.faults.cap = None
+    done = env.run(full=True)
+    assert done.status == JobStatus.SUCCEEDED.value  # type: ignore[attr-defined]
+    assert counts(done) == {"skipped": 23, "withdrawn": 2}
+    assert env.store.db.counts_by_status("portal") == {"active": 23, "withdrawn": 2}
+    assert_consistent(env.store)
+
+
+def test_mass_withdrawal_brake(env: Env) -> None:
+    env.run()
+    for i in range(10):
+        env.items.remove(generate_identifier(i))
+    held = env.run(full=True)
+    assert held.status == JobStatus.PARTIAL.value  # type: ignore[attr-defined]
+    assert "brake" in held.message  # type: ignore[attr-defined]
+    assert exit_code(held) == 4  # type: ignore[arg-type]
+    assert env.store.db.counts_by_status("portal") == {"active": 25}
+    forced = env.run(full=True, allow_mass_withdrawal=True)
+    assert counts(forced)["withdrawn"] == 10
+    assert env.store.db.counts_by_status("portal") == {"active": 15, "withdrawn": 10}
+
+
+def test_duplicate_identifier_in_one_harvest_newest_wins(tmp_path: Path) -> None:
+    """A listing that holds the same identifier twice (a record updated while the listing
+    ran, so it appears again on a later page): the most recent metadata date wins, in
+    either order."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    import plugins_for_tests as plugins
+
+    plugins.register()
+    from aggregator.models import RawRecord
+
+    def raw(revision: int, day: int) -> RawRecord:
+        return RawRecord(
+            source="dup",
+            local_id="oai:x:1",
+            format="dcat",
+            payload=generate_dataset(1, revision=revision),
+            media_type="application/rdf+xml",
+            datestamp=T0 + timedelta(days=day),
+        )
+
+    src = SourceConfig(name="dup", type="memory", url="http://127.0.0.1/")
+    settings = Settings(
+        None, tmp_path / "s", BASE, harvest=HarvestSettings(workers=0), sources={"dup": src}
+    )
+    with RecordStore(settings.store_path, BASE) as store:
+        for order in ([raw(1, 1), raw(2, 2)], [raw(4, 4), raw(3, 3)]):
+            plugins.FEEDS["dup"] = (order, True)
+            job = run_source(settings, store, "dup")
+            row = store.record("dup", "oai:x:1")
+            newest = max(order, key=lambda r: r.datestamp)  # type: ignore[arg-type,return-value]
+            assert row is not None and row.source_datestamp == newest.datestamp.strftime(
+                "%Y-%m-%dT%H:%M:%SZ"
+            )  # type: ignore[union-attr]
+            assert job.counters["skipped"] == 1
+
+
+def test_hostile_and_malformed_records_are_rejected_per_record(env: Env) -> None:
+    env.items.put(
+        OaiItem(
+            "oai:x:broken",
+            T0,
+            (),
+            False,
+            # well-formed XML (a broken page would stop the listing) but not RDF/XML
+            b"<rdf:RDF xmlns:rdf='http://www.w3.org/1999/02/22-rdf-syntax-ns#'>"
+            b"<rdf:Description rdf:about='http://x/1' rdf:resource='a' rdf:nodeID='b'/>"
+            b"</rdf:RDF>",
+        ),
+        OaiItem(  # valid RDF, but no dataset in it
+            "oai:x:empty",
+            T0,
+            (),
+            False,
+            b"<rdf:RDF xmlns:rdf='http://www.w3.org/1999/02/22-rdf-syntax-ns#'/>",
+        ),
+    )
+    env.peer.faults.hostile_identifier = generate_identifier(9)
+    env.peer.faults.hostile_kind = "escaped"
+    job = env.run()
+    assert job.status == JobStatus.SUCCEEDED.value  # type: ignore[attr-defined]
+    c = counts(job)
+    assert c["rejected"] >= 1 and c["added"] >= 24
+    errors = env.store.jobs.errors(job.id)  # type: ignore[attr-defined]
+    assert {e["local_id"] for e in errors} >= {"oai:x:broken", "oai:x:empty"}
+    assert {e["stage"] for e in errors} >= {"parse", "map"}
+    assert all(e["message"] for e in errors)
+    assert exit_code(job) == 3  # type: ignore[arg-type]
+    rejected = env.store.record("portal", "oai:x:broken")
+    assert rejected is not None and rejected.status == "rejected" and rejected.payload_sha
+    assert_consistent(env.store)
+
+
+def test_a_failed_job_left_running_is_marked_failed_at_next_start(env: Env) -> None:
+    log = env.store.jobs.start("portal", full=False)
+    env.reopen()
+    assert env.store.jobs.get(log.id).status == "failed"
+    assert "died" in env.store.jobs.get(log.id).message
+
+
+def test_journal_replays_a_write_interrupted_before_the_graph_store(env: Env) -> None:
+    env.run()
+
+    def boom(contents: object) -> None:
+        raise KeyboardInterrupt  # as if the process were killed between the two stores
+
+    env.items.put(item(4, revision=1))
+    env.store.graphs.replace = boom  # type: ignore[method-assign,assignment]
+    with pytest.raises(KeyboardInterrupt):
+        env.run(full=True)
+    env.store.close()
+    env.store = RecordStore(env.settings.store_path, BASE)
+    assert env.store.recovered >= 1
+    assert_consistent(env.store)
+    row = env.store.record("portal", generate_identifier(4))
+    assert row is not None  # the journalled (new) state won: SQLite had committed it
+    assert row.source_datestamp == (T0 + timedelta(hours=104)).strftime("%Y-%m-%dT%H:%M:%SZ")
