@@ -17,6 +17,7 @@ demo: install
 
 test: install
 	$(BIN)/ruff check aggregator tests bench
+	$(BIN)/ruff format --check aggregator tests bench
 	$(BIN)/mypy
 	$(BIN)/pytest -n auto -q
 

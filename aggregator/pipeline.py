@@ -133,9 +133,7 @@ def run_source(
     checkpoint = None if opts.full else store.checkpoint(src.name)
     listing = Listing(incremental=checkpoint is not None)
     ctx = MappingContext(base_iri=settings.base_iri, source=src.name, publisher=src.publisher)
-    writer = BatchWriter(
-        store, src, job, force=opts.force, batch_size=settings.harvest.batch_size
-    )
+    writer = BatchWriter(store, src, job, force=opts.force, batch_size=settings.harvest.batch_size)
     own_executor = executor is None
     if executor is None:
         workers = settings.harvest.workers

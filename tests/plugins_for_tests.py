@@ -47,7 +47,9 @@ class NTriplesMapper(Mapper):
             triples = list(parse(raw.payload, format=RdfFormat.N_TRIPLES))
         except SyntaxError as err:
             raise ParseError(str(err)) from err
-        subjects = [t.subject for t in triples if t.predicate == RDF_TYPE and t.object == DCAT_DATASET]
+        subjects = [
+            t.subject for t in triples if t.predicate == RDF_TYPE and t.object == DCAT_DATASET
+        ]
         nt = canonical_ntriples(triples)
         return [
             MappedDataset(

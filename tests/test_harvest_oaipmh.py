@@ -559,3 +559,34 @@ def static_server(pages: dict[str, str | bytes], status: int = 200) -> PeerServe
         return respond(start_response, code, body, "text/xml; charset=utf-8")
 
     return PeerServer(app)
+
+
+def test_page_parser_never_opens_an_external_dtd(tmp_path: Path) -> None:
+    """A page naming a local file as its DTD: the parser must not open it (a FIFO would hang)."""
+    import os
+    import threading
+
+    from lxml import etree
+
+    from aggregator.harvest.oaipmh import page_parser
+
+    fifo = tmp_path / "dtd.fifo"
+    os.mkfifo(fifo)
+    page = (
+        f'<?xml version="1.0"?><!DOCTYPE OAI-PMH SYSTEM "{fifo}">'
+        '<OAI-PMH xmlns="http://www.openarchives.org/OAI/2.0/"><responseDate>2024-01-01T00:00:00Z'
+        "</responseDate></OAI-PMH>"
+    ).encode()
+    done = threading.Event()
+
+    def parse() -> None:
+        etree.fromstring(page, parser=page_parser())
+        done.set()
+
+    t = threading.Thread(target=parse, daemon=True)
+    t.start()
+    t.join(timeout=5)
+    if not done.is_set():  # unblock the reader so the thread can end, then fail
+        with open(fifo, "w") as fh:
+            fh.write("")
+    assert done.is_set(), "the parser opened the external DTD"

@@ -558,21 +558,3 @@ def test_pyoai_strict_client_walks_the_peer(server: PeerServer, peer: OaiPmhPeer
     with pytest.raises(NoRecordsMatchError):
         list(client.listRecords(metadataPrefix="dcat_ap", from_=datetime(2031, 1, 1)))
     assert all(method == "POST" for method, _ in list(peer.requests)[-3:])
-
-
-@pytest.mark.slow
-def test_throughput_on_one_core() -> None:
-    """The benchmark needs >= 3,000 records/s from the peer: CPU time of building the pages
-    of 10,000 realistic records (process time, so other load on the machine does not count)."""
-    from aggregator.peers.sample_data import generate_dataset
-
-    peer = OaiPmhPeer(generated_items(10_000, generate_dataset), page_size=100)
-    started = time.process_time()
-    body = peer.handle({"verb": ["ListRecords"], "metadataPrefix": ["dcat_ap"]}, "http://x/")
-    total = body.count(b"<record>")
-    while m := re.search(rb"<resumptionToken[^>]*>([^<]+)</resumptionToken>", body):
-        body = peer.handle({"verb": ["ListRecords"], "resumptionToken": [m[1].decode()]}, "x")
-        total += body.count(b"<record>")
-    rate = total / (time.process_time() - started)
-    assert total == 10_000
-    assert rate >= 3_000, f"{rate:.0f} records/s"

@@ -8,18 +8,17 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from pyoxigraph import NamedNode, RdfFormat, Store, Triple
+from storecheck import assert_consistent
 
 from aggregator.config import HarvestSettings, HttpSettings, Settings, SourceConfig
 from aggregator.http import HttpClient
-from aggregator.mapping.base import canonical_ntriples
+from aggregator.jobs.journal import JobRow
 from aggregator.models import JobStatus
 from aggregator.peers.oaipmh import MemoryItems, OaiItem, OaiPmhPeer
 from aggregator.peers.sample_data import generate_dataset, generate_identifier
 from aggregator.peers.server import PeerServer
 from aggregator.pipeline import RunOptions, exit_code, run_source
 from aggregator.store.records import RecordStore
-from storecheck import assert_consistent
 
 T0 = datetime(2024, 3, 1, tzinfo=UTC)
 BASE = "http://127.0.0.1:8000/"
@@ -51,8 +50,8 @@ class Env:
         self.http = HttpClient(self.settings.http, sleep=lambda s: None)
         self.store = RecordStore(self.settings.store_path, BASE)
 
-    def run(self, **kw: object) -> object:
-        return run_source(self.settings, self.store, "portal", RunOptions(**kw), http=self.http)  # type: ignore[arg-type]
+    def run(self, **kw: bool) -> JobRow:
+        return run_source(self.settings, self.store, "portal", RunOptions(**kw), http=self.http)
 
     def reopen(self) -> None:
         self.store.close()
@@ -69,21 +68,23 @@ def env(tmp_path: Path) -> Iterator[Env]:
         e.store.close()
 
 
-def counts(job: object) -> dict[str, int]:
-    return {k: v for k, v in job.counters.items() if v}  # type: ignore[attr-defined]
+def counts(job: JobRow) -> dict[str, int]:
+    return {k: v for k, v in job.counters.items() if v}
 
 
 def test_first_harvest_pages_and_stores_everything(env: Env) -> None:
     job = env.run()
-    assert job.status == JobStatus.SUCCEEDED.value  # type: ignore[attr-defined]
+    assert job.status == JobStatus.SUCCEEDED.value
     assert counts(job) == {"added": 25}
-    assert job.listing["pages"] == 4 and job.listing["complete"]  # type: ignore[attr-defined]
+    assert job.listing["pages"] == 4
+    assert job.listing["complete"]
     assert env.store.db.counts_by_status("portal") == {"active": 25}
     assert_consistent(env.store)
     # the original payload is kept byte for byte and linked from the catalogue record
     row = env.store.record("portal", generate_identifier(3))
-    assert row is not None and row.payload_sha
-    media_type, payload = env.store.payload(row.payload_sha)  # type: ignore[misc]
+    assert row is not None
+    assert row.payload_sha
+    _media_type, payload = env.store.payload(row.payload_sha)  # type: ignore[misc]
     assert payload == generate_dataset(3).rstrip(b"\n")  # the element; the newline is envelope
     # the catalogue record is queryable in the union default graph
     q = (
@@ -117,22 +118,23 @@ def test_changed_record_is_updated_and_not_newer_is_skipped(env: Env) -> None:
     job = env.run(full=True)
     assert counts(job) == {"updated": 1, "skipped": 24}
     row4 = env.store.record("portal", generate_identifier(4))
-    assert row4 is not None and row4.job_id == job.id  # type: ignore[attr-defined]
+    assert row4 is not None
+    assert row4.job_id == job.id
     assert env.store.dataset_ntriples(row4) != b""
     assert_consistent(env.store)
 
 
 def test_incremental_run_uses_the_checkpoint(env: Env) -> None:
     first = env.run()
-    assert first.listing.get("checkpoint_saved")  # type: ignore[attr-defined]
+    assert first.listing.get("checkpoint_saved")
     env.items.put(item(30, when=datetime.now(UTC) + timedelta(seconds=5)))
     second = env.run()
-    assert second.listing["incremental"] is True  # type: ignore[attr-defined]
-    assert second.listing["checkpoint_used"] == first.listing["checkpoint_saved"]  # type: ignore[attr-defined]
+    assert second.listing["incremental"] is True
+    assert second.listing["checkpoint_used"] == first.listing["checkpoint_saved"]
     assert counts(second) == {"added": 1}
     assert env.store.db.counts_by_status("portal") == {"active": 26}
     full = env.run(full=True)
-    assert full.listing["incremental"] is False  # type: ignore[attr-defined]
+    assert full.listing["incremental"] is False
     assert counts(full) == {"skipped": 26}
 
 
@@ -143,7 +145,8 @@ def test_deleted_header_withdraws_and_newer_record_reinstates(env: Env) -> None:
     job = env.run(full=True)
     assert counts(job)["withdrawn"] == 1
     row = env.store.record("portal", ident)
-    assert row is not None and row.status == "withdrawn"
+    assert row is not None
+    assert row.status == "withdrawn"
     assert env.store.dataset_ntriples(row) == b""
     assert_consistent(env.store)
     # the dataset has left the union graph but its catalogue record stays
@@ -153,7 +156,8 @@ def test_deleted_header_withdraws_and_newer_record_reinstates(env: Env) -> None:
     again = env.run(full=True)
     assert counts(again).get("updated") == 1
     row = env.store.record("portal", ident)
-    assert row is not None and row.status == "active"
+    assert row is not None
+    assert row.status == "active"
     assert bool(env.store.graphs.query(ask))
     assert_consistent(env.store)
 
@@ -165,17 +169,17 @@ def test_missing_records_are_withdrawn_only_after_a_complete_listing(env: Env) -
     env.peer.faults.error_on_page = 2  # the listing breaks half way
     env.peer.faults.error_code = "badResumptionToken"
     broken = env.run(full=True)
-    assert broken.status == JobStatus.FAILED.value  # type: ignore[attr-defined]
+    assert broken.status == JobStatus.FAILED.value
     assert env.store.db.counts_by_status("portal") == {"active": 25}
     env.peer.faults.error_on_page = None
     env.peer.faults.cap = 10  # a server cap: tokens stop while completeListSize says more
     capped = env.run(full=True)
-    assert capped.status == JobStatus.PARTIAL.value  # type: ignore[attr-defined]
-    assert "truncated" in capped.message  # type: ignore[attr-defined]
+    assert capped.status == JobStatus.PARTIAL.value
+    assert "truncated" in capped.message
     assert env.store.db.counts_by_status("portal") == {"active": 25}
     env.peer.faults.cap = None
     done = env.run(full=True)
-    assert done.status == JobStatus.SUCCEEDED.value  # type: ignore[attr-defined]
+    assert done.status == JobStatus.SUCCEEDED.value
     assert counts(done) == {"skipped": 23, "withdrawn": 2}
     assert env.store.db.counts_by_status("portal") == {"active": 23, "withdrawn": 2}
     assert_consistent(env.store)
@@ -186,9 +190,9 @@ def test_mass_withdrawal_brake(env: Env) -> None:
     for i in range(10):
         env.items.remove(generate_identifier(i))
     held = env.run(full=True)
-    assert held.status == JobStatus.PARTIAL.value  # type: ignore[attr-defined]
-    assert "brake" in held.message  # type: ignore[attr-defined]
-    assert exit_code(held) == 4  # type: ignore[arg-type]
+    assert held.status == JobStatus.PARTIAL.value
+    assert "brake" in held.message
+    assert exit_code(held) == 4
     assert env.store.db.counts_by_status("portal") == {"active": 25}
     forced = env.run(full=True, allow_mass_withdrawal=True)
     assert counts(forced)["withdrawn"] == 10
@@ -227,9 +231,8 @@ def test_duplicate_identifier_in_one_harvest_newest_wins(tmp_path: Path) -> None
             job = run_source(settings, store, "dup")
             row = store.record("dup", "oai:x:1")
             newest = max(order, key=lambda r: r.datestamp)  # type: ignore[arg-type,return-value]
-            assert row is not None and row.source_datestamp == newest.datestamp.strftime(
-                "%Y-%m-%dT%H:%M:%SZ"
-            )  # type: ignore[union-attr]
+            assert row is not None
+            assert row.source_datestamp == newest.datestamp.strftime("%Y-%m-%dT%H:%M:%SZ")
             assert job.counters["skipped"] == 1
 
 
@@ -256,16 +259,19 @@ def test_hostile_and_malformed_records_are_rejected_per_record(env: Env) -> None
     env.peer.faults.hostile_identifier = generate_identifier(9)
     env.peer.faults.hostile_kind = "escaped"
     job = env.run()
-    assert job.status == JobStatus.SUCCEEDED.value  # type: ignore[attr-defined]
+    assert job.status == JobStatus.SUCCEEDED.value
     c = counts(job)
-    assert c["rejected"] >= 1 and c["added"] >= 24
-    errors = env.store.jobs.errors(job.id)  # type: ignore[attr-defined]
+    assert c["rejected"] >= 1
+    assert c["added"] >= 24
+    errors = env.store.jobs.errors(job.id)
     assert {e["local_id"] for e in errors} >= {"oai:x:broken", "oai:x:empty"}
     assert {e["stage"] for e in errors} >= {"parse", "map"}
     assert all(e["message"] for e in errors)
-    assert exit_code(job) == 3  # type: ignore[arg-type]
+    assert exit_code(job) == 3
     rejected = env.store.record("portal", "oai:x:broken")
-    assert rejected is not None and rejected.status == "rejected" and rejected.payload_sha
+    assert rejected is not None
+    assert rejected.status == "rejected"
+    assert rejected.payload_sha
     assert_consistent(env.store)
 
 

@@ -80,8 +80,7 @@ def page_parser() -> etree.XMLParser:
             huge_tree=False,
             recover=False,
             remove_blank_text=False,
-            collect_ids=False,
-        )
+        )  # no collect_ids=False: with it libxml2 opens a DOCTYPE's external DTD file
         _local.parser = parser
     return parser
 
