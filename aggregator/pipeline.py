@@ -162,6 +162,7 @@ def run_source(
         drain(0)
         writer.flush()
         status, message = _finish_listing(store, writer, listing, opts, settings)
+        store.sync()  # the job is done when its records are in the graph store too
     except AggregatorError as err:
         status, message = JobStatus.FAILED, err.message
         log.warning("job %s (%s) failed: %s", job.id, src.name, err.message)
@@ -194,6 +195,7 @@ def run_source(
 def _safe_flush(writer: BatchWriter) -> None:
     try:
         writer.flush()
+        writer.store.sync()
     except Exception:  # the job is failing already; its batch is journaled or rolled back
         log.exception("could not write the last batch of a failing job")
 

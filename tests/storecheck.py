@@ -23,13 +23,16 @@ def assert_consistent(store: RecordStore) -> None:
     rows = list(store.db.iter_records())
     assert not [r for r in rows if r.pending], "journal entries left pending"
     for row in rows:
-        expected = store.catalog_record_ntriples(row)
+        parts = [store.catalog_record_ntriples(row)]
         if row.status == "active":
-            expected += store.dataset_ntriples(row) + store.catalog_ntriples(row)
+            parts += [store.dataset_ntriples(row), store.catalog_ntriples(row)]
+        # Each part is its own blank node scope (each load() call gets fresh blank nodes), and
         # Oxigraph normalises integer datatypes on insert (see stack-facts): compare with the
-        # expected triples after the same round trip through a store
+        # parts after the same round trip through a store.
         probe = Store()
-        probe.load(expected, format=RdfFormat.N_TRIPLES)
+        for part in parts:
+            if part:
+                probe.load(part, format=RdfFormat.N_TRIPLES)
         want = canonical_ntriples([q.triple for q in probe])
         assert row.record_iri in names
         assert graph_of(store, row.record_iri) == want, row.local_id

@@ -16,28 +16,45 @@ from typing import Protocol
 
 from pyoxigraph import NamedNode, QueryBoolean, QuerySolutions, QueryTriples, RdfFormat, Store
 
-_BNODE = re.compile(rb"(?m)^_:|(?<= )_:(?=[A-Za-z0-9_]+ \.$)")
+# A blank node label in subject position (line start) or object position (line end).
+_BNODE = re.compile(rb"(?m)^_:|(?<= )_:(?=[A-Za-z0-9_.-]+ \.$)")
+# "_:" inside a literal or an IRI: then only the positional (slow) rewrite is safe.
+_BNODE_LOOKALIKE = re.compile(rb'"[^\n]*_:|<[^>\n]*_:')
 
 
 @dataclass(frozen=True, slots=True)
 class GraphContent:
+    """The full content of one record's graph, as N-Triples parts.
+
+    Each part has its own blank node scope: parts are serialised independently (the dataset
+    graph and the catalogue facts are each canonicalised on their own), so the same label in
+    two parts denotes two different nodes, and labels of different graphs must never meet.
+    """
+
     graph_iri: str
-    ntriples: bytes  # the full content of the graph, N-Triples
-    bnode_scope: str  # unique per graph: keeps blank nodes of different graphs apart
+    parts: tuple[tuple[bytes, str], ...]  # (N-Triples, blank node scope unique in the store)
     existed: bool  # the graph may hold older content that must go
 
 
+def scope_blank_nodes(ntriples: bytes, scope: str) -> bytes:
+    """Prefix every blank node label with ``scope`` (labels inside literals untouched)."""
+    if b"_:" not in ntriples:
+        return ntriples
+    prefix = b"_:" + scope.encode() + b"_"
+    if not _BNODE_LOOKALIKE.search(ntriples):
+        return ntriples.replace(b"_:", prefix)  # every "_:" is a blank node label here
+    return _BNODE.sub(prefix, ntriples)
+
+
 def to_nquads(content: GraphContent) -> bytes:
-    """N-Triples -> N-Quads in ``graph_iri`` with blank node labels scoped to the graph."""
-    if not content.ntriples:
-        return b""
-    scoped = _BNODE.sub(b"_:" + content.bnode_scope.encode() + b"_", content.ntriples)
+    """N-Triples parts -> N-Quads in ``graph_iri`` with blank nodes scoped per part."""
     suffix = b" <" + content.graph_iri.encode() + b"> .\n"
     out = bytearray()
-    for line in scoped.splitlines():
-        if line.endswith(b" ."):
-            out += line[:-2]
-            out += suffix
+    for ntriples, scope in content.parts:
+        for line in scope_blank_nodes(ntriples, scope).splitlines():
+            if line.endswith(b" ."):
+                out += line[:-2]
+                out += suffix
     return bytes(out)
 
 

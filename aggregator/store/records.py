@@ -30,6 +30,7 @@ from urllib.parse import quote
 from pyoxigraph import Literal, NamedNode
 
 from aggregator.jobs.journal import JobLog, Jobs
+from aggregator.store.applier import GraphApplier
 from aggregator.store.graphs import GraphBackend, GraphContent, OxigraphGraphs
 from aggregator.store.state import RecordRow, RecordWrite, StateDB, unpack
 from aggregator.vocab import (
@@ -71,13 +72,17 @@ class RecordStore:
         self.db = StateDB(path / "state.sqlite3")
         self.jobs = Jobs(self.db)
         self.recovered = self.recover()
+        self._applier = GraphApplier(self.graphs, path / "state.sqlite3")
         stale = self.jobs.fail_stale()
         if stale:
             log.warning("marked %d job(s) left running by a dead process as failed", len(stale))
 
     def close(self) -> None:
-        self.graphs.close()
-        self.db.close()
+        try:
+            self._applier.stop()
+        finally:
+            self.graphs.close()
+            self.db.close()
 
     def __enter__(self) -> RecordStore:
         return self
@@ -141,15 +146,10 @@ class RecordStore:
         ntriples: bytes,
         catalog: bytes,
     ) -> GraphContent:
-        parts = [self.catalog_record_ntriples(w)]
+        parts = [(self.catalog_record_ntriples(w), f"r{record_id}m")]
         if w.status == "active":
-            parts += [ntriples, catalog]
-        return GraphContent(
-            graph_iri=w.record_iri,
-            ntriples=b"".join(p if p.endswith(b"\n") or not p else p + b"\n" for p in parts),
-            bnode_scope=f"r{record_id}",
-            existed=existed,
-        )
+            parts += [(ntriples, f"r{record_id}d"), (catalog, f"r{record_id}c")]
+        return GraphContent(graph_iri=w.record_iri, parts=tuple(parts), existed=existed)
 
     # -- writes -----------------------------------------------------------------------------
     def write(
@@ -160,7 +160,13 @@ class RecordStore:
         seen: Iterable[str] = (),
         payloads: Mapping[str, tuple[bytes, str]] | None = None,
     ) -> None:
-        """Apply one batch: journal in SQLite, then the graphs, then clear the journal."""
+        """Apply one batch: journal it in SQLite now; the graphs follow in the applier thread.
+
+        Returns once the batch is durable in SQLite (the journal). The graph store catches
+        up in order in a background thread (pyoxigraph releases the GIL while loading), so
+        mapping the next batch overlaps with loading this one; :meth:`sync` waits for it.
+        """
+        self._applier.check()
         db = self.db
         db.begin()
         try:
@@ -173,16 +179,16 @@ class RecordStore:
         except BaseException:
             db.rollback()
             raise
-        if not writes:
-            return
-        contents = [
-            self._graph_content(w, rid, w.existed, w.ntriples, w.catalog_ntriples)
-            for w, rid in zip(writes, ids, strict=True)
-        ]
-        self.graphs.replace(contents)
-        db.begin()
-        db.clear_pending(ids)
-        db.commit()
+        if writes:
+            contents = [
+                self._graph_content(w, rid, w.existed, w.ntriples, w.catalog_ntriples)
+                for w, rid in zip(writes, ids, strict=True)
+            ]
+            self._applier.submit(contents, ids)
+
+    def sync(self) -> None:
+        """Wait until the graph store holds every journalled write; raise what the applier hit."""
+        self._applier.wait()
 
     def recover(self) -> int:
         """Replay journal entries a crash left pending; return how many."""

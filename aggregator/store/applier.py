@@ -1,0 +1,84 @@
+"""Bring the graph store up to the journal, in order, in a background thread.
+
+The record store commits each batch to SQLite (``pending = 1``) and hands the graph contents
+to this thread, which loads them and clears ``pending`` through its own SQLite connection. If
+it fails (disk full, a bug), it stops taking work and the error is raised to the writer at the
+next call; the journal still holds every batch, so reopening the store replays them.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import sqlite3
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+
+from aggregator.errors import StoreError
+from aggregator.store.graphs import GraphBackend, GraphContent
+
+log = logging.getLogger(__name__)
+
+Batch = tuple[list[GraphContent], list[int]]
+
+
+class GraphApplier:
+    def __init__(self, graphs: GraphBackend, db_path: Path, max_batches: int = 4) -> None:
+        self.graphs = graphs
+        self.db_path = db_path
+        self._q: queue.Queue[Batch | None] = queue.Queue(maxsize=max_batches)
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="graph-applier", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        conn = sqlite3.connect(self.db_path, isolation_level=None)
+        conn.execute("PRAGMA busy_timeout = 60000")
+        try:
+            while True:
+                item = self._q.get()
+                try:
+                    if item is None:
+                        return
+                    if self._error is not None:
+                        continue  # drain without applying: the journal keeps the rest
+                    contents, ids = item
+                    self.graphs.replace(contents)
+                    conn.execute("BEGIN IMMEDIATE")
+                    conn.executemany(
+                        "UPDATE records SET pending = 0 WHERE id = ?", [(i,) for i in ids]
+                    )
+                    conn.execute("COMMIT")
+                except BaseException as err:  # kept and raised in the writer's thread
+                    log.exception("applying journalled writes to the graph store failed")
+                    self._error = err
+                    if conn.in_transaction:
+                        conn.execute("ROLLBACK")
+                finally:
+                    self._q.task_done()
+        finally:
+            conn.close()
+
+    def check(self) -> None:
+        if self._error is not None:
+            raise StoreError(
+                f"the graph store could not be updated ({self._error!r}); the journal keeps"
+                " the writes and replays them when the store is next opened"
+            ) from self._error
+
+    def submit(self, contents: Sequence[GraphContent], ids: Sequence[int]) -> None:
+        self.check()
+        self._q.put((list(contents), list(ids)))
+
+    def wait(self) -> None:
+        self._q.join()
+        self.check()
+
+    def stop(self) -> None:
+        """Apply what is queued, then end the thread. Never raises: the journal is safe."""
+        if self._thread.is_alive():
+            self._q.put(None)
+            self._thread.join()
+        if self._error is not None:
+            log.error("graph store behind the journal; it is replayed at the next open")

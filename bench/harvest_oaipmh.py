@@ -1,0 +1,132 @@
+"""End-to-end harvest benchmark (not a test): N generated DCAT-AP datasets served by the local
+OAI-PMH peer (in its own process, like a remote server), harvested into a fresh on-disk store
+through the real pipeline: sickle, the dcat mapper, SHACL, the journaled record store.
+
+    python bench/harvest_oaipmh.py --records 100000
+    python bench/harvest_oaipmh.py --records 10000 --workers 0
+
+Prints records/s for the first harvest, for a re-harvest with nothing changed (records skipped
+by date before mapping), and for a forced re-harvest (mapped and hashed, found unchanged),
+with the peak RSS of the harvesting process and of its worker processes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import resource
+import shutil
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from aggregator.config import HarvestSettings, HttpSettings, Settings, SourceConfig
+from aggregator.http import HttpClient
+from aggregator.pipeline import RunOptions, run_source
+from aggregator.store.records import RecordStore
+
+
+def _serve(count: int, page_size: int, port_q: Any, stop: Any) -> None:
+    from aggregator.peers.oaipmh import OaiPmhPeer, generated_items
+    from aggregator.peers.sample_data import generate_dataset
+    from aggregator.peers.server import PeerServer
+
+    items = generated_items(
+        count, generate_dataset, identifier="oai:data.example.org:dataset-{:06d}"
+    )
+    with PeerServer(OaiPmhPeer(items, page_size=page_size)) as server:
+        port_q.put(server.port)
+        stop.wait()
+
+
+def rss_mb() -> tuple[int, int]:
+    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
+    children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024
+    return own, children
+
+
+class RssSampler(threading.Thread):
+    """Current RSS of this process every 0.5 s, to show whether memory grows with N."""
+
+    def __init__(self) -> None:
+        super().__init__(daemon=True)
+        self.samples: list[tuple[float, int]] = []
+        self.stop = threading.Event()
+        self.t0 = time.monotonic()
+
+    def run(self) -> None:
+        while not self.stop.wait(0.5):
+            with open("/proc/self/statm") as fh:
+                pages = int(fh.read().split()[1])
+            self.samples.append((time.monotonic() - self.t0, pages * 4096 // 2**20))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--records", type=int, default=10_000)
+    ap.add_argument("--workers", type=int, default=1, help="mapping/validation processes")
+    ap.add_argument("--page-size", type=int, default=100)
+    ap.add_argument("--batch-size", type=int, default=500)
+    ap.add_argument("--dir", type=Path, default=None, help="store directory (default: temp)")
+    ap.add_argument("--skip-forced", action="store_true", help="skip the forced re-harvest")
+    args = ap.parse_args()
+
+    ctx = mp.get_context("spawn")
+    port_q = ctx.Queue()
+    stop = ctx.Event()
+    peer = ctx.Process(target=_serve, args=(args.records, args.page_size, port_q, stop))
+    peer.start()
+    port = port_q.get(timeout=60)
+    workdir = args.dir or Path(tempfile.mkdtemp(prefix="agg-bench-"))
+    source = SourceConfig(name="bench", type="oai-pmh", url=f"http://127.0.0.1:{port}/oai")
+    settings = Settings(
+        config_path=None,
+        store_path=workdir / "store",
+        base_iri="http://127.0.0.1:8000/",
+        http=HttpSettings(allow_private=True, timeout=120),
+        harvest=HarvestSettings(workers=args.workers, batch_size=args.batch_size),
+        sources={"bench": source},
+    )
+    http = HttpClient(settings.http)
+    results: dict[str, Any] = {"records": args.records, "workers": args.workers}
+    sampler = RssSampler()
+    sampler.start()
+    try:
+        with RecordStore(settings.store_path, settings.base_iri) as store:
+            runs = [("first", RunOptions(full=True)), ("unchanged", RunOptions(full=True))]
+            if not args.skip_forced:
+                runs.append(("forced", RunOptions(full=True, force=True)))
+            for name, opts in runs:
+                t0 = time.perf_counter()
+                job = run_source(settings, store, "bench", opts, http=http)
+                dt = time.perf_counter() - t0
+                counts = {k: v for k, v in job.counters.items() if v}
+                results[name] = {
+                    "seconds": round(dt, 1),
+                    "records_per_s": round(args.records / dt),
+                    "status": job.status,
+                    "counters": counts,
+                }
+                print(f"{name:10} {args.records / dt:8.0f} records/s  {dt:7.1f} s  {job.status} {counts}")
+        own, children = rss_mb()
+        sampler.stop.set()
+        results["peak_rss_mb"] = own
+        results["peak_rss_workers_mb"] = children
+        quarter = max(1, len(sampler.samples) // 4)
+        results["rss_mb_at_quarters"] = [s[1] for s in sampler.samples[quarter - 1 :: quarter]][:4]
+        du = sum(f.stat().st_size for f in (workdir / "store").rglob("*") if f.is_file())
+        results["store_mb"] = du // 2**20
+        print(f"peak RSS: harvester {own} MB, workers {children} MB; store on disk {du // 2**20} MB")
+        print(json.dumps(results))
+    finally:
+        stop.set()
+        peer.join(timeout=10)
+        if args.dir is None:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
