@@ -82,6 +82,22 @@ class HarvestSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class ServeSettings:
+    host: str = "127.0.0.1"
+    port: int = 8000
+    public_base_url: str = ""  # where clients reach us; defaults to the store's base IRI
+    oai_page_size: int = 100
+    oai_token_ttl: int = 86_400  # seconds a resumption token stays valid
+    oai_token_key_env: str = ""  # env var holding the HMAC key; empty: a key kept in the store
+    oai_repository_name: str = "ld-aggregator"
+    oai_admin_email: str = "admin@example.org"
+    sparql_timeout: float = 30.0  # seconds; enforced outside the query engine
+    sparql_max_rows: int = 100_000
+    sparql_concurrency: int = 4
+    catalog_page_size: int = 100
+
+
+@dataclass(frozen=True, slots=True)
 class SourceConfig:
     name: str
     type: str  # harvester registry key
@@ -107,6 +123,7 @@ class Settings:
     http: HttpSettings = field(default_factory=HttpSettings)
     harvest: HarvestSettings = field(default_factory=HarvestSettings)
     sources: Mapping[str, SourceConfig] = field(default_factory=dict)
+    serve: ServeSettings = field(default_factory=ServeSettings)
 
     def source(self, name: str) -> SourceConfig:
         try:
@@ -200,7 +217,7 @@ def load_settings(path: Path, environ: Mapping[str, str] | None = None) -> Setti
             doc = tomllib.loads(path.read_text(encoding="utf-8"))
         except (tomllib.TOMLDecodeError, UnicodeDecodeError) as err:
             raise ConfigError(f"{path}: {err}") from err
-    unknown = set(doc) - {"store", "http", "harvest", "sources"}
+    unknown = set(doc) - {"store", "http", "harvest", "sources", "serve"}
     if unknown:
         raise ConfigError(f"{path}: unknown section(s) {', '.join(sorted(unknown))}")
     store = dict(doc.get("store", {}))
@@ -213,6 +230,7 @@ def load_settings(path: Path, environ: Mapping[str, str] | None = None) -> Setti
         raise ConfigError(f"[store]: unknown key(s) {', '.join(sorted(store))}")
     http = _dataclass_from(HttpSettings, doc.get("http", {}), "http")
     harvest = _dataclass_from(HarvestSettings, doc.get("harvest", {}), "harvest")
+    serve = _dataclass_from(ServeSettings, doc.get("serve", {}), "serve")
     if not 0 <= harvest.withdraw_brake <= 1:
         raise ConfigError("harvest.withdraw_brake must be between 0 and 1")
     sources = {
@@ -226,4 +244,5 @@ def load_settings(path: Path, environ: Mapping[str, str] | None = None) -> Setti
         http=http,
         harvest=harvest,
         sources=sources,
+        serve=serve,
     )

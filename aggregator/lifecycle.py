@@ -17,19 +17,19 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from aggregator.config import SourceConfig
 from aggregator.jobs.journal import JobLog, now_iso
 from aggregator.models import (
     Finding,
-    MappedDataset,
     Outcome,
     RawRecord,
     RecordError,
     Severity,
 )
-from aggregator.processing import Checked, Processed
+from aggregator.processing import Checked, Processed, dataset_ntriples
 from aggregator.store.records import RecordStore
 from aggregator.store.state import RecordRow, RecordWrite
 
@@ -54,6 +54,17 @@ def _findings_json(findings: Iterable[Finding]) -> str:
     return json.dumps([f.as_dict() for f in findings if f.severity is not Severity.INFO])
 
 
+@dataclass(frozen=True, slots=True)
+class _GraphForms:
+    """A record's graph as raw N-Triples or as the worker's prepared forms."""
+
+    ntriples: bytes = b""
+    catalog: bytes = b""
+    packed_ntriples: bytes = b""
+    packed_catalog: bytes = b""
+    nquads: bytes = b""
+
+
 class BatchWriter:
     def __init__(
         self,
@@ -71,7 +82,7 @@ class BatchWriter:
         self.unmappable_collections = 0
         self._writes: dict[str, RecordWrite] = {}
         self._seen: set[str] = set()
-        self._payloads: dict[str, tuple[bytes, str]] = {}
+        self._payloads: dict[str, tuple[bytes, str, bytes]] = {}
 
     # -- helpers ----------------------------------------------------------------------------
     def _state(self, local_ids: Sequence[str]) -> dict[str, RecordRow | RecordWrite]:
@@ -82,12 +93,11 @@ class BatchWriter:
         out.update({i: self._writes[i] for i in local_ids if i in self._writes})
         return out
 
-    def _payload_sha(self, raw: RawRecord) -> str:
-        import hashlib
-
-        sha = hashlib.sha256(raw.payload).hexdigest()
-        self._payloads.setdefault(sha, (raw.payload, raw.media_type))
-        return sha
+    def _keep_payload(self, p: Processed) -> str:
+        self._payloads.setdefault(
+            p.payload_sha, (p.raw.payload, p.raw.media_type, p.packed_payload)
+        )
+        return p.payload_sha
 
     def _errors(self, local_id: str, findings: Iterable[Finding]) -> None:
         for f in findings:
@@ -106,19 +116,35 @@ class BatchWriter:
         local_id: str,
         status: str,
         prior: RecordRow | RecordWrite | None,
-        ds: MappedDataset | None,
+        checked: Checked | None,
         findings: Sequence[Finding],
+        processed: Processed | None = None,
     ) -> RecordWrite:
+        """The new state of a record. ``checked`` is the mapped dataset (None when withdrawn
+        or rejected); ``processed`` the worker's result (None for a deleted header)."""
+        ds = checked.dataset if checked else None
         ts = now_iso()
         content_changed = prior is None or ds is None or prior.content_hash != ds.content_hash
         record_iri = (
             prior.record_iri if prior else self.store.record_iri(self.source.name, local_id)
         )
         touched = content_changed or prior is None or prior.status != status
-        if raw.deleted:
+        if processed is None:  # a deleted header: the payload stays the last one received
             payload_sha = prior.payload_sha if prior else None
         else:
-            payload_sha = self._payload_sha(raw)
+            payload_sha = self._keep_payload(processed)
+        graph = _GraphForms()
+        if checked is not None and status == "active":
+            prepared = checked.prepared
+            if prepared is not None and prepared.record_iri == record_iri:
+                graph = _GraphForms(
+                    packed_ntriples=prepared.packed_ntriples,
+                    packed_catalog=prepared.packed_catalog,
+                    nquads=prepared.nquads,
+                )
+            else:  # prepared for another IRI (the base IRI changed): build it here
+                nt, cat = dataset_ntriples(checked)
+                graph = _GraphForms(ntriples=nt, catalog=cat)
         return RecordWrite(
             source=self.source.name,
             local_id=local_id,
@@ -134,10 +160,13 @@ class BatchWriter:
             payload_sha=payload_sha,
             url=raw.url,
             themes=" ".join(ds.themes) if ds else "",
-            ntriples=ds.ntriples if ds and status == "active" else b"",
-            catalog_ntriples=ds.catalog_ntriples if ds and status == "active" else b"",
+            ntriples=graph.ntriples,
+            catalog_ntriples=graph.catalog,
             findings=_findings_json(findings),
             existed=prior is not None,
+            packed_ntriples=graph.packed_ntriples,
+            packed_catalog=graph.packed_catalog,
+            nquads=graph.nquads,
         )
 
     # -- stage 1: before mapping ------------------------------------------------------------
@@ -190,7 +219,7 @@ class BatchWriter:
                 continue
             for c in p.checked:
                 lid = c.dataset.local_id
-                self._decide(p.raw, c, self._writes.get(lid) or states.get(lid))
+                self._decide(p, c, self._writes.get(lid) or states.get(lid))
 
     def _failed(self, p: Processed, prior: RecordRow | RecordWrite | None) -> None:
         raw = p.raw
@@ -202,11 +231,12 @@ class BatchWriter:
         self.job.count(Outcome.REJECTED)
         self._errors(raw.local_id, p.failure)
         if prior is None or prior.status == "rejected":
-            self._put(self._write(raw, raw.local_id, "rejected", prior, None, p.failure))
+            self._put(self._write(raw, raw.local_id, "rejected", prior, None, p.failure, p))
         else:
             self._seen.add(raw.local_id)  # keeps its last good (or withdrawn) state
 
-    def _decide(self, raw: RawRecord, c: Checked, prior: RecordRow | RecordWrite | None) -> None:
+    def _decide(self, p: Processed, c: Checked, prior: RecordRow | RecordWrite | None) -> None:
+        raw = p.raw
         ds = c.dataset
         local_id = ds.local_id
         if (
@@ -222,7 +252,7 @@ class BatchWriter:
             self.job.count(Outcome.REJECTED)
             self._errors(local_id, c.findings)
             if prior is None or prior.status == "rejected":
-                self._put(self._write(raw, local_id, "rejected", prior, None, c.findings))
+                self._put(self._write(raw, local_id, "rejected", prior, None, c.findings, p))
             else:
                 self._seen.add(local_id)
             return
@@ -233,7 +263,7 @@ class BatchWriter:
             self.job.count(Outcome.UNCHANGED)
             return
         outcome = Outcome.ADDED if prior is None or prior.status == "rejected" else Outcome.UPDATED
-        self._put(self._write(raw, local_id, "active", prior, ds, c.findings))
+        self._put(self._write(raw, local_id, "active", prior, c, c.findings, p))
         self.job.count(outcome)
 
     # -- withdrawal and flushing ------------------------------------------------------------

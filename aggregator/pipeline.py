@@ -13,12 +13,14 @@ the mass-withdrawal brake holds.
 
 from __future__ import annotations
 
+import gc
 import logging
 import queue
 import threading
 from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Executor, Future, ProcessPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,7 +33,7 @@ from aggregator.lifecycle import BatchWriter
 from aggregator.mapping.base import MappingContext
 from aggregator.models import JobStatus, Outcome, RawRecord
 from aggregator.plugins import harvesters
-from aggregator.processing import Processed, process_chunk
+from aggregator.processing import Processed, process_chunk, rejoin
 from aggregator.store.records import RecordStore
 
 log = logging.getLogger(__name__)
@@ -105,6 +107,24 @@ class _Inline(Executor):
         return fut
 
 
+@contextmanager
+def relaxed_gc(threshold: int = 50_000) -> Iterator[None]:
+    """Run the cyclic GC far less often while harvesting.
+
+    A harvest allocates millions of short-lived, acyclic objects (freed by reference
+    counting); with the default threshold (700) the cyclic collector ran often enough to take
+    ~13 % of the store process's CPU. Objects alive at the start are frozen out of its scans.
+    """
+    old = gc.get_threshold()
+    gc.freeze()
+    gc.set_threshold(threshold, old[1], old[2])
+    try:
+        yield
+    finally:
+        gc.set_threshold(*old)
+        gc.unfreeze()
+
+
 def _chunks(records: Iterator[RawRecord], size: int) -> Iterator[list[RawRecord]]:
     chunk: list[RawRecord] = []
     for r in records:
@@ -126,6 +146,19 @@ def run_source(
     executor: Executor | None = None,
 ) -> JobRow:
     """Harvest one source into the store as one job; return the finished job."""
+    with relaxed_gc():
+        return _run_source(settings, store, source, options, http=http, executor=executor)
+
+
+def _run_source(
+    settings: Settings,
+    store: RecordStore,
+    source: SourceConfig | str,
+    options: RunOptions | None,
+    *,
+    http: HttpClient | None,
+    executor: Executor | None,
+) -> JobRow:
     opts = options or RunOptions()
     src = settings.source(source) if isinstance(source, str) else source
     http = http or HttpClient(settings.http)
@@ -144,17 +177,18 @@ def run_source(
         harvester = harvesters.get(src.type)(src, http)
         request = HarvestRequest(full=opts.full, checkpoint=checkpoint, cancel=opts.cancel)
         prefetch = _Prefetch(harvester.list_records(request, listing))
-        in_flight: deque[Future[list[Processed]]] = deque()
+        in_flight: deque[tuple[Future[list[Processed]], list[RawRecord]]] = deque()
 
         def drain(limit: int) -> None:
             while len(in_flight) > limit:
-                writer.apply(in_flight.popleft().result())
+                future, submitted = in_flight.popleft()
+                writer.apply(rejoin(future.result(), submitted))
                 if opts.progress:
                     opts.progress(job, listing)
 
         for chunk in _chunks(iter(prefetch), CHUNK):
             todo = writer.prefilter(chunk)
-            in_flight.append(executor.submit(process_chunk, todo, ctx, src.validation))
+            in_flight.append((executor.submit(process_chunk, todo, ctx, src.validation), todo))
             drain(IN_FLIGHT)
             if opts.cancel.is_set():
                 listing.mark_truncated("cancelled")

@@ -6,15 +6,20 @@ network nor the store. Plugin instances are created once per process and cached.
 
 from __future__ import annotations
 
+import gc
+import hashlib
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from aggregator.errors import AggregatorError
-from aggregator.mapping.base import Mapper, MappingContext
+from aggregator.mapping.base import Mapper, MappingContext, mint_iri
 from aggregator.models import Finding, MappedDataset, RawRecord, Severity, Stage
 from aggregator.plugins import mappers, validators
+from aggregator.store.graphs import GraphContent, to_nquads
+from aggregator.store.state import pack, pack_graph, unpack_graph
 from aggregator.validate.base import Validator
 
+_WORKER_GC_THRESHOLD = 50_000
 _mappers: dict[str, Mapper] = {}
 _validators: dict[str, Validator] = {}
 
@@ -32,11 +37,26 @@ def _validator(name: str) -> Validator:
 
 
 @dataclass(frozen=True, slots=True)
+class Prepared:
+    """Storage forms of one dataset, made in the worker so the store's process only writes.
+
+    ``nquads`` holds the dataset graph and the catalogue facts in the record's named graph,
+    blank nodes scoped to it; valid while the record keeps the IRI it was prepared for.
+    """
+
+    record_iri: str
+    packed_ntriples: bytes
+    packed_catalog: bytes
+    nquads: bytes
+
+
+@dataclass(frozen=True, slots=True)
 class Checked:
     """One mapped dataset and what the graph validators said of it."""
 
     dataset: MappedDataset
     findings: tuple[Finding, ...]
+    prepared: Prepared | None = None
 
     @property
     def conforms(self) -> bool:
@@ -48,6 +68,31 @@ class Processed:
     raw: RawRecord
     checked: tuple[Checked, ...] = ()
     failure: tuple[Finding, ...] = ()  # the record as a whole failed (parse, map, payload check)
+    payload_sha: str = ""
+    packed_payload: bytes = b""
+
+
+def prepare(ds: MappedDataset, ctx: MappingContext) -> Prepared:
+    record_iri = mint_iri(ctx, "record", ds.local_id)
+    scope = "x" + hashlib.sha1(record_iri.encode(), usedforsecurity=False).hexdigest()[:16]
+    content = GraphContent(
+        record_iri, ((ds.ntriples, scope + "d"), (ds.catalog_ntriples, scope + "c")), False
+    )
+    return Prepared(
+        record_iri=record_iri,
+        packed_ntriples=pack_graph(ds.ntriples),
+        packed_catalog=pack_graph(ds.catalog_ntriples),
+        nquads=to_nquads(content),
+    )
+
+
+def _with_payload(result: Processed) -> Processed:
+    raw = result.raw
+    return replace(
+        result,
+        payload_sha=hashlib.sha256(raw.payload).hexdigest(),
+        packed_payload=pack(raw.payload),
+    )
 
 
 def process(raw: RawRecord, ctx: MappingContext, chain: Sequence[str]) -> Processed:
@@ -58,21 +103,17 @@ def process(raw: RawRecord, ctx: MappingContext, chain: Sequence[str]) -> Proces
             continue
         report = v.validate_payload(raw)
         if not report.conforms:
-            return Processed(raw, failure=report.findings)
+            return _with_payload(Processed(raw, failure=report.findings))
     try:
         datasets = _mapper(raw.format).map(raw, ctx)
     except AggregatorError as err:
         stage = Stage.PARSE if err.code in ("parseError", "unsafeInput") else Stage.MAP
-        return Processed(raw, failure=(Finding(stage, Severity.VIOLATION, err.code, err.message),))
+        finding = Finding(stage, Severity.VIOLATION, err.code, err.message)
+        return _with_payload(Processed(raw, failure=(finding,)))
     except Exception as err:  # a mapper bug must not stop the job: it is this record's error
-        return Processed(
-            raw,
-            failure=(
-                Finding(
-                    Stage.MAP, Severity.VIOLATION, "mapperCrash", f"{type(err).__name__}: {err}"
-                ),
-            ),
-        )
+        message = f"{type(err).__name__}: {err}"
+        crash = Finding(Stage.MAP, Severity.VIOLATION, "mapperCrash", message)
+        return _with_payload(Processed(raw, failure=(crash,)))
     checked = []
     for ds in datasets:
         findings: list[Finding] = list(ds.findings)
@@ -80,11 +121,38 @@ def process(raw: RawRecord, ctx: MappingContext, chain: Sequence[str]) -> Proces
             v = _validator(name)
             if v.target == "graph":
                 findings.extend(v.validate_graph(ds).findings)
-        checked.append(Checked(ds, tuple(findings)))
-    return Processed(raw, checked=tuple(checked))
+        checked.append(Checked(ds, tuple(findings), prepare(ds, ctx)))
+    return _with_payload(Processed(raw, checked=tuple(checked)))
+
+
+def _lean(p: Processed) -> Processed:
+    """What goes back to the store's process: no payload (it has the raw records) and no
+    unpacked N-Triples (the prepared forms carry them)."""
+    checked = tuple(
+        replace(c, dataset=replace(c.dataset, ntriples=b"", catalog_ntriples=b""))
+        if c.prepared
+        else c
+        for c in p.checked
+    )
+    return replace(p, raw=replace(p.raw, payload=b""), checked=checked)
 
 
 def process_chunk(
     raws: Sequence[RawRecord], ctx: MappingContext, chain: Sequence[str]
 ) -> list[Processed]:
-    return [process(r, ctx, chain) for r in raws]
+    """Run in a worker: results are made lean; :func:`rejoin` restores them."""
+    if gc.get_threshold()[0] < _WORKER_GC_THRESHOLD:  # see pipeline.relaxed_gc
+        gc.set_threshold(_WORKER_GC_THRESHOLD)
+    return [_lean(process(r, ctx, chain)) for r in raws]
+
+
+def rejoin(results: Sequence[Processed], raws: Sequence[RawRecord]) -> list[Processed]:
+    """Put the raw records back into lean results (same order as submitted)."""
+    return [replace(p, raw=r) for p, r in zip(results, raws, strict=True)]
+
+
+def dataset_ntriples(c: Checked) -> tuple[bytes, bytes]:
+    """The dataset's canonical N-Triples and catalogue facts, from wherever they are kept."""
+    if c.dataset.ntriples or c.prepared is None:
+        return c.dataset.ntriples, c.dataset.catalog_ntriples
+    return unpack_graph(c.prepared.packed_ntriples), unpack_graph(c.prepared.packed_catalog)

@@ -40,6 +40,14 @@ def _serve(count: int, page_size: int, port_q: Any, stop: Any) -> None:
     with PeerServer(OaiPmhPeer(items, page_size=page_size)) as server:
         port_q.put(server.port)
         stop.wait()
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    port_q.put(usage.ru_utime + usage.ru_stime)
+
+
+def _cpu() -> tuple[float, float]:
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime, kids.ru_utime + kids.ru_stime
 
 
 def rss_mb() -> tuple[int, int]:
@@ -100,17 +108,23 @@ def main() -> None:
             if not args.skip_forced:
                 runs.append(("forced", RunOptions(full=True, force=True)))
             for name, opts in runs:
+                cpu0 = _cpu()
                 t0 = time.perf_counter()
                 job = run_source(settings, store, "bench", opts, http=http)
                 dt = time.perf_counter() - t0
+                cpu = [round((b - a) / args.records * 1e6) for a, b in zip(cpu0, _cpu(), strict=True)]
                 counts = {k: v for k, v in job.counters.items() if v}
                 results[name] = {
                     "seconds": round(dt, 1),
                     "records_per_s": round(args.records / dt),
                     "status": job.status,
                     "counters": counts,
+                    "cpu_us_per_record": {"harvester": cpu[0], "workers": cpu[1]},
                 }
-                print(f"{name:10} {args.records / dt:8.0f} records/s  {dt:7.1f} s  {job.status} {counts}")
+                print(
+                    f"{name:10} {args.records / dt:8.0f} records/s  {dt:7.1f} s  {job.status}"
+                    f" {counts}  CPU/record: harvester {cpu[0]} us, workers {cpu[1]} us"
+                )
         own, children = rss_mb()
         sampler.stop.set()
         results["peak_rss_mb"] = own
@@ -123,6 +137,11 @@ def main() -> None:
         print(json.dumps(results))
     finally:
         stop.set()
+        try:
+            peer_cpu = port_q.get(timeout=10)
+            print(f"peer process CPU: {peer_cpu:.1f} s in all")
+        except Exception:
+            pass
         peer.join(timeout=10)
         if args.dir is None:
             shutil.rmtree(workdir, ignore_errors=True)

@@ -40,3 +40,12 @@ def test_same_labels_in_parts_and_graphs_stay_distinct(tmp_path: Path) -> None:
     }
     assert len(subjects) == 4  # two parts in each of two graphs: four different nodes
     graphs.close()
+
+
+def test_only_labels_detects_every_lookalike() -> None:
+    from aggregator.store.graphs import _only_labels
+
+    assert _only_labels(f'_:a {P} _:b .\n_:b {P} "x" .\n'.encode())
+    assert not _only_labels(f'<http://e/s> {P} "ends with _:b ." .\n'.encode())
+    assert not _only_labels(f"<http://e/a_:b> {P} _:b .\n".encode())
+    assert not _only_labels(f'<http://e/s> {P} "_:x"@en .\n'.encode())

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from aggregator.errors import StoreError
 from aggregator.store.graphs import GraphBackend, GraphContent
+from aggregator.store.state import clear_pending
 
 log = logging.getLogger(__name__)
 
@@ -46,9 +47,7 @@ class GraphApplier:
                     contents, ids = item
                     self.graphs.replace(contents)
                     conn.execute("BEGIN IMMEDIATE")
-                    conn.executemany(
-                        "UPDATE records SET pending = 0 WHERE id = ?", [(i,) for i in ids]
-                    )
+                    clear_pending(conn, ids)
                     conn.execute("COMMIT")
                 except BaseException as err:  # kept and raised in the writer's thread
                     log.exception("applying journalled writes to the graph store failed")

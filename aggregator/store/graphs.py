@@ -18,8 +18,22 @@ from pyoxigraph import NamedNode, QueryBoolean, QuerySolutions, QueryTriples, Rd
 
 # A blank node label in subject position (line start) or object position (line end).
 _BNODE = re.compile(rb"(?m)^_:|(?<= )_:(?=[A-Za-z0-9_.-]+ \.$)")
-# "_:" inside a literal or an IRI: then only the positional (slow) rewrite is safe.
-_BNODE_LOOKALIKE = re.compile(rb'"[^\n]*_:|<[^>\n]*_:')
+_LABEL_END = re.compile(rb"[A-Za-z0-9_.-]+ \.(?:\n|$)")
+
+
+def _only_labels(ntriples: bytes) -> bool:
+    """True when every "_:" in the text is a blank node label (line start, or the object at
+    the end of a line), i.e. none sits inside a literal or an IRI."""
+    pos = ntriples.find(b"_:")
+    while pos != -1:
+        at_line_start = pos == 0 or ntriples[pos - 1] == 0x0A
+        # Otherwise it must be the object: a space, then the label, " ." and the line's end
+        # (a literal or IRI holding " _:x ." would have to close after it).
+        is_object = ntriples[pos - 1] == 0x20 and _LABEL_END.match(ntriples, pos + 2)
+        if not at_line_start and not is_object:
+            return False
+        pos = ntriples.find(b"_:", pos + 2)
+    return True
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,6 +48,7 @@ class GraphContent:
     graph_iri: str
     parts: tuple[tuple[bytes, str], ...]  # (N-Triples, blank node scope unique in the store)
     existed: bool  # the graph may hold older content that must go
+    nquads: bytes = b""  # more content, already as N-Quads in this graph (prepared elsewhere)
 
 
 def scope_blank_nodes(ntriples: bytes, scope: str) -> bytes:
@@ -41,8 +56,8 @@ def scope_blank_nodes(ntriples: bytes, scope: str) -> bytes:
     if b"_:" not in ntriples:
         return ntriples
     prefix = b"_:" + scope.encode() + b"_"
-    if not _BNODE_LOOKALIKE.search(ntriples):
-        return ntriples.replace(b"_:", prefix)  # every "_:" is a blank node label here
+    if _only_labels(ntriples):
+        return ntriples.replace(b"_:", prefix)
     return _BNODE.sub(prefix, ntriples)
 
 
@@ -55,6 +70,7 @@ def to_nquads(content: GraphContent) -> bytes:
             if line.endswith(b" ."):
                 out += line[:-2]
                 out += suffix
+    out += content.nquads
     return bytes(out)
 
 

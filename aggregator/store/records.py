@@ -32,7 +32,7 @@ from pyoxigraph import Literal, NamedNode
 from aggregator.jobs.journal import JobLog, Jobs
 from aggregator.store.applier import GraphApplier
 from aggregator.store.graphs import GraphBackend, GraphContent, OxigraphGraphs
-from aggregator.store.state import RecordRow, RecordWrite, StateDB, unpack
+from aggregator.store.state import RecordRow, RecordWrite, StateDB
 from aggregator.vocab import (
     AGG_FORMAT,
     AGG_HARVEST_SOURCE,
@@ -147,9 +147,13 @@ class RecordStore:
         catalog: bytes,
     ) -> GraphContent:
         parts = [(self.catalog_record_ntriples(w), f"r{record_id}m")]
+        prepared = b""
         if w.status == "active":
-            parts += [(ntriples, f"r{record_id}d"), (catalog, f"r{record_id}c")]
-        return GraphContent(graph_iri=w.record_iri, parts=tuple(parts), existed=existed)
+            if isinstance(w, RecordWrite) and w.nquads:
+                prepared = w.nquads  # built by the worker for this very record IRI
+            else:
+                parts += [(ntriples, f"r{record_id}d"), (catalog, f"r{record_id}c")]
+        return GraphContent(w.record_iri, tuple(parts), existed, prepared)
 
     # -- writes -----------------------------------------------------------------------------
     def write(
@@ -158,7 +162,7 @@ class RecordStore:
         writes: Sequence[RecordWrite],
         *,
         seen: Iterable[str] = (),
-        payloads: Mapping[str, tuple[bytes, str]] | None = None,
+        payloads: Mapping[str, tuple[bytes, str, bytes]] | None = None,
     ) -> None:
         """Apply one batch: journal it in SQLite now; the graphs follow in the applier thread.
 
@@ -170,8 +174,8 @@ class RecordStore:
         db = self.db
         db.begin()
         try:
-            for data, media_type in (payloads or {}).values():
-                db.put_payload(data, media_type)
+            for sha, (data, media_type, packed) in (payloads or {}).items():
+                db.put_payload(data, media_type, sha=sha, packed=packed)
             ids = db.upsert(writes)
             db.mark_seen(job.source, seen, job.id)
             job.flush(db)
@@ -229,7 +233,3 @@ class RecordStore:
 
     def graph_names(self) -> set[str]:
         return self.graphs.graph_names()
-
-    @staticmethod
-    def unpack(data: bytes | None) -> bytes:
-        return unpack(data)

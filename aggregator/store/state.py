@@ -95,11 +95,26 @@ RECORD_COLUMNS = (
 
 
 def pack(data: bytes) -> bytes:
+    """Payloads are kept zlib-compressed (large, rarely read)."""
     return zlib.compress(data, 1)
 
 
 def unpack(data: bytes | None) -> bytes:
     return zlib.decompress(data) if data else b""
+
+
+def pack_graph(data: bytes) -> bytes:
+    """Graph serialisations are kept as they are: read on every serve, and compressing them
+    cost more CPU per record than anything else in the store's process."""
+    return data
+
+
+def unpack_graph(data: bytes | None) -> bytes:
+    if not data:
+        return b""
+    if data[:1] == b"\x78":  # a zlib stream from an older store (N-Triples never start so)
+        return zlib.decompress(data)
+    return bytes(data)
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,6 +167,9 @@ class RecordWrite:
     catalog_ntriples: bytes
     findings: str
     existed: bool  # a graph may exist already and must be replaced
+    packed_ntriples: bytes = b""  # zlib forms prepared by the worker (else packed here)
+    packed_catalog: bytes = b""
+    nquads: bytes = b""  # dataset + catalogue facts as N-Quads in record_iri, prepared
 
 
 class StateDB:
@@ -228,7 +246,7 @@ class StateDB:
         ).fetchone()
         if row is None:
             return b"", b""
-        return unpack(row[0]), unpack(row[1])
+        return unpack_graph(row[0]), unpack_graph(row[1])
 
     def count_records(self, source: str, status: str) -> int:
         row = self.conn.execute(
@@ -255,10 +273,14 @@ class StateDB:
         return [str(r[0]) for r in cur]
 
     def mark_seen(self, source: str, local_ids: Iterable[str], job_id: int) -> None:
-        self.conn.executemany(
-            "UPDATE records SET seen_job = ? WHERE source = ? AND local_id = ?",
-            [(job_id, source, lid) for lid in local_ids],
-        )
+        ids = list(local_ids)
+        for start in range(0, len(ids), 500):
+            chunk = ids[start : start + 500]
+            marks = ",".join("?" * len(chunk))
+            self.conn.execute(
+                f"UPDATE records SET seen_job = ? WHERE source = ? AND local_id IN ({marks})",
+                (job_id, source, *chunk),
+            )
 
     def upsert(self, writes: Sequence[RecordWrite]) -> list[int]:
         """Write new states with pending = 1; return the record ids. Call inside begin()."""
@@ -295,8 +317,8 @@ class StateDB:
                     w.payload_sha,
                     w.url,
                     w.themes,
-                    pack(w.ntriples) if w.ntriples else None,
-                    pack(w.catalog_ntriples) if w.catalog_ntriples else None,
+                    w.packed_ntriples or pack_graph(w.ntriples) or None,
+                    w.packed_catalog or pack_graph(w.catalog_ntriples) or None,
                     w.findings,
                 ),
             ).fetchone()
@@ -308,14 +330,17 @@ class StateDB:
         return [RecordRow.from_row(r) for r in cur]
 
     def clear_pending(self, ids: Sequence[int]) -> None:
-        self.conn.executemany("UPDATE records SET pending = 0 WHERE id = ?", [(i,) for i in ids])
+        clear_pending(self.conn, ids)
 
     # -- payloads ---------------------------------------------------------------------------
-    def put_payload(self, data: bytes, media_type: str) -> str:
-        sha = hashlib.sha256(data).hexdigest()
+    def put_payload(
+        self, data: bytes, media_type: str, *, sha: str = "", packed: bytes = b""
+    ) -> str:
+        """Keep a payload (content-addressed); ``sha``/``packed`` may come precomputed."""
+        sha = sha or hashlib.sha256(data).hexdigest()
         self.conn.execute(
             "INSERT OR IGNORE INTO payloads (sha256, media_type, size, data) VALUES (?,?,?,?)",
-            (sha, media_type, len(data), pack(data)),
+            (sha, media_type, len(data), packed or pack(data)),
         )
         return sha
 
@@ -336,6 +361,13 @@ class StateDB:
             " ON CONFLICT (key) DO UPDATE SET value = excluded.value",
             (key, value),
         )
+
+
+def clear_pending(conn: sqlite3.Connection, ids: Sequence[int]) -> None:
+    for start in range(0, len(ids), 500):
+        chunk = list(ids[start : start + 500])
+        marks = ",".join("?" * len(chunk))
+        conn.execute(f"UPDATE records SET pending = 0 WHERE id IN ({marks})", chunk)
 
 
 def dumps(value: Any) -> str:
