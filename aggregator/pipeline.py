@@ -28,7 +28,7 @@ from aggregator.config import Settings, SourceConfig
 from aggregator.errors import AggregatorError
 from aggregator.harvest.base import HarvestRequest, Listing
 from aggregator.http import HttpClient
-from aggregator.jobs.journal import JobLog, JobRow
+from aggregator.jobs.journal import Heartbeat, JobLog, JobRow
 from aggregator.lifecycle import BatchWriter
 from aggregator.mapping.base import MappingContext
 from aggregator.models import JobStatus, Outcome, RawRecord
@@ -173,6 +173,7 @@ def _run_source(
         executor = ProcessPoolExecutor(max_workers=workers) if workers > 0 else _Inline()
     status, message = JobStatus.SUCCEEDED, ""
     prefetch: _Prefetch | None = None
+    beat = Heartbeat(str(store.path / "state.sqlite3"), job.id).start()
     try:
         harvester = harvesters.get(src.type)(src, http)
         request = HarvestRequest(full=opts.full, checkpoint=checkpoint, cancel=opts.cancel)
@@ -206,6 +207,7 @@ def _run_source(
         log.exception("job %s (%s) failed", job.id, src.name)
         _safe_flush(writer)
     finally:
+        beat.stop()
         if prefetch is not None:
             prefetch.close()
         if own_executor:

@@ -112,7 +112,9 @@ def main() -> None:
                 t0 = time.perf_counter()
                 job = run_source(settings, store, "bench", opts, http=http)
                 dt = time.perf_counter() - t0
-                cpu = [round((b - a) / args.records * 1e6) for a, b in zip(cpu0, _cpu(), strict=True)]
+                cpu = [
+                    round((b - a) / args.records * 1e6) for a, b in zip(cpu0, _cpu(), strict=True)
+                ]
                 counts = {k: v for k, v in job.counters.items() if v}
                 results[name] = {
                     "seconds": round(dt, 1),
@@ -133,7 +135,9 @@ def main() -> None:
         results["rss_mb_at_quarters"] = [s[1] for s in sampler.samples[quarter - 1 :: quarter]][:4]
         du = sum(f.stat().st_size for f in (workdir / "store").rglob("*") if f.is_file())
         results["store_mb"] = du // 2**20
-        print(f"peak RSS: harvester {own} MB, workers {children} MB; store on disk {du // 2**20} MB")
+        print(
+            f"peak RSS: harvester {own} MB, workers {children} MB; store on disk {du // 2**20} MB"
+        )
         print(json.dumps(results))
     finally:
         stop.set()

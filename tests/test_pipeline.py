@@ -300,3 +300,16 @@ def test_journal_replays_a_write_interrupted_before_the_graph_store(env: Env) ->
     row = env.store.record("portal", generate_identifier(4))
     assert row is not None  # the journalled (new) state won: SQLite had committed it
     assert row.source_datestamp == (T0 + timedelta(hours=104)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def test_heartbeat_beats_while_a_slow_source_is_listed(env: Env) -> None:
+    import time as _time
+
+    from aggregator.jobs.journal import Heartbeat
+
+    log = env.store.jobs.start("portal", full=True)
+    before = env.store.jobs.get(log.id).heartbeat
+    beat = Heartbeat(str(env.store.path / "state.sqlite3"), log.id, interval=0.05).start()
+    _time.sleep(0.3)
+    beat.stop()
+    assert env.store.jobs.get(log.id).heartbeat > before

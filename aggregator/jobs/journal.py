@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
+import threading
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -187,3 +189,38 @@ class Jobs:
             " job_id = excluded.job_id, updated = excluded.updated",
             (source, value, job_id, now_iso()),
         )
+
+
+class Heartbeat:
+    """Beat a running job's heartbeat every ``interval`` seconds from a thread of its own
+    (with its own SQLite connection), so a job waiting minutes on a slow source still shows
+    it is alive."""
+
+    def __init__(self, db_path: str, job_id: int, interval: float = 15.0) -> None:
+        self.db_path = db_path
+        self.job_id = job_id
+        self.interval = interval
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="job-heartbeat", daemon=True)
+
+    def _run(self) -> None:
+        conn = sqlite3.connect(self.db_path, isolation_level=None)
+        conn.execute("PRAGMA busy_timeout = 10000")
+        try:
+            while not self._stop.wait(self.interval):
+                try:
+                    conn.execute(
+                        "UPDATE jobs SET heartbeat = ? WHERE id = ?", (now_iso(), self.job_id)
+                    )
+                except sqlite3.Error:  # a busy database must not end the job
+                    continue
+        finally:
+            conn.close()
+
+    def start(self) -> Heartbeat:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)

@@ -1,0 +1,208 @@
+"""The command line, invoked as operators do, against local peers and an on-disk store."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from aggregator.cli import main
+from aggregator.peers.oaipmh import MemoryItems, OaiItem, OaiPmhPeer
+from aggregator.peers.sample_data import bundled_dump_path, generate_dataset, generate_identifier
+from aggregator.peers.server import PeerServer
+
+T0 = datetime(2024, 5, 1, tzinfo=UTC)
+
+
+@pytest.fixture
+def oai() -> Iterator[tuple[OaiPmhPeer, str]]:
+    items = MemoryItems(
+        OaiItem(generate_identifier(i), T0 + timedelta(hours=i), (), False, generate_dataset(i))
+        for i in range(12)
+    )
+    peer = OaiPmhPeer(items, page_size=5)
+    with PeerServer(peer) as server:
+        yield peer, f"{server.url}oai"
+
+
+@pytest.fixture
+def config(tmp_path: Path) -> Path:
+    path = tmp_path / "aggregator.toml"
+    path.write_text(
+        '# operator comment that must survive edits\n[store]\npath = "data"\n'
+        "[http]\nallow_private = true\nretries = 0\n[harvest]\nworkers = 0\n",
+        encoding="utf-8",
+    )
+    return path
+
+
+def run(config: Path, *args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(main, ["-c", str(config), *args], catch_exceptions=False)
+    return result.exit_code, result.output
+
+
+def test_source_lifecycle_and_harvest(config: Path, oai: tuple[OaiPmhPeer, str]) -> None:
+    _, url = oai
+    code, out = run(
+        config,
+        "source",
+        "add",
+        "portal",
+        "--type",
+        "oai-pmh",
+        "--url",
+        url,
+        "--publisher",
+        "Example Agency",
+        "--option",
+        "metadata_prefix=dcat_ap",
+    )
+    assert code == 0, out
+    assert "# operator comment that must survive edits" in config.read_text()
+    code, out = run(config, "source", "add", "portal", "--type", "oai-pmh", "--url", url)
+    assert code == 2 and "exists already" in out
+    code, out = run(config, "config", "check")
+    assert code == 0 and "source portal: oai-pmh -> dcat" in out
+    code, out = run(config, "harvest", "portal")
+    assert code == 0, out
+    assert "succeeded" in out and "added=12" in out
+    code, out = run(config, "source", "list")
+    assert "active=12" in out
+    code, out = run(config, "jobs")
+    assert "job 1 portal: succeeded" in out
+    code, out = run(config, "job", "show", "1", "--json")
+    job = json.loads(out)
+    assert job["counters"]["added"] == 12 and job["errors"] == []
+    code, out = run(config, "records", "--source", "portal", "--status", "active")
+    assert len(out.strip().splitlines()) == 12
+    ident = generate_identifier(3)
+    code, out = run(config, "record", "show", "portal", ident)
+    assert "http://www.w3.org/ns/dcat#CatalogRecord" in out
+    result = CliRunner().invoke(main, ["-c", str(config), "record", "payload", "portal", ident])
+    assert result.stdout_bytes == generate_dataset(3).rstrip(b"\n")
+    code, out = run(config, "source", "show", "portal")
+    shown = json.loads(out)
+    assert shown["records"] == {"active": 12} and shown["checkpoint"]
+    code, out = run(config, "source", "remove", "portal")
+    assert code == 0 and "portal" not in config.read_text().split("comment")[1]
+
+
+def test_exit_codes_separate_rejections_from_failures(
+    config: Path, oai: tuple[OaiPmhPeer, str]
+) -> None:
+    peer, url = oai
+    peer.items.put(
+        OaiItem(
+            "oai:x:bad",
+            T0,
+            (),
+            False,
+            b"<rdf:RDF xmlns:rdf='http://www.w3.org/1999/02/22-rdf-syntax-ns#'/>",
+        )
+    )  # type: ignore[attr-defined]
+    run(config, "source", "add", "portal", "--type", "oai-pmh", "--url", url)
+    code, out = run(config, "harvest", "portal")
+    assert code == 3, out  # ran, some records rejected
+    code, out = run(config, "job", "show", "1")
+    assert "oai:x:bad [map/" in out
+    peer.faults.error_on_page = 1
+    peer.faults.error_code = "badArgument"
+    code, out = run(config, "harvest", "portal", "--full")
+    assert code == 1 and "failed" in out  # the job failed
+
+
+def test_config_errors_are_clear(tmp_path: Path) -> None:
+    bad = tmp_path / "aggregator.toml"
+    bad.write_text('[sources.x]\ntype = "nope"\nurl = "http://example.org/"\n')
+    code, out = run(bad, "config", "check")
+    assert code == 2 and "unknown type 'nope'" in out
+    bad.write_text(
+        '[sources.x]\ntype = "oai-pmh"\nurl = "http://example.org/"\n'
+        'secrets = { key = "AGG_TEST_UNSET_VAR" }\n'
+    )
+    code, out = run(bad, "config", "check")
+    assert code == 2 and "AGG_TEST_UNSET_VAR" in out
+
+
+def test_map_prints_the_normalised_graph() -> None:
+    result = CliRunner().invoke(main, ["map", "--from", "dcat", str(bundled_dump_path())])
+    assert result.exit_code == 0, result.output
+    assert "# dataset " in result.output and "dcat:Dataset" in result.output
+    assert "owl:versionInfo" not in result.output  # DCAT-AP 2 term rewritten
+
+
+def test_validate_exit_status(tmp_path: Path) -> None:
+    good = tmp_path / "good.rdf"
+    good.write_bytes(generate_dataset(1))
+    result = CliRunner().invoke(main, ["validate", str(good)])
+    assert result.exit_code == 0, result.output
+    assert result.output.strip().endswith("conforms")
+    bad = tmp_path / "bad.ttl"
+    bad.write_text(
+        "@prefix dcat: <http://www.w3.org/ns/dcat#> .\n<http://example.org/d> a dcat:Dataset .\n"
+    )
+    result = CliRunner().invoke(main, ["validate", str(bad)])
+    assert result.exit_code == 1
+    assert "violation" in result.output and "does not conform" in result.output
+
+
+@pytest.mark.slow
+def test_demo_runs_offline_and_harvests(tmp_path: Path) -> None:
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "aggregator.cli",
+            "demo",
+            "--dir",
+            str(tmp_path / "demo"),
+            "--no-serve",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert out.returncode == 0, out.stderr
+    assert "harvested demo-oai: job 1 succeeded" in out.stdout
+    assert "harvested demo-dump: job 2 succeeded" in out.stdout
+    again = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "aggregator.cli",
+            "demo",
+            "--dir",
+            str(tmp_path / "demo"),
+            "--no-serve",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert again.returncode == 0, again.stderr  # a demo directory is reused, emptied first
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "precious.txt").write_text("keep")
+    refused = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "aggregator.cli",
+            "demo",
+            "--dir",
+            str(tmp_path / "mine"),
+            "--no-serve",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert refused.returncode == 2 and (tmp_path / "mine" / "precious.txt").exists()
