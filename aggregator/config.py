@@ -82,6 +82,22 @@ class HarvestSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class ValidationSettings:
+    """Options for the validators, by validator name, passed to their constructors.
+
+    ``[validation.shacl]`` takes ``shapes`` (replace the bundled DCAT-AP 3 shapes),
+    ``extra_shapes`` (add a national profile) and ``engine`` (``shacl`` or ``pyshacl``);
+    relative paths are relative to aggregator.toml.
+    """
+
+    options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+
+    def for_validator(self, name: str) -> tuple[tuple[str, Any], ...]:
+        """Hashable, picklable constructor arguments for one validator."""
+        return tuple(sorted(self.options.get(name, {}).items()))
+
+
+@dataclass(frozen=True, slots=True)
 class ServeSettings:
     host: str = "127.0.0.1"
     port: int = 8000
@@ -124,6 +140,7 @@ class Settings:
     harvest: HarvestSettings = field(default_factory=HarvestSettings)
     sources: Mapping[str, SourceConfig] = field(default_factory=dict)
     serve: ServeSettings = field(default_factory=ServeSettings)
+    validation: ValidationSettings = field(default_factory=ValidationSettings)
 
     def source(self, name: str) -> SourceConfig:
         try:
@@ -217,7 +234,7 @@ def load_settings(path: Path, environ: Mapping[str, str] | None = None) -> Setti
             doc = tomllib.loads(path.read_text(encoding="utf-8"))
         except (tomllib.TOMLDecodeError, UnicodeDecodeError) as err:
             raise ConfigError(f"{path}: {err}") from err
-    unknown = set(doc) - {"store", "http", "harvest", "sources", "serve"}
+    unknown = set(doc) - {"store", "http", "harvest", "sources", "serve", "validation"}
     if unknown:
         raise ConfigError(f"{path}: unknown section(s) {', '.join(sorted(unknown))}")
     store = dict(doc.get("store", {}))
@@ -231,6 +248,7 @@ def load_settings(path: Path, environ: Mapping[str, str] | None = None) -> Setti
     http = _dataclass_from(HttpSettings, doc.get("http", {}), "http")
     harvest = _dataclass_from(HarvestSettings, doc.get("harvest", {}), "harvest")
     serve = _dataclass_from(ServeSettings, doc.get("serve", {}), "serve")
+    validation = _validation_settings(doc.get("validation", {}), root)
     if not 0 <= harvest.withdraw_brake <= 1:
         raise ConfigError("harvest.withdraw_brake must be between 0 and 1")
     sources = {
@@ -245,4 +263,35 @@ def load_settings(path: Path, environ: Mapping[str, str] | None = None) -> Setti
         harvest=harvest,
         sources=sources,
         serve=serve,
+        validation=validation,
     )
+
+
+def _validation_settings(table: Mapping[str, Any], root: Path) -> ValidationSettings:
+    """Check each validator's options by building it once, so errors show at load time."""
+    from aggregator.plugins import validators
+
+    options: dict[str, dict[str, Any]] = {}
+    for name, opts in dict(table).items():
+        if name not in validators:
+            raise ConfigError(f"[validation.{name}]: unknown validator {name!r}")
+        if not isinstance(opts, Mapping):
+            raise ConfigError(f"[validation.{name}] must be a table")
+        resolved: dict[str, Any] = {}
+        for key, value in opts.items():
+            if key in ("shapes", "extra_shapes"):
+                if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+                    raise ConfigError(f"validation.{name}.{key}: expected a list of paths")
+                paths = [root / v for v in value]
+                missing = [str(p) for p in paths if not p.is_file()]
+                if missing:
+                    raise ConfigError(f"validation.{name}.{key}: no such file {missing[0]}")
+                resolved[key] = tuple(str(p) for p in paths)
+            else:
+                resolved[key] = value
+        try:
+            validators.get(name)(**resolved)
+        except TypeError as err:
+            raise ConfigError(f"[validation.{name}]: {err}") from err
+        options[name] = resolved
+    return ValidationSettings(options=options)

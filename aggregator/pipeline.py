@@ -173,6 +173,7 @@ def _run_source(
         executor = ProcessPoolExecutor(max_workers=workers) if workers > 0 else _Inline()
     status, message = JobStatus.SUCCEEDED, ""
     prefetch: _Prefetch | None = None
+    vopts = {name: settings.validation.for_validator(name) for name in src.validation}
     beat = Heartbeat(str(store.path / "state.sqlite3"), job.id).start()
     try:
         harvester = harvesters.get(src.type)(src, http)
@@ -189,7 +190,8 @@ def _run_source(
 
         for chunk in _chunks(iter(prefetch), CHUNK):
             todo = writer.prefilter(chunk)
-            in_flight.append((executor.submit(process_chunk, todo, ctx, src.validation), todo))
+            task = executor.submit(process_chunk, todo, ctx, src.validation, vopts)
+            in_flight.append((task, todo))
             drain(IN_FLIGHT)
             if opts.cancel.is_set():
                 listing.mark_truncated("cancelled")

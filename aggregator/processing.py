@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import gc
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 from aggregator.errors import AggregatorError
 from aggregator.mapping.base import Mapper, MappingContext, mint_iri
@@ -21,7 +22,8 @@ from aggregator.validate.base import Validator
 
 _WORKER_GC_THRESHOLD = 50_000
 _mappers: dict[str, Mapper] = {}
-_validators: dict[str, Validator] = {}
+_validators: dict[tuple[str, tuple[tuple[str, Any], ...]], Validator] = {}
+ValidatorOptions = Mapping[str, tuple[tuple[str, Any], ...]]  # name -> constructor arguments
 
 
 def _mapper(name: str) -> Mapper:
@@ -30,10 +32,12 @@ def _mapper(name: str) -> Mapper:
     return _mappers[name]
 
 
-def _validator(name: str) -> Validator:
-    if name not in _validators:
-        _validators[name] = validators.get(name)()
-    return _validators[name]
+def _validator(name: str, options: ValidatorOptions | None = None) -> Validator:
+    args = (options or {}).get(name, ())
+    key = (name, args)
+    if key not in _validators:
+        _validators[key] = validators.get(name)(**dict(args))
+    return _validators[key]
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,10 +99,15 @@ def _with_payload(result: Processed) -> Processed:
     )
 
 
-def process(raw: RawRecord, ctx: MappingContext, chain: Sequence[str]) -> Processed:
+def process(
+    raw: RawRecord,
+    ctx: MappingContext,
+    chain: Sequence[str],
+    options: ValidatorOptions | None = None,
+) -> Processed:
     """Payload validators (stop at the first failure), mapping, then graph validators."""
     for name in chain:
-        v = _validator(name)
+        v = _validator(name, options)
         if v.target != "payload":
             continue
         report = v.validate_payload(raw)
@@ -118,7 +127,7 @@ def process(raw: RawRecord, ctx: MappingContext, chain: Sequence[str]) -> Proces
     for ds in datasets:
         findings: list[Finding] = list(ds.findings)
         for name in chain:
-            v = _validator(name)
+            v = _validator(name, options)
             if v.target == "graph":
                 findings.extend(v.validate_graph(ds).findings)
         checked.append(Checked(ds, tuple(findings), prepare(ds, ctx)))
@@ -138,12 +147,15 @@ def _lean(p: Processed) -> Processed:
 
 
 def process_chunk(
-    raws: Sequence[RawRecord], ctx: MappingContext, chain: Sequence[str]
+    raws: Sequence[RawRecord],
+    ctx: MappingContext,
+    chain: Sequence[str],
+    options: ValidatorOptions | None = None,
 ) -> list[Processed]:
     """Run in a worker: results are made lean; :func:`rejoin` restores them."""
     if gc.get_threshold()[0] < _WORKER_GC_THRESHOLD:  # see pipeline.relaxed_gc
         gc.set_threshold(_WORKER_GC_THRESHOLD)
-    return [_lean(process(r, ctx, chain)) for r in raws]
+    return [_lean(process(r, ctx, chain, options)) for r in raws]
 
 
 def rejoin(results: Sequence[Processed], raws: Sequence[RawRecord]) -> list[Processed]:

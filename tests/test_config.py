@@ -1,0 +1,134 @@
+"""Configuration loading, validation against the registries, secrets, and plugin discovery."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from aggregator.cli import main
+from aggregator.config import load_settings
+from aggregator.errors import ConfigError, RegistryError
+from aggregator.registry import Registry
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "aggregator.toml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_defaults_and_paths_relative_to_the_file(tmp_path: Path) -> None:
+    s = load_settings(write(tmp_path, '[store]\npath = "store"\n'))
+    assert s.store_path == tmp_path / "store"
+    assert s.http.allow_private is False  # the SSRF guard is on unless switched off
+    assert s.harvest.withdraw_brake == 0.2
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("[stor]\n", "unknown section"),
+        ("[http]\ntimeout = 'soon'\n", "http.timeout"),
+        ("[http]\ntimout = 3\n", "unknown key"),
+        ("[store]\nbase_iri = 'urn:x'\n", "base_iri"),
+        ("[harvest]\nwithdraw_brake = 2.0\n", "withdraw_brake"),
+        ("[sources.A]\ntype = 'oai-pmh'\nurl = 'http://e.org/'\n", "name must match"),
+        ("[sources.a]\nurl = 'http://e.org/'\n", "'type' is required"),
+        ("[sources.a]\ntype = 'oai-pmh'\nurl = 'http://e.org/'\nformat = 'x'\n", "unknown format"),
+        (
+            "[sources.a]\ntype = 'oai-pmh'\nurl = 'http://e.org/'\nvalidation = ['x']\n",
+            "unknown validator",
+        ),
+        (
+            "[sources.a]\ntype = 'oai-pmh'\nurl = 'http://e.org/'\nschedule = 'sometimes'\n",
+            "schedule",
+        ),
+        ("[sources.a]\ntype = 'oai-pmh'\nurl = 'http://e.org/'\ncolour = 1\n", "unknown key"),
+        ("not toml [", "aggregator.toml"),
+    ],
+)
+def test_invalid_configuration_is_refused_with_a_clear_message(
+    tmp_path: Path, text: str, message: str
+) -> None:
+    with pytest.raises(ConfigError, match=message):
+        load_settings(write(tmp_path, text))
+
+
+def test_secrets_come_from_the_environment_and_are_never_shown(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PORTAL_KEY", "s3cr3t-value")
+    path = write(
+        tmp_path,
+        "[sources.a]\ntype = 'oai-pmh'\nurl = 'http://e.org/oai'\n"
+        "secrets = { api_key = 'PORTAL_KEY' }\n",
+    )
+    s = load_settings(path)
+    secret = s.source("a").secrets["api_key"]
+    assert secret.reveal() == "s3cr3t-value"
+    assert "s3cr3t" not in repr(secret) and "s3cr3t" not in str(s)
+    for args in (["config", "check"], ["source", "show", "a"]):
+        out = CliRunner().invoke(main, ["-c", str(path), *args]).output
+        assert "s3cr3t" not in out
+    assert (
+        "$PORTAL_KEY" in CliRunner().invoke(main, ["-c", str(path), "source", "show", "a"]).output
+    )
+
+
+def test_a_third_party_plugin_is_found_through_its_entry_point(tmp_path: Path) -> None:
+    """An installed distribution declaring an entry point in our group is discovered."""
+    pkg = tmp_path / "acme_harvester.py"
+    pkg.write_text(
+        "from aggregator.harvest.base import Harvester\n"
+        "class AcmeHarvester(Harvester):\n    name = 'acme'\n"
+    )
+    dist = tmp_path / "acme_harvester-1.0.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: acme-harvester\nVersion: 1.0\n")
+    (dist / "entry_points.txt").write_text(
+        "[aggregator.harvesters]\nacme = acme_harvester:AcmeHarvester\n"
+    )
+    sys.path.insert(0, str(tmp_path))
+    try:
+        registry: Registry[object] = Registry("aggregator.harvesters", "harvester")
+        assert "acme" in registry.names()
+        assert registry.get("acme").__name__ == "AcmeHarvester"
+        assert "oai-pmh" in registry.names()  # built-ins come through the same mechanism
+        with pytest.raises(RegistryError, match="unknown harvester 'nope'"):
+            registry.get("nope")
+    finally:
+        sys.path.remove(str(tmp_path))
+        sys.modules.pop("acme_harvester", None)
+
+
+def test_operator_shapes_are_configured_checked_and_applied(tmp_path: Path) -> None:
+    """A national profile added by configuration rejects what the bundled shapes accept."""
+    from aggregator.mapping.base import MappingContext
+    from aggregator.models import RawRecord
+    from aggregator.peers.sample_data import generate_dataset
+    from aggregator.processing import process
+
+    profile = tmp_path / "national.ttl"
+    profile.write_text(
+        "@prefix sh: <http://www.w3.org/ns/shacl#> .\n"
+        "@prefix dcat: <http://www.w3.org/ns/dcat#> .\n"
+        "<https://example.org/national#DatasetVersion> a sh:NodeShape ;\n"
+        "  sh:targetClass dcat:Dataset ;\n"
+        "  sh:property [ sh:path <https://example.org/national#mustHave> ; sh:minCount 1 ;\n"
+        "    sh:message 'national profile: mustHave is required' ] .\n"
+    )
+    with pytest.raises(ConfigError, match="no such file"):
+        load_settings(write(tmp_path, "[validation.shacl]\nextra_shapes = ['nope.ttl']\n"))
+    with pytest.raises(ConfigError, match="unknown validator"):
+        load_settings(write(tmp_path, "[validation.nope]\nx = 1\n"))
+    s = load_settings(write(tmp_path, "[validation.shacl]\nextra_shapes = ['national.ttl']\n"))
+    raw = RawRecord("s", "id1", "dcat", generate_dataset(1), "application/rdf+xml")
+    ctx = MappingContext("http://127.0.0.1:8000/", "s")
+    plain = process(raw, ctx, ("shacl",))
+    assert all(c.conforms for c in plain.checked)
+    national = process(raw, ctx, ("shacl",), {"shacl": s.validation.for_validator("shacl")})
+    assert not national.checked[0].conforms
+    assert any("mustHave" in f.message for f in national.checked[0].findings)
