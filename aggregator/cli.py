@@ -474,8 +474,12 @@ def map_file(fmt: str, media_type: str | None, base_iri: str, file: Path) -> Non
 @click.option("--profile", default="shacl", show_default=True, help="Validators, comma-separated.")
 @click.option("--media-type", default=None)
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-def validate(fmt: str, profile: str, media_type: str | None, file: Path) -> None:
-    """Map FILE and validate it; print every finding. Exit 0 if it conforms, 1 if not."""
+@pass_ctx
+def validate(c: Ctx, fmt: str, profile: str, media_type: str | None, file: Path) -> None:
+    """Map FILE and validate it; print every finding. Exit 0 if it conforms, 1 if not.
+
+    Shape files configured in aggregator.toml ([validation.shacl]) apply when it exists.
+    """
     from aggregator.mapping.base import MappingContext
     from aggregator.models import Severity
     from aggregator.plugins import validators
@@ -485,8 +489,10 @@ def validate(fmt: str, profile: str, media_type: str | None, file: Path) -> None
     for name in chain:
         validators.get(name)
     raw = _raw_from_file(file, fmt, media_type)
-    result = process(raw, MappingContext("http://localhost:8000/", "file"), chain)
-    # (validators run with their bundled defaults here; configured shape files apply to harvests)
+    options = None
+    if c.config_path.exists():
+        options = {name: c.settings.validation.for_validator(name) for name in chain}
+    result = process(raw, MappingContext("http://localhost:8000/", "file"), chain, options)
     conforms = not result.failure
     for f in result.failure:
         click.echo(
