@@ -1,0 +1,371 @@
+"""``/sparql``: a read-only SPARQL 1.1 Protocol endpoint over the union of the record graphs.
+
+Public surface::
+
+    routes(ctx) -> SparqlRoutes          # a list of Starlette routes; .endpoint is below
+    SparqlEndpoint(ctx, queue_wait=...)   # the ASGI endpoint and its worker pool
+        .start()    make the first store snapshot and start the workers (blocking)
+        .refresh()  snapshot the store again; call after each harvest (thread-safe)
+        .close()    kill the workers, delete the snapshots
+        .lifespan   an async context manager for ``Starlette(lifespan=...)``
+
+Wiring (app.py)::
+
+    sparql_routes = sparql.routes(ctx)
+    endpoint = sparql_routes.endpoint
+    app = Starlette(routes=[*sparql_routes, ...], lifespan=endpoint.lifespan)
+    ...after a harvest: ctx.store.sync(); endpoint.refresh()
+
+Queries run in killable worker processes on a snapshot (:mod:`aggregator.serve.sparql_pool`);
+``SERVICE`` is refused (:mod:`aggregator.serve.sparql_guard`); results are serialised in full
+by the worker before the response starts, so a response is either complete or an error.
+See docs/serve/sparql.md for formats, limits and status codes.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import math
+import os
+import shutil
+from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qsl
+
+from pyoxigraph import BlankNode, NamedNode, Triple, serialize
+from starlette.routing import BaseRoute, Route
+
+from aggregator.errors import StoreError
+from aggregator.serve.context import ServeContext
+from aggregator.serve.sparql_formats import (
+    GRAPH_ALIASES,
+    GRAPH_FORMATS,
+    GRAPH_OFFERS,
+    RESULT_ALIASES,
+    RESULT_OFFERS,
+    negotiate,
+)
+from aggregator.serve.sparql_guard import escaped_service, mentions_service, service_tokens
+from aggregator.serve.sparql_pool import PoolBusy, QueryDeadline, WorkerFailed, WorkerPool
+from aggregator.store.graphs import OxigraphGraphs
+
+log = logging.getLogger(__name__)
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+
+MAX_BODY = 1 << 20  # bytes of a POST body (form or query)
+MAX_QUERY = 256 * 1024  # characters of a query
+_COUNTER = itertools.count(1)
+
+SD = "http://www.w3.org/ns/sparql-service-description#"
+RDF_TYPE = "http://www.w3.org/1999/02/22-rdf-syntax-ns#type"
+CORS = [
+    (b"access-control-allow-origin", b"*"),
+    (b"access-control-expose-headers", b"Retry-After, Content-Type, Content-Length"),
+]
+
+
+class SparqlError(Exception):
+    """A request we answer with an error status; ``message`` is shown to the client."""
+
+    def __init__(self, status: int, message: str, headers: tuple[tuple[str, str], ...] = ()):
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.headers = headers
+
+
+class SparqlRoutes(list[BaseRoute]):
+    """The routes of the endpoint; ``endpoint`` has ``start``, ``refresh`` and ``close``."""
+
+    endpoint: SparqlEndpoint
+
+
+def routes(ctx: ServeContext) -> SparqlRoutes:
+    """``/sparql`` for ``ctx``; start and stop ``result.endpoint`` with the app."""
+    return SparqlEndpoint(ctx).routes()
+
+
+def service_description(endpoint_url: str) -> dict[str, bytes]:
+    """The SPARQL 1.1 service description, serialised once per graph media type."""
+    service = BlankNode()
+    dataset = BlankNode()
+    graph = BlankNode()
+
+    def sd(local: str) -> NamedNode:
+        return NamedNode(SD + local)
+
+    rdf_type = NamedNode(RDF_TYPE)
+    triples = [
+        Triple(service, rdf_type, sd("Service")),
+        Triple(service, sd("endpoint"), NamedNode(endpoint_url)),
+        Triple(service, sd("supportedLanguage"), sd("SPARQL11Query")),
+        Triple(service, sd("feature"), sd("UnionDefaultGraph")),
+        Triple(
+            service,
+            sd("defaultEntailmentRegime"),
+            NamedNode("http://www.w3.org/ns/entailment/Simple"),
+        ),
+        Triple(service, sd("defaultDataset"), dataset),
+        Triple(dataset, rdf_type, sd("Dataset")),
+        Triple(dataset, sd("defaultGraph"), graph),
+        Triple(graph, rdf_type, sd("Graph")),
+    ]
+    for offer in [*RESULT_OFFERS.values(), *GRAPH_OFFERS.values()]:
+        triples.append(Triple(service, sd("resultFormat"), NamedNode(offer.w3c_format)))
+    prefixes = {"sd": SD, "formats": "http://www.w3.org/ns/formats/"}
+    return {
+        media: serialize(triples, format=fmt, prefixes=prefixes) or b""
+        for media, fmt in GRAPH_FORMATS.items()
+    }
+
+
+def _remove_stale_snapshots(root: Path) -> None:
+    """Delete snapshot folders left by processes that no longer run (a crash, a kill -9)."""
+    if not root.is_dir():
+        return
+    for folder in root.iterdir():
+        pid = folder.name.split("-", 1)[0]
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            shutil.rmtree(folder, ignore_errors=True)
+        except PermissionError:
+            pass
+
+
+class SparqlEndpoint:
+    """The ``/sparql`` ASGI endpoint. Settings come from ``ctx.settings.serve``:
+    ``sparql_timeout`` (seconds, per query, enforced by killing the worker),
+    ``sparql_max_rows`` (rows or triples; over it a 400, never a truncated 200) and
+    ``sparql_concurrency`` (worker processes = queries at once)."""
+
+    def __init__(
+        self,
+        ctx: ServeContext,
+        *,
+        queue_wait: float = 2.0,
+        snapshot_root: Path | None = None,
+    ) -> None:
+        serve = ctx.settings.serve
+        graphs = ctx.store.graphs
+        if not isinstance(graphs, OxigraphGraphs):
+            raise StoreError("the SPARQL endpoint needs the embedded Oxigraph graph store")
+        self.timeout = serve.sparql_timeout
+        self.max_rows = serve.sparql_max_rows
+        self.endpoint_url = ctx.base_url + "sparql"
+        self._snapshots_dir = ctx.store.path / "sparql-snapshots"
+        root = snapshot_root or self._snapshots_dir / f"{os.getpid()}-{next(_COUNTER)}"
+        self.pool = WorkerPool(
+            graphs.store,
+            root,
+            size=serve.sparql_concurrency,
+            queue_wait=min(queue_wait, self.timeout),
+        )
+        self.descriptions = service_description(self.endpoint_url)
+
+    # -- life cycle ---------------------------------------------------------------------------
+    def start(self) -> None:
+        _remove_stale_snapshots(self._snapshots_dir)
+        self.pool.start()
+
+    def refresh(self) -> str:
+        """Snapshot the store for the queries that follow; returns the snapshot's folder."""
+        return self.pool.refresh()
+
+    def close(self) -> None:
+        self.pool.close()
+
+    @asynccontextmanager
+    async def lifespan(self, app: object) -> AsyncIterator[None]:
+        self.start()
+        try:
+            yield
+        finally:
+            self.close()
+
+    def routes(self) -> SparqlRoutes:
+        out = SparqlRoutes([Route("/sparql", self, name="sparql")])
+        out.endpoint = self
+        return out
+
+    # -- ASGI ---------------------------------------------------------------------------------
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return
+        headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
+        method = scope["method"]
+        if method == "OPTIONS":
+            await self._preflight(send, headers)
+            return
+        try:
+            if method not in ("GET", "POST"):
+                raise SparqlError(405, "use GET or POST", (("allow", "GET, POST, OPTIONS"),))
+            status, body, ctype, extra = await self._handle(scope, receive, headers)
+        except SparqlError as err:
+            status, ctype, extra = err.status, "text/plain; charset=utf-8", err.headers
+            body = (err.message + "\n").encode()
+        await _send(send, status, body, ctype, extra)
+
+    async def _preflight(self, send: Send, headers: dict[str, str]) -> None:
+        allow_headers = headers.get("access-control-request-headers") or "Accept, Content-Type"
+        await _send(
+            send,
+            204,
+            b"",
+            None,
+            (
+                ("access-control-allow-methods", "GET, POST, OPTIONS"),
+                ("access-control-allow-headers", allow_headers),
+                ("access-control-max-age", "86400"),
+                ("allow", "GET, POST, OPTIONS"),
+            ),
+        )
+
+    async def _handle(
+        self, scope: Scope, receive: Receive, headers: dict[str, str]
+    ) -> tuple[int, bytes, str, tuple[tuple[str, str], ...]]:
+        params = _params(scope["query_string"])
+        query: str | None = None
+        if scope["method"] == "POST":
+            ctype = headers.get("content-type", "").split(";")[0].strip().lower()
+            if ctype == "application/sparql-update":
+                raise SparqlError(403, "this endpoint is read-only: updates are not accepted")
+            if ctype not in ("application/sparql-query", "application/x-www-form-urlencoded"):
+                raise SparqlError(
+                    415,
+                    "POST a query as application/sparql-query or application/x-www-form-urlencoded",
+                )
+            body = await _read_body(receive)
+            if ctype == "application/sparql-query":
+                query = _utf8(body)
+            else:
+                params += _params(body)
+        names = {k for k, _ in params}
+        if "update" in names:
+            raise SparqlError(403, "this endpoint is read-only: updates are not accepted")
+        queries = [v for k, v in params if k == "query"]
+        if query is not None:
+            queries.append(query)
+        accept = headers.get("accept")
+        if not queries:
+            if scope["method"] == "POST":
+                raise SparqlError(400, "no query: send a 'query' parameter or body")
+            media = negotiate(accept, GRAPH_ALIASES)
+            if media is None:
+                raise _not_acceptable(GRAPH_OFFERS)
+            offer = GRAPH_OFFERS[media]
+            return 200, self.descriptions[media], offer.content_type, (("vary", "Accept"),)
+        if len(queries) > 1:
+            raise SparqlError(400, "exactly one query, please")
+        return await self._query(queries[0], params, accept)
+
+    async def _query(
+        self, query: str, params: list[tuple[str, str]], accept: str | None
+    ) -> tuple[int, bytes, str, tuple[tuple[str, str], ...]]:
+        if len(query) > MAX_QUERY:
+            raise SparqlError(413, f"the query is longer than {MAX_QUERY} characters")
+        if service_tokens(query) or escaped_service(query):
+            raise SparqlError(400, "SERVICE (federated query) is not allowed on this endpoint")
+        default = [v for k, v in params if k == "default-graph-uri"]
+        named = [v for k, v in params if k == "named-graph-uri"]
+        for iri in (*default, *named):
+            try:
+                NamedNode(iri)
+            except ValueError as err:
+                raise SparqlError(400, f"not an absolute IRI: {iri!r} ({err})") from None
+        results_media = negotiate(accept, RESULT_ALIASES)
+        graph_media = negotiate(accept, GRAPH_ALIASES)
+        if results_media is None and graph_media is None:
+            raise _not_acceptable({**RESULT_OFFERS, **GRAPH_OFFERS})
+        request: dict[str, Any] = {
+            "query": query,
+            "results": results_media,
+            "graph": graph_media,
+            "default_graph": default if default or named else None,
+            "named_graphs": named if default or named else None,
+            "max_rows": self.max_rows,
+            "check_service": mentions_service(query),
+        }
+        try:
+            header, body = await self.pool.run(request, self.timeout)
+        except PoolBusy:
+            raise SparqlError(
+                503, "too many queries at once: retry shortly", (("retry-after", "1"),)
+            ) from None
+        except QueryDeadline:
+            retry = str(max(1, math.ceil(self.timeout)))
+            raise SparqlError(
+                503,
+                f"the query ran past the {self.timeout:g} s limit of this endpoint",
+                (("retry-after", retry),),
+            ) from None
+        except WorkerFailed:
+            raise SparqlError(500, "the query failed unexpectedly") from None
+        status = int(header["status"])
+        if status != 200:
+            if status == 406:
+                raise _not_acceptable({**RESULT_OFFERS, **GRAPH_OFFERS}, header["message"])
+            raise SparqlError(status, str(header["message"]))
+        media = str(header["media_type"])
+        offer = RESULT_OFFERS.get(media) or GRAPH_OFFERS[media]
+        return 200, body, offer.content_type, (("vary", "Accept"),)
+
+
+def _not_acceptable(offers: dict[str, Any] | Any, reason: str = "") -> SparqlError:
+    listed = ", ".join(offers)
+    return SparqlError(406, f"{reason + '; ' if reason else ''}available: {listed}")
+
+
+def _params(raw: bytes) -> list[tuple[str, str]]:
+    try:
+        pairs = parse_qsl(raw, keep_blank_values=True, max_num_fields=1000)
+        return [(_utf8(k), _utf8(v)) for k, v in pairs]
+    except ValueError as err:
+        raise SparqlError(400, f"malformed parameters: {err}") from None
+
+
+def _utf8(data: bytes) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise SparqlError(400, "the request is not valid UTF-8") from None
+
+
+async def _read_body(receive: Receive) -> bytes:
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise SparqlError(400, "the client went away")
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > MAX_BODY:
+            raise SparqlError(413, f"the request body is larger than {MAX_BODY} bytes")
+        chunks.append(chunk)
+        if not message.get("more_body"):
+            return b"".join(chunks)
+
+
+async def _send(
+    send: Send,
+    status: int,
+    body: bytes,
+    content_type: str | None,
+    extra: tuple[tuple[str, str], ...],
+) -> None:
+    headers = [*CORS, (b"content-length", str(len(body)).encode())]
+    if content_type:
+        headers.append((b"content-type", content_type.encode()))
+    headers += [(k.encode(), v.encode()) for k, v in extra]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
