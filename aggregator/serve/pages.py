@@ -205,9 +205,14 @@ def _contact(g: Graph, node: Term) -> str:
     return ", ".join(parts)
 
 
-def _distribution(g: Graph, node: Term) -> str:
+def _distribution(g: Graph, node: Term, number: int) -> str:
     title = g.literals(node, DCT + "title")
-    head = esc(title[0].value) if title else esc(g.label(node))
+    if title:
+        head = esc(title[0].value)
+    elif isinstance(node, NamedNode):
+        head = esc(g.label(node))
+    else:
+        head = f"Distribution {number}"
     props = [
         ("Description", _values(g, node, DCT + "description")),
         ("Access URL", _values(g, node, DCAT + "accessURL")),
@@ -268,7 +273,9 @@ def dataset_page(iri: str, row: RecordRow, triples: Sequence[Triple], links: Lin
         for prop, objs in sorted(g.index.get(ds, {}).items())
         if prop not in _SHOWN
     ]
-    dists = "".join(_distribution(g, d) for d in g.objects(ds, DCAT + "distribution"))
+    dists = "".join(
+        _distribution(g, d, n) for n, d in enumerate(g.objects(ds, DCAT + "distribution"), 1)
+    )
     record_url = links.local(row.record_iri, "record")
     provenance = [
         ("Harvested from source", esc(row.source)),
