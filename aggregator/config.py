@@ -111,6 +111,10 @@ class ServeSettings:
     sparql_max_rows: int = 100_000
     sparql_concurrency: int = 4
     catalog_page_size: int = 100
+    catalog_title: str = ""  # the aggregate catalogue's dct:title (default: repository name)
+    catalog_description: str = ""
+    catalog_publisher: str = ""  # name of the agent publishing the aggregate
+    catalog_email: str = ""  # its contact e-mail (default: oai_admin_email)
 
 
 @dataclass(frozen=True, slots=True)

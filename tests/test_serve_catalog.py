@@ -412,8 +412,7 @@ def test_our_rdf_dump_harvester_harvests_the_catalogue_into_an_identical_store(
     source = SourceConfig(
         name="mirror",
         type="rdf-dump",
-        url=f"{served.url}catalog.ttl?limit=9",
-        options={"check_total": False},  # the catalogue lists DataServices, not only Datasets
+        url=f"{served.url}catalog.ttl?limit=9",  # hydra:totalItems checked against the pages
     )
     settings = Settings(
         config_path=None,

@@ -30,6 +30,14 @@ from aggregator.models import RawRecord
 HYDRA = "http://www.w3.org/ns/hydra/core#"
 RDF_TYPE = "http://www.w3.org/1999/02/22-rdf-syntax-ns#type"
 DCAT_DATASET = "http://www.w3.org/ns/dcat#Dataset"
+# What hydra:totalItems counts in a DCAT catalogue: everything the dcat mapper makes a record of.
+DESCRIBED_TYPES = frozenset(
+    {
+        DCAT_DATASET,
+        "http://www.w3.org/ns/dcat#DataService",
+        "http://www.w3.org/ns/dcat#DatasetSeries",
+    }
+)
 _NEXT = frozenset({HYDRA + "next", HYDRA + "nextPage"})  # nextPage: deprecated Hydra
 _VIEW_TYPES = frozenset({HYDRA + "PartialCollectionView", HYDRA + "PagedCollection"})
 _VIEW = HYDRA + "view"
@@ -136,7 +144,8 @@ class PageFacts:
 
 
 def scan_page(payload: bytes, syntax: RdfSyntax, base_url: str) -> PageFacts:
-    """Stream-parse one page: Hydra next link, totalItems and dcat:Dataset subjects.
+    """Stream-parse one page: Hydra next link, totalItems and the described resources
+    (dcat:Dataset, dcat:DataService, dcat:DatasetSeries subjects).
 
     Raises HarvestError (code ``parseError``) if the page is not valid in ``syntax``, and
     HarvestError (code ``unsafeInput``) for RDF/XML with a DOCTYPE (entity expansion).
@@ -159,7 +168,7 @@ def scan_page(payload: bytes, syntax: RdfSyntax, base_url: str) -> PageFacts:
             obj = quad.object
             skey = f"_:{subj.value}" if isinstance(subj, BlankNode) else str(subj.value)
             if pred == RDF_TYPE and isinstance(obj, NamedNode):
-                if obj.value == DCAT_DATASET:
+                if obj.value in DESCRIBED_TYPES:
                     if isinstance(subj, NamedNode):
                         facts.dataset_iris.add(subj.value)
                     else:

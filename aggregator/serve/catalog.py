@@ -259,14 +259,14 @@ class CatalogInfo:
     @classmethod
     def from_context(cls, ctx: ServeContext) -> CatalogInfo:
         serve = ctx.settings.serve
-        name = str(getattr(serve, "catalog_title", "") or serve.oai_repository_name)
+        name = str(serve.catalog_title or serve.oai_repository_name)
         description = str(
-            getattr(serve, "catalog_description", "")
+            serve.catalog_description
             or f"Datasets harvested by {name} from {len(ctx.settings.sources) or 'its'} "
             "source catalogue(s), republished as DCAT."
         )
-        publisher = str(getattr(serve, "catalog_publisher", "") or name)
-        email = str(getattr(serve, "catalog_email", "") or serve.oai_admin_email) or None
+        publisher = str(serve.catalog_publisher or name)
+        email = str(serve.catalog_email or serve.oai_admin_email) or None
         return cls(
             f"{ctx.store.base_iri}catalog", ctx.base_url, name, description, publisher, email
         )
