@@ -273,7 +273,8 @@ class SparqlEndpoint:
     ) -> tuple[int, bytes, str, tuple[tuple[str, str], ...]]:
         if len(query) > MAX_QUERY:
             raise SparqlError(413, f"the query is longer than {MAX_QUERY} characters")
-        if service_tokens(query) or escaped_service(query):
+        check_service = mentions_service(query) or "\\u" in query or "\\U" in query
+        if check_service and (service_tokens(query) or escaped_service(query)):
             raise SparqlError(400, "SERVICE (federated query) is not allowed on this endpoint")
         default = [v for k, v in params if k == "default-graph-uri"]
         named = [v for k, v in params if k == "named-graph-uri"]
@@ -293,7 +294,7 @@ class SparqlEndpoint:
             "default_graph": default if default or named else None,
             "named_graphs": named if default or named else None,
             "max_rows": self.max_rows,
-            "check_service": mentions_service(query),
+            "check_service": check_service,
         }
         try:
             header, body = await self.pool.run(request, self.timeout)

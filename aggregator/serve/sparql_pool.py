@@ -185,7 +185,8 @@ class WorkerPool:
         request["snapshot"] = w.snapshot
         payload = json.dumps(request).encode()
         try:
-            frame = await asyncio.wait_for(self._exchange(w, payload), timeout)
+            async with asyncio.timeout(timeout):
+                frame = await self._exchange(w, payload)
             header, body = _split(frame)
         except TimeoutError:
             log.warning("SPARQL query over its %.1f s deadline; worker %d killed", timeout, w.pid)
@@ -213,21 +214,19 @@ class WorkerPool:
     async def _exchange(self, w: _Worker, payload: bytes) -> bytes:
         loop = asyncio.get_running_loop()
         await loop.sock_sendall(w.sock, _LEN.pack(len(payload)) + payload)
-        head = await self._recv_exact(w.sock, 4)
-        return await self._recv_exact(w.sock, _LEN.unpack(head)[0])
-
-    @staticmethod
-    async def _recv_exact(sock: socket.socket, size: int) -> bytes:
-        loop = asyncio.get_running_loop()
-        buf = bytearray(size)
-        view = memoryview(buf)
+        buf = bytearray(65536)  # most answers arrive in one read
         got = 0
-        while got < size:
-            n = await loop.sock_recv_into(sock, view[got:])
+        size: int | None = None
+        while size is None or got < size + 4:
+            if size is not None and len(buf) < size + 4:
+                buf.extend(bytes(size + 4 - len(buf)))
+            n = await loop.sock_recv_into(w.sock, memoryview(buf)[got:])
             if n == 0:
                 raise WorkerFailed("the worker closed its socket")
             got += n
-        return bytes(buf)
+            if size is None and got >= 4:
+                size = _LEN.unpack_from(buf)[0]
+        return bytes(memoryview(buf)[4 : size + 4])
 
     async def _acquire(self) -> _Worker:
         if self._idle:
