@@ -50,6 +50,15 @@ CREATE INDEX IF NOT EXISTS records_modified ON records (modified, id);
 CREATE INDEX IF NOT EXISTS records_source_status ON records (source, status);
 CREATE INDEX IF NOT EXISTS records_pending ON records (pending) WHERE pending = 1;
 CREATE INDEX IF NOT EXISTS records_dataset ON records (dataset_iri);
+CREATE INDEX IF NOT EXISTS records_iso19139 ON records (modified, id)
+    WHERE format = 'iso19139' AND status != 'rejected';
+CREATE TABLE IF NOT EXISTS record_sets (
+    record_id INTEGER NOT NULL,
+    set_spec TEXT NOT NULL,
+    modified TEXT NOT NULL,
+    PRIMARY KEY (record_id, set_spec)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS record_sets_page ON record_sets (set_spec, modified, record_id);
 CREATE TABLE IF NOT EXISTS payloads (
     sha256 TEXT PRIMARY KEY,
     media_type TEXT NOT NULL,
@@ -92,6 +101,34 @@ RECORD_COLUMNS = (
     "id, source, local_id, record_iri, dataset_iri, status, content_hash, first_seen, modified,"
     " source_datestamp, job_id, seen_job, format, payload_sha, url, themes, findings, pending"
 )
+
+
+EU_THEME_IRIS = (
+    "http://publications.europa.eu/resource/authority/data-theme/",
+    "https://publications.europa.eu/resource/authority/data-theme/",
+)
+EU_THEME_CODES = frozenset(
+    {"AGRI", "ECON", "EDUC", "ENER", "ENVI", "GOVE", "HEAL"}
+    | {"INTR", "JUST", "REGI", "SOCI", "TECH", "TRAN"}
+)
+
+
+def record_set_specs(source: str, themes: str) -> list[str]:
+    """The OAI-PMH sets of a published record: ``source``/``source:NAME`` and, when it has EU
+    data themes, ``theme``/``theme:CODE`` (parents are kept as rows so that a set query is
+    one index range)."""
+    specs = ["source", f"source:{source}"]
+    codes = sorted(
+        {
+            code
+            for iri in themes.split()
+            for base in EU_THEME_IRIS
+            if iri.startswith(base) and (code := iri[len(base) :]) in EU_THEME_CODES
+        }
+    )
+    if codes:
+        specs += ["theme", *(f"theme:{c}" for c in codes)]
+    return specs
 
 
 def pack(data: bytes) -> bytes:
@@ -182,6 +219,8 @@ class StateDB:
         self.conn.execute("PRAGMA busy_timeout = 60000")
         self.conn.execute("PRAGMA foreign_keys = ON")
         self.conn.executescript(SCHEMA)
+        if self.get_meta("record_sets") is None:
+            self._fill_record_sets()
 
     def close(self) -> None:
         self.conn.close()
@@ -323,7 +362,50 @@ class StateDB:
                 ),
             ).fetchone()
             ids.append(int(row[0]))
+            self._put_record_sets(int(row[0]), w.source, w.status, w.themes, w.modified)
         return ids
+
+    def _put_record_sets(
+        self, record_id: int, source: str, status: str, themes: str, modified: str
+    ) -> None:
+        """Keep ``record_sets`` (the OAI-PMH set index) in step with one record's new state.
+
+        Rejected records are in no set. A withdrawal keeps the theme sets the record was in
+        (its themes go with its content), so selective harvesters see the deleted header.
+        """
+        conn = self.conn
+        if status not in ("active", "withdrawn"):
+            conn.execute("DELETE FROM record_sets WHERE record_id = ?", (record_id,))
+            return
+        specs = record_set_specs(source, themes)
+        if status == "withdrawn" and len(specs) == 2:
+            cur = conn.execute(
+                "SELECT set_spec FROM record_sets WHERE record_id = ?"
+                " AND set_spec >= 'theme' AND set_spec < 'theme;'",
+                (record_id,),
+            )
+            specs += [str(r[0]) for r in cur]
+        conn.execute("DELETE FROM record_sets WHERE record_id = ?", (record_id,))
+        conn.executemany(
+            "INSERT INTO record_sets (record_id, set_spec, modified) VALUES (?,?,?)",
+            [(record_id, spec, modified) for spec in specs],
+        )
+
+    def _fill_record_sets(self) -> None:
+        """Build the set index once for a store made before it existed."""
+        self.begin()
+        try:
+            rows = self.conn.execute(
+                "SELECT id, source, status, themes, modified FROM records"
+                " WHERE status IN ('active', 'withdrawn')"
+            ).fetchall()
+            for rid, source, status, themes, modified in rows:
+                self._put_record_sets(int(rid), source, status, themes or "", modified)
+            self.set_meta("record_sets", "1")
+            self.commit()
+        except BaseException:
+            self.rollback()
+            raise
 
     def pending_rows(self) -> list[RecordRow]:
         cur = self.conn.execute(f"SELECT {RECORD_COLUMNS} FROM records WHERE pending = 1")
