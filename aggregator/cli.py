@@ -498,15 +498,15 @@ def validate(c: Ctx, fmt: str, profile: str, media_type: str | None, file: Path)
         click.echo(
             f"{f.severity.value}\t{f.stage.value}\t{f.rule}\t{f.location or ''}\t{f.message}"
         )
-    for c in result.checked:
-        click.echo(f"# {c.dataset.dataset_iri}")
-        for f in c.findings:
+    for checked in result.checked:
+        click.echo(f"# {checked.dataset.dataset_iri}")
+        for f in checked.findings:
             if f.severity is Severity.INFO:
                 continue
             where = f.location or ""
             path = f" {f.path}" if f.path else ""
             click.echo(f"{f.severity.value}\t{f.stage.value}\t{f.rule}\t{where}{path}\t{f.message}")
-        conforms = conforms and c.conforms
+        conforms = conforms and checked.conforms
     click.echo("conforms" if conforms else "does not conform")
     sys.exit(0 if conforms else 1)
 

@@ -111,7 +111,8 @@ def run_demo(directory: Path, *, port: int = 8000, serve: bool = True) -> int:
         base = f"http://127.0.0.1:{port}/"
         click.echo(f"serving on {base}  (Ctrl-C to stop)")
         click.echo(f"  overview:        {base}")
+        click.echo(f"  catalogue:       {base}catalog.html  ({base}catalog.ttl)")
         click.echo(f"  SPARQL endpoint: {base}sparql")
-        click.echo(f"  a record:        {base}records/demo-dump/<dataset IRI>")
+        click.echo(f"  OAI-PMH:         {base}oai?verb=ListRecords&metadataPrefix=dcat_ap")
         run_server(store, settings, "127.0.0.1", port)
     return worst

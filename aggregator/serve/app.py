@@ -1,189 +1,113 @@
-"""``aggregator serve``: a first, read-only publication of the aggregate.
+"""``aggregator serve``: the ASGI app that republishes the aggregate.
 
-- ``/`` a small HTML overview (sources, record counts, recent jobs);
-- ``/sparql`` SPARQL 1.1 query by GET and POST (form or ``application/sparql-query``) over the
-  union of the record graphs; SELECT/ASK as SPARQL JSON, XML, CSV or TSV, CONSTRUCT/DESCRIBE
-  as Turtle, N-Triples or RDF/XML. Updates cannot run (only the query parser is used) and
-  ``SERVICE`` is refused: a federated call would make our server fetch other hosts;
-- ``/records/{source}/{local_id}`` the stored dataset graph (N-Triples or Turtle) and
-  ``/payload/{sha256}`` an original payload byte for byte.
+Each feature is a module exposing ``routes(ctx)``; this module only assembles them:
 
-The full republishing layer (OAI-PMH provider, catalogue paging, deadlines) builds on this.
+- ``/sparql``   SPARQL 1.1 Protocol endpoint (:mod:`aggregator.serve.sparql`): read-only,
+  SERVICE refused, per-query deadline enforced by killable worker processes reading a
+  snapshot of the store;
+- ``/oai``      OAI-PMH 2.0 data provider (:mod:`aggregator.serve.oai`);
+- ``/catalog``, ``/dataset/...``, ``/record/...``, ``/payload/...`` the DCAT catalogue with
+  Hydra paging and dereferenceable IRIs (:mod:`aggregator.serve.catalog`);
+- ``/source/...``, ``/job/...`` provenance (:mod:`aggregator.serve.provenance`);
+- ``/`` an overview page.
+
+The SPARQL endpoint answers from a snapshot; :meth:`Aggregate.refresh` takes a new one after
+writes (the demo and the CLI call it after harvesting).
 """
 
 from __future__ import annotations
 
 import html
-import re
-import threading
+import socket
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
 
 import uvicorn
-from pyoxigraph import (
-    QueryResultsFormat,
-    QueryTriples,
-    RdfFormat,
-    parse,
-    serialize,
-)
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, PlainTextResponse, Response
+from starlette.responses import HTMLResponse
 from starlette.routing import Route
 
 from aggregator.config import Settings
+from aggregator.serve import catalog, oai, provenance, sparql
+from aggregator.serve.context import ServeContext
+from aggregator.serve.rdf_formats import HTML_CSP
 from aggregator.store.records import RecordStore
 
-RESULT_TYPES = {
-    "application/sparql-results+json": QueryResultsFormat.JSON,
-    "application/json": QueryResultsFormat.JSON,
-    "application/sparql-results+xml": QueryResultsFormat.XML,
-    "application/xml": QueryResultsFormat.XML,
-    "text/csv": QueryResultsFormat.CSV,
-    "text/tab-separated-values": QueryResultsFormat.TSV,
-}
-GRAPH_TYPES = {
-    "text/turtle": RdfFormat.TURTLE,
-    "application/n-triples": RdfFormat.N_TRIPLES,
-    "application/rdf+xml": RdfFormat.RDF_XML,
-}
-_STRIP = re.compile(
-    r'"""[\s\S]*?"""|\'\'\'[\s\S]*?\'\'\'|"(?:\\.|[^"\\])*"|\'(?:\\.|[^\'\\])*\'|<[^<>\s]*>|#[^\n]*'
-)
-_SERVICE = re.compile(r"\bSERVICE\b", re.IGNORECASE)
+
+@dataclass
+class Aggregate:
+    app: Starlette
+    sparql: sparql.SparqlEndpoint
+
+    def refresh(self) -> None:
+        """Make the SPARQL endpoint see the store as it is now."""
+        self.sparql.refresh()
 
 
-def uses_service(query: str) -> bool:
-    """True when the query has a SERVICE clause (strings, IRIs and comments ignored)."""
-    return bool(_SERVICE.search(_STRIP.sub(" ", query)))
-
-
-def negotiate(accept: str, offered: dict[str, object], default: str) -> str | None:
-    ranges = []
-    for i, part in enumerate(accept.split(",")):
-        fields = part.strip().split(";")
-        mt = fields[0].strip().lower()
-        q = 1.0
-        for p in fields[1:]:
-            k, _, v = p.strip().partition("=")
-            if k == "q":
-                try:
-                    q = float(v)
-                except ValueError:
-                    q = 0.0
-        if mt:
-            ranges.append((q, -i, mt))
-    if not ranges:
-        return default
-    for q, _, mt in sorted(ranges, reverse=True):
-        if q <= 0:
-            continue
-        if mt in offered:
-            return mt
-        if mt in ("*/*", "application/*", "text/*"):
-            return default
-    return None
-
-
-def create_app(store: RecordStore, settings: Settings) -> Starlette:
-    lock = threading.Lock()  # the SQLite connection is shared by the worker threads
+def create_app(store: RecordStore, settings: Settings) -> Aggregate:
+    """Build the app. Call in the main thread (the OAI module reads its token key here)."""
+    ctx = ServeContext(store, settings)
+    sparql_routes = sparql.routes(ctx)
 
     def home(request: Request) -> HTMLResponse:
-        with lock:
-            counts = store.db.counts_by_status()
-            recent = store.jobs.recent(limit=10)
+        db = ctx.read_db()
+        counts = dict(db.execute("SELECT status, count(*) FROM records GROUP BY status"))
+        jobs = db.execute(
+            "SELECT id, source, status, counters, started FROM jobs ORDER BY id DESC LIMIT 10"
+        ).fetchall()
+        base = ctx.base_url
         rows = "".join(
-            f"<tr><td>{html.escape(j.source)}</td><td>{j.id}</td><td>{html.escape(j.status)}</td>"
-            f"<td>{html.escape(' '.join(f'{k}={v}' for k, v in j.counters.items() if v))}</td></tr>"
-            for j in recent
+            f"<tr><td><a href='{base}job/{j[0]}'>{j[0]}</a></td><td>{html.escape(j[1])}</td>"
+            f"<td>{html.escape(j[2])}</td><td>{html.escape(j[4])}</td>"
+            f"<td><code>{html.escape(j[3])}</code></td></tr>"
+            for j in jobs
         )
-        body = (
-            "<!doctype html><meta charset=utf-8><title>ld-aggregator</title>"
-            "<h1>ld-aggregator</h1>"
-            f"<p>Records: {html.escape(str(counts))}</p>"
-            "<p>SPARQL endpoint: <a href='/sparql?query=SELECT+%3Fd+%3Ft+WHERE+%7B%3Fd+a+"
-            "%3Chttp%3A%2F%2Fwww.w3.org%2Fns%2Fdcat%23Dataset%3E%3B%3Chttp%3A%2F%2Fpurl.org%2F"
-            "dc%2Fterms%2Ftitle%3E+%3Ft%7D+LIMIT+20'>/sparql</a></p>"
-            f"<h2>Recent jobs</h2><table><tr><th>source</th><th>job</th><th>status</th>"
-            f"<th>counts</th></tr>{rows}</table>"
-        )
-        return HTMLResponse(body)
+        body = f"""<!doctype html><meta charset=utf-8>
+<title>{html.escape(settings.serve.oai_repository_name)}</title>
+<h1>{html.escape(settings.serve.oai_repository_name)}</h1>
+<p>Records: {counts.get("active", 0)} active, {counts.get("withdrawn", 0)} withdrawn,
+{counts.get("rejected", 0)} rejected.</p>
+<ul>
+<li><a href="{base}catalog.html">The catalogue</a> (also as
+<a href="{base}catalog.ttl">Turtle</a>, <a href="{base}catalog.jsonld">JSON-LD</a>,
+<a href="{base}catalog.rdf">RDF/XML</a>)</li>
+<li>SPARQL endpoint: <code>{base}sparql</code>
+(<a href="{base}sparql">service description</a>)</li>
+<li>OAI-PMH: <a href="{base}oai?verb=Identify">{base}oai</a>
+(<a href="{base}oai?verb=ListRecords&amp;metadataPrefix=dcat_ap">ListRecords</a>)</li>
+</ul>
+<h2>Recent jobs</h2>
+<table><tr><th>job</th><th>source</th><th>status</th><th>started</th><th>counters</th></tr>
+{rows}</table>"""
+        return HTMLResponse(body, headers={"Content-Security-Policy": HTML_CSP})
 
-    async def sparql(request: Request) -> Response:
-        query: str | None = request.query_params.get("query")
-        if request.method == "POST":
-            ctype = request.headers.get("content-type", "").split(";")[0].strip().lower()
-            if ctype == "application/sparql-query":
-                query = (await request.body()).decode("utf-8", errors="replace")
-            elif ctype == "application/x-www-form-urlencoded":
-                form = await request.form()
-                if "update" in form:
-                    return PlainTextResponse("this endpoint is read-only", status_code=403)
-                value = form.get("query")
-                query = value if isinstance(value, str) else None
-            elif ctype == "application/sparql-update":
-                return PlainTextResponse("this endpoint is read-only", status_code=403)
-        if "update" in request.query_params:
-            return PlainTextResponse("this endpoint is read-only", status_code=403)
-        if not query:
-            return PlainTextResponse("missing 'query' parameter", status_code=400)
-        if uses_service(query):
-            return PlainTextResponse("SERVICE (federated query) is not allowed", status_code=400)
-        try:
-            result = store.graphs.query(query)
-        except SyntaxError as err:
-            return PlainTextResponse(f"malformed query: {err}", status_code=400)
-        except OSError as err:
-            return PlainTextResponse(f"query failed: {err}", status_code=500)
-        accept = request.headers.get("accept", "*/*")
-        if isinstance(result, QueryTriples):
-            mt = negotiate(accept, dict(GRAPH_TYPES), "text/turtle")
-            if mt is None:
-                return PlainTextResponse("not acceptable", status_code=406)
-            data = serialize(result, format=GRAPH_TYPES[mt])
-            return Response(data or b"", media_type=mt)
-        mt = negotiate(accept, dict(RESULT_TYPES), "application/sparql-results+json")
-        if mt is None:
-            return PlainTextResponse("not acceptable", status_code=406)
-        fmt = RESULT_TYPES[mt]
-        data = result.serialize(format=fmt)
-        media = {
-            QueryResultsFormat.JSON: "application/sparql-results+json",
-            QueryResultsFormat.XML: "application/sparql-results+xml",
-        }.get(fmt, mt)
-        return Response(data or b"", media_type=media)
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        async with sparql_routes.endpoint.lifespan(app):
+            yield
 
-    def record(request: Request) -> Response:
-        source = request.path_params["source"]
-        local_id = request.path_params["local_id"]
-        with lock:
-            row = store.record(source, local_id)
-            if row is None:
-                return PlainTextResponse("no such record", status_code=404)
-            nt = store.catalog_record_ntriples(row) + store.dataset_ntriples(row)
-        mt = negotiate(request.headers.get("accept", "*/*"), dict(GRAPH_TYPES), "text/turtle")
-        if mt is None:
-            return PlainTextResponse("not acceptable", status_code=406)
-        if mt == "application/n-triples":
-            return Response(nt, media_type=mt)
-        data = serialize(parse(nt, format=RdfFormat.N_TRIPLES), format=GRAPH_TYPES[mt])
-        return Response(data or b"", media_type=mt)
-
-    def payload(request: Request) -> Response:
-        with lock:
-            found = store.payload(request.path_params["sha"])
-        if found is None:
-            return PlainTextResponse("no such payload", status_code=404)
-        return Response(found[1], media_type=found[0])
-
-    return Starlette(
+    app = Starlette(
         routes=[
             Route("/", home),
-            Route("/sparql", sparql, methods=["GET", "POST"]),
-            Route("/records/{source}/{local_id:path}", record),
-            Route("/payload/{sha}", payload),
-        ]
+            *sparql_routes,
+            *oai.routes(ctx),
+            *catalog.routes(ctx),
+            *provenance.routes(ctx),
+        ],
+        lifespan=lifespan,
     )
+    return Aggregate(app, sparql_routes.endpoint)
 
 
 def run_server(store: RecordStore, settings: Settings, host: str, port: int) -> None:
-    uvicorn.run(create_app(store, settings), host=host, port=port, log_level="warning")
+    """Serve until interrupted. The socket is made with IPPROTO_TCP so that asyncio sets
+    TCP_NODELAY (without it streamed OAI pages stall ~40 ms on keep-alive connections)."""
+    aggregate = create_app(store, settings)
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    config = uvicorn.Config(aggregate.app, log_level="warning", lifespan="on")
+    uvicorn.Server(config).run(sockets=[sock])
