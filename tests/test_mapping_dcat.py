@@ -198,10 +198,12 @@ def test_catalogue_facts_go_to_catalog_ntriples(catalog: dict[str, MappedDataset
     assert (cat, rdflib.RDF.type, dcat.Catalog) in facts
     assert (cat, rdflib.URIRef("http://purl.org/dc/terms/license"), None) in facts
     assert (cat, dcat.version, rdflib.Literal("7")) in facts  # rules apply to catalogue facts
-    assert (cat, dcat.dataset, None) not in facts
-    assert (cat, dcat.record, None) not in facts
+    # of the catalogue's member lists, only the triples naming this dataset
+    assert set(facts.objects(cat, dcat.dataset)) == {rdflib.URIRef("https://cat.example.org/roads")}
+    assert set(facts.objects(cat, dcat.record)) == {
+        record := rdflib.URIRef("https://cat.example.org/record-roads")
+    }
     # the source's catalogue record about this dataset, with its blank node
-    record = rdflib.URIRef("https://cat.example.org/record-roads")
     assert (record, rdflib.URIRef("http://purl.org/dc/terms/conformsTo"), None) in facts
     assert (
         b"record-roads"
@@ -228,7 +230,10 @@ def test_single_payload_blank_dataset_uses_local_id(mapper: DcatMapper) -> None:
 def _rule_input() -> tuple[bytes, set[str]]:
     """A Turtle document that triggers every rule of the table once, built from the table."""
     rules = load_rules()
-    lines = ["<https://data.example.org/d> a <http://www.w3.org/ns/dcat#Dataset> ."]
+    lines = [
+        "<https://data.example.org/d> a <http://www.w3.org/ns/dcat#Dataset> ; "
+        '<http://purl.org/dc/terms/title> "t" .'
+    ]
     ids = set()
     for n, rule in enumerate(rules.rules):
         s = f"<https://data.example.org/r{n}>"
@@ -240,12 +245,32 @@ def _rule_input() -> tuple[bytes, set[str]]:
         elif rule.kind == "map-value":
             lines.append(f"{s} <{rule.property}> <{rule.source}> .")
         elif rule.kind == "literal-datatype":
-            value = "0042" if rule.check == "non-negative-integer" else "0aff"
+            value = {"non-negative-integer": "0042", "hex-binary": "0aff", "decimal": "12.5"}.get(
+                rule.check, {"temporal": "2020-01-02", "duration": "P1D"}.get(rule.check, "")
+            )
             lines.append(f'{s} <{rule.property}> "{value}" .')
+        elif rule.kind == "literal-url":
+            value = "data@example.org" if rule.email else "https://example.org/x"
+            lines.append(f'{s} <{rule.property}> "{value}" .')
+        elif rule.kind == "range-class":
+            lines.append(f"{s} <{rule.property}> <https://example.org/untyped> .")
+            lines.append(
+                f"{s} <http://purl.org/dc/terms/publisher> <https://example.org/nameless> ."
+            )
+            ids.add("range-class-not-typed")
         else:
-            lines.append(f'{s} <{rule.property}> "CSV" .')
-            lines.append(f'{s} <{rule.property}> "no such format" .')
+            known = {
+                "file-type": "CSV", "media-type": "CSV", "language": "de", "licence": "CC-BY 4.0",
+                "frequency": "monthly", "data-theme": "ENVI", "access-right": "public",
+                "distribution-status": "completed", "planned-availability": "stable",
+                "checksum-algorithm": "SHA-256",
+            }  # fmt: skip
+            if rule.lookup:
+                lines.append(f'{s} <{rule.property}> "{known[rule.lookup]}" .')
+                ids.add(rule.id)
+            lines.append(f'{s} <{rule.property}> "zzz unknown value" .')
             ids.add(rule.fallback_id)
+            continue
         ids.add(rule.id)
     return "\n".join(lines).encode(), ids
 
@@ -277,6 +302,7 @@ def test_byte_size_lexical_forms(mapper: DcatMapper) -> None:
     for source, lexical in cases.items():
         payload = (
             "<https://data.example.org/d> a <http://www.w3.org/ns/dcat#Dataset> ; "
+            '<http://purl.org/dc/terms/title> "t" ; '
             f"<http://www.w3.org/ns/dcat#byteSize> {source} ."
         ).encode()
         [mapped] = mapper.map(raw("x.ttl", payload=payload), CTX)
@@ -287,6 +313,7 @@ def test_byte_size_lexical_forms(mapper: DcatMapper) -> None:
 def test_invalid_byte_size_kept_with_warning(mapper: DcatMapper, value: str) -> None:
     payload = (
         "<https://data.example.org/d> a <http://www.w3.org/ns/dcat#Dataset> ; "
+        '<http://purl.org/dc/terms/title> "t" ; '
         f"<http://www.w3.org/ns/dcat#byteSize> {value} ."
     ).encode()
     [mapped] = mapper.map(raw("x.ttl", payload=payload), CTX)
@@ -314,6 +341,7 @@ def test_literal_format_and_media_type_mapped(
 ) -> None:
     payload = (
         "<https://data.example.org/d> a <http://www.w3.org/ns/dcat#Dataset> ; "
+        '<http://purl.org/dc/terms/title> "t" ; '
         f"<http://www.w3.org/ns/dcat#distribution> <https://data.example.org/x> .\n"
         f"<https://data.example.org/x> <{prop}> {literal} ."
     ).encode()
@@ -335,6 +363,7 @@ def test_unknown_literal_format_kept_as_typed_node(
 ) -> None:
     payload = (
         "<https://data.example.org/d> a <http://www.w3.org/ns/dcat#Dataset> ; "
+        '<http://purl.org/dc/terms/title> "t" ; '
         f'<{prop}> "Hand-drawn map"@en .'
     ).encode()
     [mapped] = mapper.map(raw("x.ttl", payload=payload), CTX)
@@ -523,10 +552,10 @@ def test_generated_dataset_maps_cleanly(mapper: DcatMapper) -> None:
         record = raw("x.rdf", payload=payload, local_id=generate_identifier(index))
         [mapped] = mapper.map(record, CTX)
         assert mapped.local_id == f"oai:data.example.org:dataset-{index:06d}"
-        assert 55 <= len(mapped.ntriples.splitlines()) <= 95
+        assert 55 <= len(mapped.ntriples.splitlines()) <= 125
         assert mapped.themes
         assert all(f.severity is Severity.INFO for f in mapped.findings)
-        assert rules_of(mapped) <= {"version-info"}
+        assert rules_of(mapped) <= {"version-info", "range-class", "range-class-not-typed"}
 
 
 def test_generated_revision_changes_content(mapper: DcatMapper) -> None:

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from pyoxigraph import (
@@ -41,7 +42,7 @@ from pyoxigraph import (
 
 from aggregator.errors import MappingError
 from aggregator.mapping.base import Mapper, MappingContext, content_hash, mint_iri
-from aggregator.mapping.dcat_input import parse_payload
+from aggregator.mapping.dcat_input import ParsedDocument, parse_document
 from aggregator.mapping.dcat_rules import (
     DEFAULT_RULES_PATH,
     RuleSet,
@@ -70,6 +71,13 @@ CATALOG_LINKS = frozenset(NamedNode(DCAT + p) for p in ("dataset", "service"))
 DCAT_RECORD = NamedNode(DCAT + "record")
 
 MAX_CLOSURE = 50_000  # triples in one dataset description; more is a MappingError
+# Output triples (all descriptions of a document together) may be at most this many times the
+# input's, plus AMPLIFICATION_SLACK: shared resources are copied into every description that
+# uses them, and a document built to multiply them (a "bomb") is refused instead of mapped.
+MAX_AMPLIFICATION = 50
+AMPLIFICATION_SLACK = 200_000
+DCT_TITLE = NamedNode(DCT + "title")
+MAX_REPORTED = 5  # example subjects/terms named in a finding
 
 Node = NamedNode | BlankNode
 
@@ -95,6 +103,7 @@ class _Document:
 
     def __init__(self, quads: Sequence[Quad]) -> None:
         self.by_subject: dict[object, list[Quad]] = {}
+        self.visited: set[object] = set()  # subjects some closure has entered
         self.datasets: list[Node] = []
         self.catalogs: list[Node] = []
         self.records: list[Node] = []
@@ -123,6 +132,8 @@ class _Document:
         )
         # dataset -> the records about it / the catalogues listing it (directly or by record)
         self.records_of: dict[object, list[Node]] = {}
+        # dataset -> the catalogue triples listing it (dcat:dataset/service, dcat:record)
+        self.links_to: dict[object, list[Quad]] = {}
         for record in self.records:
             for quad in by_subject.get(record, ()):
                 if quad.predicate == FOAF_PRIMARY_TOPIC:
@@ -138,6 +149,7 @@ class _Document:
                     member = topic_of[quad.object]
                 else:
                     continue
+                self.links_to.setdefault(member, []).append(quad)
                 listed = self.catalogs_of.setdefault(member, [])
                 if catalog not in listed:
                     listed.append(catalog)
@@ -151,6 +163,7 @@ class _Document:
         """
         by_subject = self.by_subject
         boundary = self.boundary
+        self.visited.add(root)
         seen: set[object] = {root}
         stack: list[object] = [root]
         out: list[Quad] = []
@@ -164,12 +177,74 @@ class _Document:
                     if quad.predicate == RDF_TYPE:
                         continue
                     seen.add(obj)
+                    self.visited.add(obj)
                     stack.append(obj)
             if len(out) > MAX_CLOSURE:
                 raise MappingError(
                     f"the description of {_show(root)} has more than {MAX_CLOSURE} triples"
                 )
         return out
+
+
+def _titled(doc: _Document, node: object) -> bool:
+    return any(q.predicate == DCT_TITLE for q in doc.by_subject.get(node, ()))
+
+
+def _original_iris(quads: list[Quad], repaired: dict[str, str]) -> list[Quad]:
+    """``<repaired IRI> dct:identifier "original string"`` for each repaired subject/object."""
+    fixed = {encoded: original for original, encoded in repaired.items()}
+    nodes: dict[str, NamedNode] = {}
+    for quad in quads:
+        for term in (quad.subject, quad.object):
+            if isinstance(term, NamedNode) and term.value in fixed:
+                nodes.setdefault(term.value, term)
+    return [Quad(node, DCT_IDENTIFIER, Literal(fixed[value])) for value, node in nodes.items()]
+
+
+def _document_findings(doc: _Document, parsed: ParsedDocument) -> list[Finding]:
+    """What the document held that no description carries: reported, never silently lost."""
+    findings = []
+    orphans = [s for s in doc.by_subject if s not in doc.visited]
+    if orphans:
+        count = sum(len(doc.by_subject[s]) for s in orphans)
+        names = ", ".join(
+            f"<{s.value}>" if isinstance(s, NamedNode) else "[blank node]"
+            for s in orphans[:MAX_REPORTED]
+        )
+        more = f" and {len(orphans) - MAX_REPORTED} more" if len(orphans) > MAX_REPORTED else ""
+        findings.append(
+            Finding(
+                stage=Stage.MAP,
+                severity=Severity.WARNING,
+                rule="unreachable-triples",
+                message=f"{count} triples of the document are about resources that no dataset, "
+                f"catalogue or catalogue record refers to, and are not kept: {names}{more}",
+                location=orphans[0].value if isinstance(orphans[0], NamedNode) else None,
+            )
+        )
+    if parsed.repaired:
+        examples = ", ".join(f"{k!r} -> <{v}>" for k, v in list(parsed.repaired.items())[:3])
+        findings.append(
+            Finding(
+                stage=Stage.MAP,
+                severity=Severity.WARNING,
+                rule="iri-percent-encoded",
+                message=f"{len(parsed.repaired)} illegal IRIs percent-encoded, the original "
+                f"string kept as dct:identifier: {examples}",
+            )
+        )
+    if parsed.undefined_terms:
+        terms = ", ".join(parsed.undefined_terms[:MAX_REPORTED])
+        findings.append(
+            Finding(
+                stage=Stage.MAP,
+                severity=Severity.WARNING,
+                rule="json-ld-term-undefined",
+                message=f"JSON-LD keys that no @context defines, dropped by JSON-LD processing: "
+                f"{terms}",
+            )
+        )
+    return findings
 
 
 def _show(node: object) -> str:
@@ -198,10 +273,13 @@ class DcatMapper(Mapper):
         self.rules: RuleSet = load_rules(rules_path or DEFAULT_RULES_PATH)
 
     def map(self, raw: RawRecord, ctx: MappingContext) -> list[MappedDataset]:
-        _, quads = parse_payload(raw.payload, raw.media_type, raw.url)
+        parsed = parse_document(raw.payload, raw.media_type, raw.url)
+        quads = parsed.quads
+        if parsed.repaired:
+            quads = quads + _original_iris(quads, parsed.repaired)
         doc = _Document(quads)
+        where = f" ({raw.url})" if raw.url else ""
         if not doc.datasets:
-            where = f" ({raw.url})" if raw.url else ""
             raise MappingError(
                 f"no dcat:Dataset, dcat:DataService or dcat:DatasetSeries in {raw.local_id!r}"
                 f"{where}"
@@ -210,8 +288,26 @@ class DcatMapper(Mapper):
         catalog_cache: dict[object, tuple[list[Quad], list[Finding]]] = {}
         minted: set[str] = set()
         results = []
+        budget = MAX_AMPLIFICATION * len(quads) + AMPLIFICATION_SLACK
         for node in doc.datasets:
-            results.append(self._map_one(raw, ctx, doc, node, single, catalog_cache, minted))
+            mapped = self._map_one(raw, ctx, doc, node, single, catalog_cache, minted)
+            budget -= mapped.ntriples.count(b"\n") + mapped.catalog_ntriples.count(b"\n")
+            if budget < 0:
+                raise MappingError(
+                    f"the descriptions of {raw.local_id!r}{where} grow past {MAX_AMPLIFICATION} "
+                    f"times its {len(quads)} triples (shared resources copied into each "
+                    "dataset): refused as a possible expansion bomb"
+                )
+            results.append(mapped)
+        document_findings = _document_findings(doc, parsed)
+        if document_findings:  # reported once, on the first description of the document
+            first = results[0]
+            results[0] = replace(first, findings=first.findings + tuple(document_findings))
+        if single and not _titled(doc, doc.datasets[0]):
+            raise MappingError(
+                f"{_show(doc.datasets[0])} in {raw.local_id!r}{where} has no dct:title "
+                "(mandatory in every DCAT-AP version)"
+            )
         return results
 
     # --- one dataset ------------------------------------------------------------------------
@@ -238,7 +334,23 @@ class DcatMapper(Mapper):
             iri = node
         quads, trace = self.rules.apply(quads)
         findings.extend(findings_from(trace, self.rules))
+        if not _titled(doc, node):
+            findings.append(
+                Finding(
+                    stage=Stage.MAP,
+                    severity=Severity.VIOLATION,
+                    rule="dataset-without-title",
+                    message=f"{_show(node)} has no dct:title (mandatory in every DCAT-AP version)",
+                    location=iri.value,
+                    path=DCT_TITLE.value,
+                )
+            )
         catalog_quads, catalog_findings = self._catalog_facts(doc, node, catalog_cache)
+        links = doc.links_to.get(node)
+        if links:  # the catalogue's own dcat:dataset / dcat:record triple naming this dataset
+            catalog_quads = catalog_quads + (
+                _replace(links, node, iri) if isinstance(node, BlankNode) else links
+            )
         record_quads, record_trace = self.rules.apply(records) if records else ([], [])
         findings.extend(catalog_findings)
         findings.extend(findings_from(record_trace, self.rules))

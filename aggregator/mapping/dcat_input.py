@@ -11,10 +11,17 @@ What is checked before pyoxigraph sees the bytes, and why (measured on pyoxigrap
   be closed.
 * **RDF/XML in another encoding than UTF-8** (declared or by UTF-16 byte-order mark) is
   transcoded to UTF-8 first: pyoxigraph's RDF/XML parser only reads UTF-8.
-* **JSON-LD with a remote ``@context`` or ``@import`` is refused** (:class:`ParseError`) before
-  parsing. pyoxigraph has no document loader unless one is given (none is), so it could not
-  fetch anyway; the pre-check gives a clear message and keeps that guarantee independent of
-  the library.
+* **JSON-LD contexts are never fetched.** A remote ``@context`` / ``@import`` whose URL is one
+  of the usual DCAT-AP / DCAT contexts is replaced by our own copy
+  (:mod:`aggregator.mapping.dcat_contexts`); any other remote context is refused
+  (:class:`ParseError`) before parsing. pyoxigraph has no document loader unless one is given
+  (none is), so it could not fetch anyway; the pre-check gives a clear message and keeps that
+  guarantee independent of the library. Keys that no context defines are listed (JSON-LD
+  drops them silently) so that the mapper can report them.
+* **Illegal IRIs are repaired, not refused.** An IRI with spaces, quotes, braces ... makes the
+  strict parser fail; the document is then parsed again leniently and every illegal IRI is
+  percent-encoded (the mapper keeps the original string as ``dct:identifier``). JSON-LD is
+  always parsed leniently: its strict mode drops triples with illegal IRIs without an error.
 
 Every pyoxigraph syntax error becomes :class:`ParseError` with the line and column.
 """
@@ -24,11 +31,13 @@ from __future__ import annotations
 import codecs
 import json
 import re
+from dataclasses import dataclass, field
 from typing import Any
 
-from pyoxigraph import DefaultGraph, Quad, RdfFormat, parse
+from pyoxigraph import DefaultGraph, Literal, NamedNode, Quad, RdfFormat, parse
 
 from aggregator.errors import ParseError, UnsafeInputError
+from aggregator.mapping.dcat_contexts import known_context
 
 _MEDIA_TYPES: dict[str, RdfFormat] = {
     "text/turtle": RdfFormat.TURTLE,
@@ -117,14 +126,14 @@ def check_rdf_xml(payload: bytes, where: str = "") -> bytes:
         while pos < len(data) and data[pos : pos + 1].isspace():
             pos += 1
         if data.startswith(b"<?", pos):
-            end = data.find(b"?>", pos)
+            end, close = data.find(b"?>", pos), 2
         elif data.startswith(b"<!--", pos):
-            end = data.find(b"-->", pos)
+            end, close = data.find(b"-->", pos), 3
         else:
             break
         if end < 0:
             raise ParseError(f"RDF/XML{where}: document ends inside its prolog")
-        pos = end + 2
+        pos = end + close
     root = _ROOT.match(data, pos)
     if root is None:
         if pos >= len(data):
@@ -158,29 +167,70 @@ def _strip_tail(tail: bytes) -> bytes:
         tail = tail[:start]
 
 
-def _remote_context(node: Any) -> str | None:
-    """The first remote context reference (a string @context or @import) in a JSON-LD tree."""
-    stack = [node]
+def _resolve_contexts(tree: Any) -> tuple[bool, str | None, set[str], bool, list[Any]]:
+    """Replace known remote contexts by our copies, in place.
+
+    Returns (changed, first unknown remote reference, defined terms, @vocab seen, node objects).
+    """
+    changed = False
+    unknown: str | None = None
+    terms: set[str] = set()
+    vocab = False
+    nodes: list[Any] = []
+
+    def local(ref: str) -> dict[str, Any] | None:
+        nonlocal unknown
+        context = known_context(ref)
+        if context is None and unknown is None:
+            unknown = ref
+        return context
+
+    def resolve(value: Any) -> Any:
+        nonlocal changed, vocab
+        items = value if isinstance(value, list) else [value]
+        out: list[Any] = []
+        for item in items:
+            if isinstance(item, str):
+                context = local(item)
+                if context is not None:
+                    changed = True
+                    item = context
+            if isinstance(item, dict):
+                imported = item.get("@import")
+                if isinstance(imported, str):
+                    context = local(imported)
+                    if context is not None:
+                        changed = True
+                        item = {**context, **{k: v for k, v in item.items() if k != "@import"}}
+                terms.update(k for k in item if not k.startswith("@"))
+                vocab = vocab or item.get("@vocab") is not None
+                for definition in item.values():  # scoped contexts
+                    if isinstance(definition, dict) and "@context" in definition:
+                        definition["@context"] = resolve(definition["@context"])
+            out.append(item)
+        return out if isinstance(value, list) else out[0]
+
+    stack = [tree]
     while stack:
         item = stack.pop()
         if isinstance(item, dict):
-            for key, value in item.items():
-                if key == "@context":
-                    refs = value if isinstance(value, list) else [value]
-                    for ref in refs:
-                        if isinstance(ref, str):
-                            return ref
-                elif key == "@import" and isinstance(value, str):
-                    return value
-                if isinstance(value, dict | list):
-                    stack.append(value)
+            if "@context" in item:
+                item["@context"] = resolve(item["@context"])
+            nodes.append(item)
+            stack.extend(
+                v for k, v in item.items() if k != "@context" and isinstance(v, dict | list)
+            )
         elif isinstance(item, list):
             stack.extend(v for v in item if isinstance(v, dict | list))
-    return None
+    return changed, unknown, terms, vocab, nodes
 
 
-def check_json_ld(payload: bytes, where: str = "") -> None:
-    """Refuse JSON-LD that needs a remote context; report malformed JSON with its position."""
+def check_json_ld(payload: bytes, where: str = "") -> tuple[bytes, tuple[str, ...]]:
+    """Resolve known contexts locally, refuse other remote ones, list undefined keys.
+
+    Returns the payload to parse (re-serialised if a context was replaced) and the sorted keys
+    that no context defines (JSON-LD processors drop them without an error).
+    """
     try:
         tree = json.loads(payload)
     except json.JSONDecodeError as err:
@@ -189,12 +239,96 @@ def check_json_ld(payload: bytes, where: str = "") -> None:
         ) from err
     except (UnicodeDecodeError, RecursionError) as err:
         raise ParseError(f"malformed JSON-LD{where}: {err}") from err
-    ref = _remote_context(tree)
-    if ref is not None:
+    try:
+        changed, unknown, terms, vocab, nodes = _resolve_contexts(tree)
+    except RecursionError as err:
+        raise ParseError(f"JSON-LD{where} is nested too deeply") from err
+    if unknown is not None:
         raise ParseError(
-            f"JSON-LD{where} refers to the remote @context {ref!r}, which is never fetched "
-            "(no network access while mapping); embed the context in the document"
+            f"JSON-LD{where} refers to the remote @context {unknown!r}, which is never fetched "
+            "(no network access while mapping) and is not one of the contexts we ship; "
+            "embed the context in the document"
         )
+    undefined: set[str] = set()
+    if not vocab:
+        for node in nodes:
+            undefined.update(
+                k for k in node if not k.startswith("@") and ":" not in k and k not in terms
+            )
+    if changed:
+        payload = json.dumps(tree).encode()
+    return payload, tuple(sorted(undefined))
+
+
+# characters that may not appear in an IRI (RFC 3987) and a '%' that starts no escape
+_ILLEGAL_IRI = re.compile(r'[\x00-\x20<>"{}|\\^`\x7f]|%(?![0-9A-Fa-f]{2})')
+
+
+def encode_iri(value: str) -> str:
+    """Percent-encode the characters that make ``value`` an illegal IRI."""
+    return _ILLEGAL_IRI.sub(lambda m: "".join(f"%{b:02X}" for b in m.group().encode()), value)
+
+
+@dataclass(frozen=True, slots=True)
+class ParsedDocument:
+    format: RdfFormat
+    quads: list[Quad]
+    repaired: dict[str, str] = field(default_factory=dict)  # illegal IRI -> percent-encoded
+    undefined_terms: tuple[str, ...] = ()  # JSON-LD keys no context defines
+
+
+def _repair(
+    quads: list[Quad], where: str, json_ld: bool = False
+) -> tuple[list[Quad], dict[str, str]]:
+    """Replace every illegal IRI (from a lenient parse) by its percent-encoded form.
+
+    Language tags are lower-cased, as the strict parsers do, so that the output does not depend
+    on which parse was used.
+    """
+    checked: dict[str, NamedNode | None] = {}  # value -> replacement (None: legal)
+    repaired: dict[str, str] = {}
+
+    def fix(term: NamedNode) -> NamedNode | None:
+        value = term.value
+        if value in checked:
+            return checked[value]
+        try:
+            NamedNode(value)
+            new: NamedNode | None = None
+        except ValueError:
+            encoded = encode_iri(value)
+            try:
+                new = NamedNode(encoded)
+            except ValueError as err:
+                raise ParseError(
+                    f"the IRI {value!r}{where} is not valid and cannot be repaired: {err}"
+                ) from err
+            repaired[value] = encoded
+        checked[value] = new
+        return new
+
+    out: list[Quad] = []
+    for quad in quads:
+        s, p, o = quad.subject, quad.predicate, quad.object
+        s2 = fix(s) if isinstance(s, NamedNode) else None
+        if json_ld and ":" not in p.value:
+            continue  # a key no context defines: reported by the mapper (json-ld-term-undefined)
+        p2 = fix(p)
+        o2: Any = None
+        if isinstance(o, NamedNode):
+            o2 = fix(o)
+        elif isinstance(o, Literal):
+            language = o.language
+            if language is None:
+                dt = fix(o.datatype)
+                o2 = None if dt is None else Literal(o.value, datatype=dt)
+            elif language != language.lower():  # as the strict parsers give them
+                o2 = Literal(o.value, language=language.lower())
+        if s2 is None and p2 is None and o2 is None:
+            out.append(quad)
+        else:
+            out.append(Quad(s2 or s, p2 or p, o2 or o))
+    return out, repaired
 
 
 _NAMES = {
@@ -205,22 +339,43 @@ _NAMES = {
 }
 
 
-def parse_payload(
-    payload: bytes, media_type: str | None, url: str | None
-) -> tuple[RdfFormat, list[Quad]]:
+def _parse(payload: bytes, fmt: RdfFormat, url: str | None, lenient: bool) -> list[Quad]:
+    return list(parse(payload, format=fmt, base_iri=url or None, lenient=lenient))
+
+
+def parse_document(payload: bytes, media_type: str | None, url: str | None) -> ParsedDocument:
     """Parse a payload into default-graph quads after the safety checks above."""
     where = f" ({url})" if url else ""
     fmt = detect_format(payload, media_type, url)
+    undefined: tuple[str, ...] = ()
     if fmt == RdfFormat.RDF_XML:
         payload = check_rdf_xml(payload, where)
     elif fmt == RdfFormat.JSON_LD:
-        check_json_ld(payload, where)
+        payload, undefined = check_json_ld(payload, where)
+    name = _NAMES.get(fmt, "RDF")
+    repaired: dict[str, str] = {}
     try:
-        quads = list(parse(payload, format=fmt, base_iri=url or None))
+        if fmt == RdfFormat.JSON_LD:  # strict JSON-LD drops illegal IRIs silently
+            quads, repaired = _repair(_parse(payload, fmt, url, True), where, json_ld=True)
+        else:
+            try:
+                quads = _parse(payload, fmt, url, False)
+            except SyntaxError as err:
+                if "IRI" not in err.msg:
+                    raise
+                quads, repaired = _repair(_parse(payload, fmt, url, True), where)
     except SyntaxError as err:
-        raise ParseError(f"{_NAMES.get(fmt, 'RDF')} syntax error{where}: {err.msg}") from err
+        raise ParseError(f"{name} syntax error{where}: {err.msg}") from err
     except ValueError as err:  # e.g. an invalid base IRI
         raise ParseError(f"cannot parse{where}: {err}") from err
     if fmt == RdfFormat.JSON_LD and any(not isinstance(q.graph_name, DefaultGraph) for q in quads):
         quads = [Quad(q.subject, q.predicate, q.object) for q in quads]  # merge named graphs
-    return fmt, quads
+    return ParsedDocument(fmt, quads, repaired, undefined)
+
+
+def parse_payload(
+    payload: bytes, media_type: str | None, url: str | None
+) -> tuple[RdfFormat, list[Quad]]:
+    """Parse a payload into default-graph quads (see :func:`parse_document`)."""
+    doc = parse_document(payload, media_type, url)
+    return doc.format, doc.quads
