@@ -102,3 +102,21 @@ def test_empty_aggregate() -> None:
     acc = CatalogueAccumulator()
     assert acc.per_source() == {}
     assert acc.catalogue().datasets == 0
+
+
+def test_json_forms(three: tuple[DatasetQuality, DatasetQuality, DatasetQuality]) -> None:
+    import json
+
+    middling = three[1]
+    one = json.loads(json.dumps(middling.as_dict()))
+    assert one["total"] == 245 and one["rating"] == "good"
+    assert one["indicators"]["dcatApCompliance"]["checked"] is False
+    assert one["dimensions"]["findability"] == {"earned": 60, "possible": 100, "unchecked": 0}
+    many = json.loads(json.dumps(aggregate(three).as_dict()))
+    assert many["datasets"] == 3
+    assert many["ratings"] == {"excellent": 1, "good": 1, "sufficient": 0, "bad": 1}
+    assert many["shortcomings"][0] == {
+        "indicator": "accessUrlReachable",
+        "datasets": 1,
+        "points_lost": 50,
+    }

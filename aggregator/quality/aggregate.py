@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from aggregator.quality.indicators import INDICATORS, Dimension, Rating, rating_for
 from aggregator.quality.mqa import DatasetQuality
@@ -63,6 +64,25 @@ class QualityAggregate:
     def rating(self) -> Rating | None:
         """The rating of the mean score (None without datasets)."""
         return rating_for(round(self.mean_score)) if self.datasets else None
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready form (for reports and ``--json`` output)."""
+        return {
+            "scope": self.scope,
+            "datasets": self.datasets,
+            "mean_score": self.mean_score,
+            "rating": None if self.rating is None else self.rating.value,
+            "mean_by_dimension": {d.value: v for d, v in self.mean_by_dimension.items()},
+            "ratings": {r.value: n for r, n in self.ratings.items()},
+            "indicators": {
+                s.key: {"met": s.met, "unchecked": s.unchecked, "share": s.share}
+                for s in self.indicators
+            },
+            "shortcomings": [
+                {"indicator": s.key, "datasets": s.datasets, "points_lost": s.points_lost}
+                for s in self.shortcomings
+            ],
+        }
 
     def share(self, key: str) -> float:
         for share in self.indicators:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from pyoxigraph import BlankNode, Literal, NamedNode, RdfFormat, parse
 
@@ -133,6 +133,40 @@ class DatasetQuality:
             if score.dimension == dimension:
                 return score
         raise KeyError(dimension)
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready form (for reports and ``--json`` output)."""
+        return {
+            "dataset": self.dataset,
+            "total": self.total,
+            "possible": self.possible,
+            "rating": self.rating.value,
+            "unchecked": self.unchecked,
+            "best_distribution": self.best_distribution,
+            "dimensions": {
+                d.dimension.value: {
+                    "earned": d.earned,
+                    "possible": d.possible,
+                    "unchecked": d.unchecked,
+                }
+                for d in self.dimensions
+            },
+            "indicators": {
+                r.key: {
+                    "dimension": r.dimension.value,
+                    "earned": r.earned,
+                    "possible": r.possible,
+                    "met": r.met,
+                    "checked": r.checked,
+                    "evidence": r.evidence,
+                }
+                for r in self.indicators
+            },
+            "distributions": [
+                {"distribution": d.distribution, "earned": d.earned, "possible": d.possible}
+                for d in self.distributions
+            ],
+        }
 
 
 # --- the graph --------------------------------------------------------------------------------
