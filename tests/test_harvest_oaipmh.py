@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
 import pytest
 from pyoxigraph import RdfFormat, parse
@@ -418,6 +420,7 @@ def test_endless_empty_pages_are_a_truncated_listing() -> None:
     assert records == []
     assert listing.pages == 50
     assert "empty pages" in (listing.truncated_reason or "")
+    assert next(counter) == 50  # the page that tripped the guard was the last one requested
 
 
 def test_repository_without_deletions_is_noted(clock: Clock) -> None:
@@ -427,7 +430,9 @@ def test_repository_without_deletions_is_noted(clock: Clock) -> None:
     assert any("deleted" in note for note in listing.notes)
 
 
-def test_cancel_stops_and_truncates(server: PeerServer) -> None:
+def test_cancel_stops_and_truncates_without_requesting_further_pages(
+    server: PeerServer, peer: OaiPmhPeer
+) -> None:
     request = HarvestRequest(full=True, checkpoint=None, cancel=threading.Event())
     listing = Listing(incremental=False)
     got = []
@@ -438,6 +443,116 @@ def test_cancel_stops_and_truncates(server: PeerServer) -> None:
     assert len(got) == 12
     assert listing.truncated_reason == "cancelled"
     assert not listing.complete
+    wait_for(fetching_threads_ended)  # the request sent ahead has been answered by now
+    assert verbs(peer).count("ListRecords") == 3  # page 3 went out while page 2 was read ...
+    assert listing.pages == 2  # ... and was dropped unread
+
+
+def test_the_next_page_is_requested_while_the_current_one_is_read(
+    server: PeerServer, peer: OaiPmhPeer
+) -> None:
+    walk = harvester(server.url).list_records(
+        HarvestRequest(full=True, checkpoint=None), Listing(incremental=False)
+    )
+    first = next(walk)
+    assert first.local_id == "oai:example.org:0"
+    wait_for(lambda: verbs(peer).count("ListRecords") == 2)  # page 2, one page ahead
+    rest = list(walk)
+    assert len(rest) == 24
+    assert verbs(peer) == ["Identify", "ListRecords", "ListRecords", "ListRecords"]
+    tokens = [args.get("resumptionToken") for _, args in peer.requests]
+    assert tokens[:2] == [None, None] and len(set(tokens[2:])) == 2  # each page asked once
+
+
+def test_page_fetched_ahead_is_not_requested_beyond_the_last_page(
+    server: PeerServer, peer: OaiPmhPeer
+) -> None:
+    peer.faults.cap = 15  # page 2 comes without a token: the listing ends there
+    records, listing = run(harvester(server.url))
+    assert len(records) == 20
+    assert verbs(peer).count("ListRecords") == 2
+    peer.requests.clear()
+    records, listing = run(harvester(server.url, set="odd"))  # 12 records, 2 pages of 10
+    assert listing.complete
+    assert verbs(peer).count("ListRecords") == 2
+
+
+def test_transport_error_of_the_page_fetched_ahead_comes_after_the_current_page(
+    peer: OaiPmhPeer,
+) -> None:
+    def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
+        if "resumptionToken" in environ.get("QUERY_STRING", ""):
+            return respond(start_response, 500, b"broken")
+        return peer(environ, start_response)
+
+    listing = Listing(incremental=False)
+    got: list[RawRecord] = []
+    with PeerServer(app) as srv:
+        walk = harvester(srv.url, client(retries=0)).list_records(
+            HarvestRequest(full=True, checkpoint=None), listing
+        )
+        with pytest.raises(TransportError) as err:
+            got.extend(walk)
+    assert err.value.status == 500
+    assert len(got) == 10  # all of page 1, then the error of page 2
+    assert listing.pages == 1
+    assert not listing.complete
+
+
+def test_cancel_while_waiting_for_the_next_page(peer: OaiPmhPeer) -> None:
+    """The walk does not sit out a slow page once cancelled: it stops waiting for it."""
+    release = threading.Event()
+
+    def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
+        if "resumptionToken" in environ.get("QUERY_STRING", ""):
+            release.wait(timeout=30)
+        return peer(environ, start_response)
+
+    request = HarvestRequest(full=True, checkpoint=None, cancel=threading.Event())
+    listing = Listing(incremental=False)
+    with PeerServer(app) as srv:
+        got = []
+        for record in harvester(srv.url).list_records(request, listing):
+            got.append(record)
+            if len(got) == 10:  # the end of page 1: page 2 is held by the server
+                threading.Timer(0.05, request.cancel.set).start()
+        returned_while_held = not release.is_set()
+        release.set()
+    assert returned_while_held
+    assert len(got) == 10
+    assert listing.truncated_reason == "cancelled"
+    assert not listing.complete
+
+
+def test_abandoned_walk_ends_its_fetching_thread(server: PeerServer) -> None:
+    walk = harvester(server.url).list_records(
+        HarvestRequest(full=True, checkpoint=None), Listing(incremental=False)
+    )
+    next(walk)
+    walk.close()
+    wait_for(fetching_threads_ended)
+
+
+@pytest.mark.parametrize(
+    "identifier",
+    ["oai:example.org:0", "a b/c?d=e&f#g%h+i~j_k.l-m", "oai:exämple.org:ü/ß", "\t\x7f"],
+)
+def test_record_url_is_urlencoded(identifier: str) -> None:
+    h = harvester("https://oai.example.org/oai", metadata_prefix="dcat_ap")
+    query = urlencode({"verb": "GetRecord", "identifier": identifier, "metadataPrefix": "dcat_ap"})
+    assert h.record_url(identifier) == f"https://oai.example.org/oai?{query}"
+
+
+def fetching_threads_ended() -> bool:
+    return not [t for t in threading.enumerate() if t.name == "oai-pmh-pages"]
+
+
+def wait_for(condition: Callable[[], bool], timeout: float = 10.0) -> None:
+    """Poll until ``condition()`` holds (a guard against hanging, not a timing assertion)."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "condition not reached"
+        time.sleep(0.01)
 
 
 def test_identify_once_per_harvester(server: PeerServer, peer: OaiPmhPeer) -> None:

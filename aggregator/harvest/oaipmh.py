@@ -1,7 +1,7 @@
 """OAI-PMH 2.0 harvester: ``ListRecords`` over resumption tokens, via sickle.
 
 sickle does the protocol: request parameters, resumption tokens, mapping OAI error codes to
-exceptions, the ``Identify`` and ``Header`` models. Everything under it is ours:
+exceptions, the ``Identify`` model. Everything under it is ours:
 
 - transport goes through :class:`aggregator.http.HttpClient` (timeouts, retries honouring
   ``Retry-After``, size cap, SSRF guard) by overriding ``Sickle.harvest``;
@@ -9,7 +9,11 @@ exceptions, the ``Identify`` and ``Header`` models. Everything under it is ours:
   network, no recovery from broken XML; sickle's own parser has ``recover=True`` and would
   silently drop half a broken page);
 - paging is driven page by page here, so the walk can count pages and records, stop on
-  cancellation, detect a resumption-token loop and decide whether the listing was complete.
+  cancellation, detect a resumption-token loop and decide whether the listing was complete;
+- the request for the next page is sent (from a helper thread) as soon as the current page is
+  parsed and its resumption token known, so the page travels and the provider builds it while
+  the current one is read: one page ahead, never more; record headers are read directly
+  rather than through sickle's ``Header`` model (a regular expression per record).
 
 See docs/protocols/oai-pmh.md for what counts as a complete listing.
 """
@@ -18,16 +22,18 @@ from __future__ import annotations
 
 import copy
 import logging
+import queue
 import re
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import Future, wait
 from datetime import UTC, datetime
-from urllib.parse import urlencode, urlsplit
+from urllib.parse import quote_plus, urlencode, urlsplit
 
 from lxml import etree
 from sickle import Sickle, oaiexceptions
 from sickle.iterator import BaseOAIIterator
-from sickle.models import Header, Identify
+from sickle.models import Identify, ResumptionToken
 from sickle.response import OAIResponse
 
 from aggregator.config import SourceConfig
@@ -40,6 +46,12 @@ log = logging.getLogger(__name__)
 
 OAI_NS = "http://www.openarchives.org/OAI/2.0/"
 _OAI = "{" + OAI_NS + "}"
+_LIST_RECORDS = _OAI + "ListRecords"
+_RECORD = _OAI + "record"
+_HEADER = _OAI + "header"
+_IDENTIFIER = _OAI + "identifier"
+_DATESTAMP = _OAI + "datestamp"
+_METADATA = _OAI + "metadata"
 _RDF = "{http://www.w3.org/1999/02/22-rdf-syntax-ns#}RDF"
 RDF_PREFIXES = frozenset({"dcat_ap", "dcat", "dcat-ap", "rdf", "dcat_ap_de", "dcatap"})
 OPTIONS = frozenset({"metadata_prefix", "set", "method"})
@@ -61,6 +73,13 @@ _SICKLE_ERRORS = (
     oaiexceptions.OAIError,
 )
 _local = threading.local()
+# quote_plus(text, safe="") for ASCII text, as one str.translate: what urlencode does to a value
+_ALWAYS_SAFE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-~")
+_QUOTE_PLUS = {
+    code: "+" if code == 0x20 else f"%{code:02X}"
+    for code in range(128)
+    if chr(code) not in _ALWAYS_SAFE
+}
 
 
 def page_parser() -> etree.XMLParser:
@@ -103,6 +122,13 @@ def _note_once(listing: Listing, key: str, message: str) -> None:
     """Note a fact once per listing (``key`` is a part of the message that identifies it)."""
     if not any(key in note for note in listing.notes):
         listing.note(message)
+
+
+def _list_size(value: str) -> int | None:
+    try:
+        return int(value)
+    except ValueError:
+        return None
 
 
 def serialise_record(element: etree._Element) -> bytes:
@@ -169,21 +195,85 @@ class _Pages(BaseOAIIterator):  # type: ignore[misc]
     def advance(self) -> None:
         self._next_response()
 
+    def next_arguments(self) -> dict[str, str]:
+        """The arguments ``advance()`` will send: sickle's ``_next_response`` sends the verb
+        and the resumption token it extracted. Only used to start that request early; should
+        sickle ever send something else, the early response is not used."""
+        token = self.resumption_token
+        return {"resumptionToken": token.token if token is not None else "", "verb": self.verb}
+
+
+class _Fetcher:
+    """A daemon thread that sends one request at a time for the walk, so that the next page
+    travels while the current one is parsed and consumed. It keeps one HTTP session (the
+    client's sessions are per thread) for the whole listing."""
+
+    def __init__(self) -> None:
+        self._jobs: queue.SimpleQueue[tuple[Future[Response], Callable[[], Response]] | None]
+        self._jobs = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._run, name="oai-pmh-pages", daemon=True)
+        self._thread.start()
+
+    def submit(self, fn: Callable[[], Response]) -> Future[Response]:
+        future: Future[Response] = Future()
+        self._jobs.put((future, fn))
+        return future
+
+    def _run(self) -> None:
+        while (job := self._jobs.get()) is not None:
+            future, fn = job
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                future.set_result(fn())
+            except BaseException as err:  # handed over with the response, raised there
+                future.set_exception(err)
+
+    def close(self) -> None:
+        """End the thread after the request it may be sending (whose response is dropped)."""
+        self._jobs.put(None)
+
 
 class _Sickle(Sickle):  # type: ignore[misc]
-    """Sickle whose requests go through our HttpClient and come back as :class:`_Page`."""
+    """Sickle whose requests go through our HttpClient and come back as :class:`_Page`.
+
+    ``send_ahead`` starts a request in a :class:`_Fetcher` thread before sickle asks for it;
+    when sickle then asks with exactly those arguments, ``harvest`` takes that response (and
+    raises its transport error, if any, then and there), otherwise it sends its own request.
+    Pages are parsed and read only in the thread that iterates, never in the fetcher's."""
 
     def __init__(self, endpoint: str, http: HttpClient, method: str) -> None:
         super().__init__(endpoint, http_method=method, iterator=_Pages, max_retries=0)
         self.http = http
         self.last: _Page | None = None
+        self._ahead: tuple[dict[str, str], Future[Response]] | None = None
+
+    def _send(self, params: dict[str, str]) -> Response:
+        if self.http_method == "POST":
+            return self.http.post(self.endpoint, data=params, raise_for_status=False)
+        return self.http.get(self.endpoint, params=params, raise_for_status=False)
+
+    def send_ahead(self, fetcher: _Fetcher, **kwargs: str) -> None:
+        params = {k: str(v) for k, v in kwargs.items()}
+        self._ahead = (params, fetcher.submit(lambda: self._send(params)))
+
+    def wait_ahead(self, cancel: threading.Event, poll: float = 0.1) -> bool:
+        """Wait for the request sent ahead; False if ``cancel`` was set meanwhile."""
+        ahead = self._ahead
+        while ahead is not None and not ahead[1].done():
+            wait((ahead[1],), timeout=poll)
+            if cancel.is_set():
+                return False
+        return True
+
+    def drop_ahead(self) -> None:
+        self._ahead = None
 
     def harvest(self, **kwargs: str) -> _Page:
         params = {k: str(v) for k, v in kwargs.items()}
-        if self.http_method == "POST":
-            resp = self.http.post(self.endpoint, data=params, raise_for_status=False)
-        else:
-            resp = self.http.get(self.endpoint, params=params, raise_for_status=False)
+        ahead, self._ahead = self._ahead, None
+        early = ahead is not None and ahead[0] == params
+        resp = ahead[1].result() if ahead is not None and early else self._send(params)
         page = _Page(resp, params)
         self.last = page
         if resp.status >= 400:
@@ -218,6 +308,10 @@ class OaiPmhHarvester(Harvester):
         self.metadata_prefix: str = source.option("metadata_prefix", "dcat_ap")
         self.set_spec: str | None = source.option("set")
         self.client = _Sickle(source.url, http, str(source.option("method", "GET")).upper())
+        self._url_head = f"{source.url}?{urlencode({'verb': 'GetRecord'})}&identifier="
+        self._url_tail = "&" + urlencode({"metadataPrefix": self.metadata_prefix})
+        rdf_prefix = self.metadata_prefix.lower() in RDF_PREFIXES
+        self._media_type = "application/rdf+xml" if rdf_prefix else "application/xml"
         self._granularity: str | None = None
         self.deleted_record = ""  # Identify's deletedRecord: no, transient or persistent
 
@@ -283,23 +377,37 @@ class OaiPmhHarvester(Harvester):
         return HarvestError(f"{self.source.url} answered {verb} with {code}: {err}", code=code)
 
     def record_url(self, identifier: str) -> str:
-        query = urlencode(
-            {"verb": "GetRecord", "identifier": identifier, "metadataPrefix": self.metadata_prefix}
+        """The record on its own: ``GetRecord`` (the same URL ``urlencode`` would build)."""
+        quoted = (
+            identifier.translate(_QUOTE_PLUS)
+            if identifier.isascii()
+            else quote_plus(identifier, safe="")
         )
-        return f"{self.source.url}?{query}"
+        return self._url_head + quoted + self._url_tail
 
-    def _record(self, element: etree._Element, listing: Listing) -> RawRecord | None:
-        header_element = element.find(_OAI + "header")
-        header = None if header_element is None else Header(header_element)
-        if header is None or not header.identifier:
-            listing.mark_truncated(f"a record on page {listing.pages} has no identifier")
-            return None
-        identifier = header.identifier.strip()
-        payload, media_type = b"", "application/xml"
-        if self.metadata_prefix.lower() in RDF_PREFIXES:
-            media_type = "application/rdf+xml"
-        if not header.deleted:
-            metadata = element.find(_OAI + "metadata")
+    @staticmethod
+    def _headers(body: etree._Element) -> list[tuple[etree._Element, etree._Element, str] | None]:
+        """(record, header, identifier) of each record on a page, in page order; None for a
+        record without a header or with an empty identifier. The identifier is the text of
+        the header's first ``identifier``, as sickle's ``Header`` reads it."""
+        heads: list[tuple[etree._Element, etree._Element, str] | None] = []
+        for element in body.iterfind(_RECORD):
+            header = element.find(_HEADER)
+            identifier = None if header is None else header.findtext(_IDENTIFIER)
+            if header is None or not identifier:
+                heads.append(None)
+            else:
+                heads.append((element, header, identifier))
+        return heads
+
+    def _record(
+        self, element: etree._Element, header: etree._Element, identifier: str, listing: Listing
+    ) -> RawRecord:
+        identifier = identifier.strip()
+        deleted = header.get("status") == "deleted"
+        payload, media_type = b"", self._media_type
+        if not deleted:
+            metadata = element.find(_METADATA)
             child = (
                 None if metadata is None else next(metadata.iterchildren(tag=etree.Element), None)
             )
@@ -318,8 +426,8 @@ class OaiPmhHarvester(Harvester):
             payload=payload,
             media_type=media_type,
             url=self.record_url(identifier),
-            datestamp=parse_datestamp(header.datestamp),
-            deleted=header.deleted,
+            datestamp=parse_datestamp(header.findtext(_DATESTAMP)),
+            deleted=deleted,
         )
 
     # -- the walk ---------------------------------------------------------------------------
@@ -332,6 +440,25 @@ class OaiPmhHarvester(Harvester):
             listing.note("the repository keeps no deleted records: incremental runs miss deletions")
         if request.checkpoint and not request.full:
             params["from"] = self._in_granularity(request.checkpoint)
+        fetcher = _Fetcher()
+        try:
+            yield from self._walk(request, listing, params, fetcher)
+        finally:
+            self.client.drop_ahead()
+            fetcher.close()
+
+    def _walk(
+        self,
+        request: HarvestRequest,
+        listing: Listing,
+        params: dict[str, str],
+        fetcher: _Fetcher,
+    ) -> Iterator[RawRecord]:
+        cancel = request.cancel
+        self.client.send_ahead(fetcher, verb="ListRecords", **params)
+        if not self.client.wait_ahead(cancel):
+            listing.mark_truncated("cancelled")
+            return
         try:
             pages: _Pages = self.client.ListRecords(**params)
         except oaiexceptions.NoRecordsMatch:
@@ -352,38 +479,41 @@ class OaiPmhHarvester(Harvester):
                 _note_once(
                     listing, "DOCTYPE", f"page {listing.pages} declares a DOCTYPE; not expanded"
                 )
-            body = page.xml.find(_OAI + "ListRecords")
+            body = page.xml.find(_LIST_RECORDS)
             if body is None:
                 raise HarvestError(
                     f"{page.http_response.url}: page {listing.pages} has no ListRecords element",
                     code="malformedResponse",
                 )
-            before = listing.seen
-            for element in body.iterfind(_OAI + "record"):
-                if request.cancel.is_set():
+            # what comes after this page is known before its records are read: if the walk
+            # goes on, the next page is requested now and travels while this one is consumed
+            heads = self._headers(body)
+            listed = sum(head is not None for head in heads)
+            empty_pages = empty_pages + 1 if listed == 0 else 0
+            token = pages.resumption_token
+            stop = self._stop_after(token, listing, tokens, empty_pages, listed)
+            if stop is None and not cancel.is_set():
+                self.client.send_ahead(fetcher, **pages.next_arguments())
+            for head in heads:
+                if cancel.is_set():
                     listing.mark_truncated("cancelled")
                     return
-                record = self._record(element, listing)
-                if record is not None:
-                    listing.seen += 1
-                    yield record
-            token = pages.resumption_token
+                if head is None:
+                    listing.mark_truncated(f"a record on page {listing.pages} has no identifier")
+                    continue
+                listing.seen += 1
+                yield self._record(*head, listing)
+            del heads
             if token is not None and token.complete_list_size:
                 self._expect(listing, token.complete_list_size)
-            if token is None or not (token.token or "").strip():
+            if stop == "":
                 break
-            if token.token in tokens:
-                listing.mark_truncated(
-                    f"resumption token loop: {token.token!r} came back on page {listing.pages}"
-                )
+            if stop is not None:
+                listing.mark_truncated(stop)
                 return
-            empty_pages = empty_pages + 1 if listing.seen == before else 0
-            runaway = self._runaway(listing, empty_pages)
-            if runaway:
-                listing.mark_truncated(runaway)
-                return
-            tokens.add(token.token)
-            if request.cancel.is_set():
+            if token is not None and token.token is not None:
+                tokens.add(token.token)  # a non-empty token, or stop would not be None
+            if cancel.is_set() or not self.client.wait_ahead(cancel):
                 listing.mark_truncated("cancelled")
                 return
             try:
@@ -401,6 +531,27 @@ class OaiPmhHarvester(Harvester):
             return
         listing.mark_complete()
 
+    def _stop_after(
+        self,
+        token: ResumptionToken | None,
+        listing: Listing,
+        tokens: set[str],
+        empty_pages: int,
+        listed: int,
+    ) -> str | None:
+        """Whether the walk goes on after this page: None if it does, "" if the listing ends
+        here, or why it stops early. Decided before the page is consumed (so that the next
+        page can be fetched meanwhile) from what the page holds; the same decision as after
+        it, since consuming a page to its end adds exactly ``listed`` records."""
+        if token is None or not (token.token or "").strip():
+            return ""
+        if token.token in tokens:
+            return f"resumption token loop: {token.token!r} came back on page {listing.pages}"
+        expected = listing.expected_total
+        if token.complete_list_size and (size := _list_size(token.complete_list_size)) is not None:
+            expected = size
+        return self._runaway(listing.seen + listed, expected, empty_pages)
+
     def _checkpoint(self, listing: Listing) -> None:
         """The first response's responseDate, in the repository's granularity."""
         last = self.client.last
@@ -411,21 +562,19 @@ class OaiPmhHarvester(Harvester):
         listing.next_checkpoint = self._in_granularity(stamp.strftime("%Y-%m-%dT%H:%M:%SZ"))
 
     @staticmethod
-    def _runaway(listing: Listing, empty_pages: int) -> str | None:
+    def _runaway(seen: int, expected: int | None, empty_pages: int) -> str | None:
         """A listing that never ends with fresh tokens: too many empty pages in a row, or far
         more records than the repository said it holds."""
         if empty_pages >= MAX_EMPTY_PAGES:
             return f"{empty_pages} empty pages in a row, each with a new resumption token"
-        expected = listing.expected_total
-        if expected is not None and listing.seen > 2 * expected + 1000:
-            return f"{listing.seen} records seen, far beyond completeListSize {expected}"
+        if expected is not None and seen > 2 * expected + 1000:
+            return f"{seen} records seen, far beyond completeListSize {expected}"
         return None
 
     @staticmethod
     def _expect(listing: Listing, value: str) -> None:
-        try:
-            size = int(value)
-        except ValueError:
+        size = _list_size(value)
+        if size is None:
             listing.note(f"ignored a non-numeric completeListSize {value!r}")
             return
         if listing.expected_total is not None and listing.expected_total != size:
