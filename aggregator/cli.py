@@ -410,6 +410,82 @@ def record_payload(c: Ctx, source: str, local_id: str) -> None:
         sys.stdout.buffer.write(found[1])
 
 
+# -- the dead-letter store ------------------------------------------------------------------
+@main.group()
+def rejected() -> None:
+    """Records that could not be stored: list, show, export, revalidate."""
+
+
+@rejected.command("list")
+@click.option("--source", default=None)
+@click.option("--job", "job_id", type=int, default=None)
+@click.option("--all", "include_closed", is_flag=True, help="Include rejections retried since.")
+@click.option("--limit", default=100, show_default=True)
+@pass_ctx
+def rejected_list(
+    c: Ctx, source: str | None, job_id: int | None, include_closed: bool, limit: int
+) -> None:
+    """List rejections (open ones: not yet retried), oldest first."""
+    from aggregator.deadletter import rejections
+
+    with c.store() as store:
+        for r in rejections(
+            store, source=source, job_id=job_id, include_closed=include_closed, limit=limit
+        ):
+            first = r.findings[0]["message"] if r.findings else ""
+            closed = f" (retried in job {r.superseded_by})" if r.superseded_by else ""
+            click.echo(
+                f"{r.id}\t{r.source}\t{r.local_id}\tjob {r.job_id}\t{r.stage}"
+                f"\t{len(r.findings)} finding(s){closed}\t{first}"
+            )
+
+
+@rejected.command("show")
+@click.argument("rejection_id", type=int)
+@click.option("--payload", is_flag=True, help="Write the original payload to stdout instead.")
+@pass_ctx
+def rejected_show(c: Ctx, rejection_id: int, payload: bool) -> None:
+    """Show one rejection with every finding, or its original payload."""
+    from aggregator.deadletter import rejection
+
+    with c.store() as store:
+        r = rejection(store, rejection_id)
+        if payload:
+            found = store.payload(r.payload_sha)
+            sys.stdout.buffer.write(found[1] if found else b"")
+            return
+    click.echo(json.dumps(r.as_dict(), indent=2))
+
+
+@rejected.command("export")
+@click.option("--format", "fmt", type=click.Choice(["csv", "json"]), default="csv")
+@click.option("--source", default=None)
+@click.option("--all", "include_closed", is_flag=True)
+@pass_ctx
+def rejected_export(c: Ctx, fmt: str, source: str | None, include_closed: bool) -> None:
+    """Export rejections: CSV has one row per finding, JSON one object per rejection."""
+    from aggregator.deadletter import export, rejections
+
+    with c.store() as store:
+        items = rejections(store, source=source, include_closed=include_closed)
+    sys.stdout.write(export(items, fmt))
+
+
+@rejected.command("revalidate")
+@click.option("--source", default=None)
+@pass_ctx
+def rejected_revalidate(c: Ctx, source: str | None) -> None:
+    """Map and validate open rejections again with today's rules; store what now passes."""
+    from aggregator.deadletter import revalidate
+
+    with c.store() as store:
+        jobs = revalidate(c.settings, store, source=source)
+    if not jobs:
+        click.echo("no open rejections")
+    for j in jobs:
+        click.echo(_job_line(j))
+
+
 # -- mapping and validation of files --------------------------------------------------------
 def _raw_from_file(path: Path, fmt: str, media_type: str | None) -> Any:
     from aggregator.models import RawRecord

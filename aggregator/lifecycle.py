@@ -31,7 +31,7 @@ from aggregator.models import (
 )
 from aggregator.processing import Checked, Processed, dataset_ntriples
 from aggregator.store.records import RecordStore
-from aggregator.store.state import RecordRow, RecordWrite
+from aggregator.store.state import DeadLetter, RecordRow, RecordWrite
 
 BATCH = 500
 
@@ -83,6 +83,7 @@ class BatchWriter:
         self._writes: dict[str, RecordWrite] = {}
         self._seen: set[str] = set()
         self._payloads: dict[str, tuple[bytes, str, bytes]] = {}
+        self._dead: list[DeadLetter] = []
 
     # -- helpers ----------------------------------------------------------------------------
     def _state(self, local_ids: Sequence[str]) -> dict[str, RecordRow | RecordWrite]:
@@ -98,6 +99,30 @@ class BatchWriter:
             p.payload_sha, (p.raw.payload, p.raw.media_type, p.packed_payload)
         )
         return p.payload_sha
+
+    def _dead_letter(
+        self, p: Processed, local_id: str, findings: Sequence[Finding], datestamp: str | None
+    ) -> None:
+        """Keep a record that could not be stored, with its payload and every finding."""
+        raw = p.raw
+        stage = next((f.stage.value for f in findings if f.severity is Severity.VIOLATION), "map")
+        self._dead.append(
+            DeadLetter(
+                source=self.source.name,
+                local_id=local_id,
+                job_id=self.job.id,
+                stage=stage,
+                payload_sha=self._keep_payload(p),
+                media_type=raw.media_type,
+                format=raw.format,
+                url=raw.url,
+                datestamp=datestamp,
+                is_collection=raw.is_collection,
+                findings=json.dumps([f.as_dict() for f in findings]),
+            )
+        )
+        if len(self._dead) >= self.batch_size:  # keep memory flat when everything fails
+            self.flush()
 
     def _errors(self, local_id: str, findings: Iterable[Finding]) -> None:
         for f in findings:
@@ -223,6 +248,7 @@ class BatchWriter:
 
     def _failed(self, p: Processed, prior: RecordRow | RecordWrite | None) -> None:
         raw = p.raw
+        self._dead_letter(p, raw.local_id, p.failure, iso(raw.datestamp))
         if raw.is_collection:
             self.unmappable_collections += 1
             self.job.count(Outcome.ERRORED)
@@ -251,6 +277,7 @@ class BatchWriter:
         if not c.conforms and not lenient:
             self.job.count(Outcome.REJECTED)
             self._errors(local_id, c.findings)
+            self._dead_letter(p, local_id, c.findings, iso(ds.datestamp))
             if prior is None or prior.status == "rejected":
                 self._put(self._write(raw, local_id, "rejected", prior, None, c.findings, p))
             else:
@@ -300,9 +327,16 @@ class BatchWriter:
 
     def flush(self) -> None:
         writes = list(self._writes.values())
-        needed = {w.payload_sha for w in writes}
+        needed = {w.payload_sha for w in writes} | {d.payload_sha for d in self._dead}
         payloads = {k: v for k, v in self._payloads.items() if k in needed}
-        self.store.write(self.job, writes, seen=sorted(self._seen), payloads=payloads)
+        self.store.write(
+            self.job,
+            writes,
+            seen=sorted(self._seen),
+            payloads=payloads,
+            dead_letters=self._dead,
+        )
+        self._dead = []
         self._writes.clear()
         self._seen.clear()
         self._payloads.clear()

@@ -49,6 +49,9 @@ class RunOptions:
     allow_mass_withdrawal: bool = False  # override the brake
     cancel: threading.Event = field(default_factory=threading.Event)
     progress: Callable[[JobLog, Listing], None] | None = None
+    #: list records from elsewhere than the source's harvester (revalidating the dead-letter
+    #: store); such a run is incremental by nature: it withdraws nothing, saves no checkpoint
+    lister: Callable[[HarvestRequest, Listing], Iterator[RawRecord]] | None = None
 
 
 class _Prefetch:
@@ -126,12 +129,19 @@ def relaxed_gc(threshold: int = 50_000) -> Iterator[None]:
 
 
 def _chunks(records: Iterator[RawRecord], size: int) -> Iterator[list[RawRecord]]:
+    """Group records; when the listing fails, the records received before the failure are
+    still handed on (and stored) before the error is raised."""
     chunk: list[RawRecord] = []
-    for r in records:
-        chunk.append(r)
-        if len(chunk) >= size:
+    try:
+        for r in records:
+            chunk.append(r)
+            if len(chunk) >= size:
+                yield chunk
+                chunk = []
+    except BaseException:
+        if chunk:
             yield chunk
-            chunk = []
+        raise
     if chunk:
         yield chunk
 
@@ -163,8 +173,8 @@ def _run_source(
     src = settings.source(source) if isinstance(source, str) else source
     http = http or HttpClient(settings.http)
     job = store.jobs.start(src.name, opts.full)
-    checkpoint = None if opts.full else store.checkpoint(src.name)
-    listing = Listing(incremental=checkpoint is not None)
+    checkpoint = None if opts.full or opts.lister else store.checkpoint(src.name)
+    listing = Listing(incremental=checkpoint is not None or opts.lister is not None)
     ctx = MappingContext(base_iri=settings.base_iri, source=src.name, publisher=src.publisher)
     writer = BatchWriter(store, src, job, force=opts.force, batch_size=settings.harvest.batch_size)
     own_executor = executor is None
@@ -173,13 +183,13 @@ def _run_source(
         executor = ProcessPoolExecutor(max_workers=workers) if workers > 0 else _Inline()
     status, message = JobStatus.SUCCEEDED, ""
     prefetch: _Prefetch | None = None
+    in_flight: deque[tuple[Future[list[Processed]], list[RawRecord]]] = deque()
     vopts = {name: settings.validation.for_validator(name) for name in src.validation}
     beat = Heartbeat(str(store.path / "state.sqlite3"), job.id).start()
     try:
-        harvester = harvesters.get(src.type)(src, http)
+        lister = opts.lister or harvesters.get(src.type)(src, http).list_records
         request = HarvestRequest(full=opts.full, checkpoint=checkpoint, cancel=opts.cancel)
-        prefetch = _Prefetch(harvester.list_records(request, listing))
-        in_flight: deque[tuple[Future[list[Processed]], list[RawRecord]]] = deque()
+        prefetch = _Prefetch(lister(request, listing))
 
         def drain(limit: int) -> None:
             while len(in_flight) > limit:
@@ -203,11 +213,11 @@ def _run_source(
     except AggregatorError as err:
         status, message = JobStatus.FAILED, err.message
         log.warning("job %s (%s) failed: %s", job.id, src.name, err.message)
-        _safe_flush(writer)
+        _safe_drain(writer, in_flight)
     except Exception as err:
         status, message = JobStatus.FAILED, f"internal error: {type(err).__name__}: {err}"
         log.exception("job %s (%s) failed", job.id, src.name)
-        _safe_flush(writer)
+        _safe_drain(writer, in_flight)
     finally:
         beat.stop()
         if prefetch is not None:
@@ -224,14 +234,20 @@ def _run_source(
         "notes": listing.notes,
         "checkpoint_used": checkpoint,
     }
-    if status is JobStatus.SUCCEEDED and listing.next_checkpoint:
+    if status is JobStatus.SUCCEEDED and listing.next_checkpoint and opts.lister is None:
         store.jobs.set_checkpoint(src.name, listing.next_checkpoint, job.id)
         facts["checkpoint_saved"] = listing.next_checkpoint
     return store.jobs.finish(job, status, facts, message)
 
 
-def _safe_flush(writer: BatchWriter) -> None:
+def _safe_drain(
+    writer: BatchWriter, in_flight: deque[tuple[Future[list[Processed]], list[RawRecord]]]
+) -> None:
+    """After a listing failed: store what was already fetched and mapped, then flush."""
     try:
+        while in_flight:
+            future, submitted = in_flight.popleft()
+            writer.apply(rejoin(future.result(), submitted))
         writer.flush()
         writer.store.sync()
     except Exception:  # the job is failing already; its batch is journaled or rolled back

@@ -315,7 +315,9 @@ def test_unparseable_page_raises_and_leaves_the_listing_incomplete(
             )
         )
     assert caught.value.code == "parseError"
-    assert len(records) == 1
+    # the broken page is still handed on, bytes as received, for the dead-letter store
+    assert len(records) == 2
+    assert records[1].payload.endswith(b"<a> dcat:")
     assert not listing.complete
     assert not listing.allows_withdrawal
 

@@ -291,7 +291,21 @@ class RdfDumpHarvester(Harvester):
             syntax = detect_syntax(
                 response.media_type, response.url, opts.format, opts.force_format
             )
-            facts = scan_page(response.content, syntax, response.url)
+            try:
+                facts = scan_page(response.content, syntax, response.url)
+            except HarvestError:
+                # Hand the page on as received, so the record store keeps its bytes in the
+                # dead-letter store (the mapper reports it); the listing stops here.
+                yield RawRecord(
+                    source=self.source.name,
+                    local_id=url,
+                    format=self.source.format,
+                    payload=response.content,
+                    media_type=syntax.media_type,
+                    url=response.url,
+                    is_collection=True,
+                )
+                raise
             for note in facts.notes:
                 listing.note(note)
             listing.pages += 1

@@ -29,10 +29,16 @@ from urllib.parse import quote
 
 from pyoxigraph import Literal, NamedNode
 
-from aggregator.jobs.journal import JobLog, Jobs
+from aggregator.jobs.journal import JobLog, Jobs, now_iso
 from aggregator.store.applier import GraphApplier
 from aggregator.store.graphs import GraphBackend, GraphContent, OxigraphGraphs
-from aggregator.store.state import RecordRow, RecordWrite, StateDB
+from aggregator.store.state import (
+    DeadLetter,
+    RecordRow,
+    RecordWrite,
+    StateDB,
+    insert_dead_letters,
+)
 from aggregator.vocab import (
     AGG_FORMAT,
     AGG_HARVEST_SOURCE,
@@ -163,6 +169,7 @@ class RecordStore:
         *,
         seen: Iterable[str] = (),
         payloads: Mapping[str, tuple[bytes, str, bytes]] | None = None,
+        dead_letters: Sequence[DeadLetter] = (),
     ) -> None:
         """Apply one batch: journal it in SQLite now; the graphs follow in the applier thread.
 
@@ -177,6 +184,8 @@ class RecordStore:
             for sha, (data, media_type, packed) in (payloads or {}).items():
                 db.put_payload(data, media_type, sha=sha, packed=packed)
             ids = db.upsert(writes)
+            if dead_letters:
+                insert_dead_letters(db.conn, dead_letters, now_iso())
             db.mark_seen(job.source, seen, job.id)
             job.flush(db)
             db.commit()

@@ -59,6 +59,24 @@ CREATE TABLE IF NOT EXISTS record_sets (
     PRIMARY KEY (record_id, set_spec)
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS record_sets_page ON record_sets (set_spec, modified, record_id);
+CREATE TABLE IF NOT EXISTS rejections (
+    id INTEGER PRIMARY KEY,
+    source TEXT NOT NULL,
+    local_id TEXT NOT NULL,
+    job_id INTEGER NOT NULL,
+    stage TEXT NOT NULL,
+    payload_sha TEXT NOT NULL,
+    media_type TEXT NOT NULL,
+    format TEXT NOT NULL,
+    url TEXT,
+    datestamp TEXT,
+    is_collection INTEGER NOT NULL,
+    findings TEXT NOT NULL,
+    created TEXT NOT NULL,
+    superseded_by INTEGER
+);
+CREATE INDEX IF NOT EXISTS rejections_open ON rejections (source, id) WHERE superseded_by IS NULL;
+CREATE INDEX IF NOT EXISTS rejections_job ON rejections (job_id, id);
 CREATE TABLE IF NOT EXISTS payloads (
     sha256 TEXT PRIMARY KEY,
     media_type TEXT NOT NULL,
@@ -443,6 +461,53 @@ class StateDB:
             " ON CONFLICT (key) DO UPDATE SET value = excluded.value",
             (key, value),
         )
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetter:
+    """A record that could not be stored, kept with everything needed to try it again."""
+
+    source: str
+    local_id: str  # the record, or the page URL of a catalogue page that could not be read
+    job_id: int
+    stage: str  # the failing step: parse, map, xsd, schematron, shacl, check
+    payload_sha: str  # the payload itself is in the payloads table
+    media_type: str
+    format: str
+    url: str | None
+    datestamp: str | None
+    is_collection: bool
+    findings: str  # JSON list of every finding (rule, severity, message, location, path)
+
+
+REJECTION_COLUMNS = (
+    "id, source, local_id, job_id, stage, payload_sha, media_type, format, url, datestamp,"
+    " is_collection, findings, created, superseded_by"
+)
+
+
+def insert_dead_letters(conn: sqlite3.Connection, letters: Sequence[DeadLetter], ts: str) -> None:
+    conn.executemany(
+        f"INSERT INTO rejections ({REJECTION_COLUMNS.partition(', ')[2]})"
+        " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,NULL)",
+        [
+            (
+                d.source,
+                d.local_id,
+                d.job_id,
+                d.stage,
+                d.payload_sha,
+                d.media_type,
+                d.format,
+                d.url,
+                d.datestamp,
+                int(d.is_collection),
+                d.findings,
+                ts,
+            )
+            for d in letters
+        ],
+    )
 
 
 def clear_pending(conn: sqlite3.Connection, ids: Sequence[int]) -> None:
