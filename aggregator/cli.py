@@ -486,6 +486,44 @@ def rejected_revalidate(c: Ctx, source: str | None) -> None:
         click.echo(_job_line(j))
 
 
+# -- quality --------------------------------------------------------------------------------
+@main.command()
+@click.option("--source", default=None, help="Only this source.")
+@click.option("--check-links", is_flag=True, help="Check access/download URLs (slow, polite).")
+@click.option("--no-store", is_flag=True, help="Do not keep the DQV measurements in the store.")
+@click.option("--json", "as_json", is_flag=True)
+@pass_ctx
+def quality(c: Ctx, source: str | None, check_links: bool, no_store: bool, as_json: bool) -> None:
+    """Metadata Quality Assessment (data.europa.eu MQA): scores and the top shortcomings.
+
+    The measurements are kept as W3C DQV graphs in the store (query them with SPARQL).
+    """
+    from aggregator.quality.runner import run_quality
+
+    with c.store() as store:
+        run = run_quality(
+            c.settings,
+            store,
+            source=source,
+            check_links=check_links,
+            keep_measurements=not no_store,
+        )
+    scopes = [*run.per_source.values()] + ([run.catalogue] if source is None else [])
+    if as_json:
+        click.echo(json.dumps([a.as_dict() for a in scopes], indent=2))
+        return
+    for agg in scopes:
+        name = "whole catalogue" if agg.scope == "*" else f"source {agg.scope}"
+        rating = agg.rating.value if agg.rating else "-"
+        ratings = ", ".join(f"{r.value} {n}" for r, n in agg.ratings.items() if n)
+        click.echo(f"{name}: {agg.datasets} datasets, mean {agg.mean_score:.0f}/405 ({rating})")
+        click.echo(f"  ratings: {ratings or '-'}")
+        for s in agg.shortcomings[:5]:
+            click.echo(f"  - {s.key}: {s.datasets} dataset(s), {s.points_lost} points lost")
+    for src, local_id, message in run.errors:
+        click.echo(f"not assessed: {src} {local_id}: {message}", err=True)
+
+
 # -- mapping and validation of files --------------------------------------------------------
 def _raw_from_file(path: Path, fmt: str, media_type: str | None) -> Any:
     from aggregator.models import RawRecord
