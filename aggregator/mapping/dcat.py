@@ -158,8 +158,8 @@ class _Document:
         """Triples of ``root`` and of every described resource reachable from it.
 
         Objects that are datasets, catalogues or catalogue records are not entered (their link
-        triple is kept); ``rdf:type`` objects are not entered; predicates in ``skip`` are
-        left out altogether.
+        triple is kept); ``rdf:type`` objects are not entered; triples of ``root`` itself whose
+        predicate is in ``skip`` are left out.
         """
         by_subject = self.by_subject
         boundary = self.boundary
@@ -168,8 +168,9 @@ class _Document:
         stack: list[object] = [root]
         out: list[Quad] = []
         while stack:
-            for quad in by_subject.get(stack.pop(), ()):
-                if skip and quad.predicate in skip:
+            subject = stack.pop()
+            for quad in by_subject.get(subject, ()):
+                if skip and subject is root and quad.predicate in skip:
                     continue
                 out.append(quad)
                 obj = quad.object
@@ -204,6 +205,29 @@ def _original_iris(quads: list[Quad], repaired: dict[str, str]) -> list[Quad]:
 def _document_findings(doc: _Document, parsed: ParsedDocument) -> list[Finding]:
     """What the document held that no description carries: reported, never silently lost."""
     findings = []
+    listed = {q for d in doc.datasets for q in doc.links_to.get(d, ())}
+    unlisted = [
+        q
+        for c in doc.catalogs
+        if c in doc.visited
+        for q in doc.by_subject.get(c, ())
+        if q.predicate in CATALOG_LISTS and q not in listed
+    ]
+    if unlisted:
+        findings.append(
+            Finding(
+                stage=Stage.MAP,
+                severity=Severity.INFO,
+                rule="catalogue-entries-not-described",
+                message=f"{len(unlisted)} triples of a catalogue's dcat:dataset / dcat:service / "
+                "dcat:record lists name resources this document does not describe (another "
+                f"page of the catalogue?); not kept: first <{unlisted[0].predicate.value}> "
+                f"{unlisted[0].object}",
+                location=unlisted[0].subject.value
+                if isinstance(unlisted[0].subject, NamedNode)
+                else None,
+            )
+        )
     orphans = [s for s in doc.by_subject if s not in doc.visited]
     if orphans:
         count = sum(len(doc.by_subject[s]) for s in orphans)

@@ -5,13 +5,16 @@ Every triple of a source document must end in exactly one of three places:
 * **kept**: it is in the output (a dataset graph or the catalogue facts kept beside it);
   blank nodes match any node, since descriptions relabel them and blank-node datasets get
   minted IRIs;
-* **rewritten**: a rule of the table replaced it (the rule's trace names the triple);
-* **reported**: the mapper's ``unreachable-triples`` finding counts it (it is about a resource
-  that no dataset, catalogue or catalogue record refers to).
+* **rewritten**: a rule of the table replaced it (the rule's trace names the triple) and what
+  the rule wrote instead is in the output;
+* **reported**: it is about a resource that no dataset, catalogue or catalogue record refers
+  to, or it is a catalogue's list entry naming a resource the document does not describe, and
+  the mapper's ``unreachable-triples`` / ``catalogue-entries-not-described`` findings count it.
 
-:func:`account` recomputes the first two independently of the mapper's split, and takes the
-third from the finding; ``unaccounted`` must be 0. Not on the mapping path: it parses the
-outputs again.
+:func:`account` recomputes all three independently of the mapper's split (its own walk from
+the datasets, the catalogues that list them and the records about them), checks the reported
+count against the mapper's finding, and matches the rest against the output; ``unaccounted``
+must be 0. Not on the mapping path: it parses the outputs again.
 """
 
 from __future__ import annotations
@@ -21,13 +24,19 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from pyoxigraph import BlankNode, Quad, RdfFormat, parse
+from pyoxigraph import BlankNode, NamedNode, Quad, RdfFormat, parse
 
 from aggregator.mapping.dcat_input import parse_document
 from aggregator.mapping.dcat_rules import RuleSet
 from aggregator.models import MappedDataset, RawRecord
 
 _COUNT = re.compile(r"^(\d+) triples")
+DCAT = "http://www.w3.org/ns/dcat#"
+RDF_TYPE = NamedNode("http://www.w3.org/1999/02/22-rdf-syntax-ns#type")
+PRIMARY_TOPIC = NamedNode("http://xmlns.com/foaf/0.1/primaryTopic")
+CATALOG = NamedNode(DCAT + "Catalog")
+RECORD = NamedNode(DCAT + "record")
+LISTS = frozenset(NamedNode(DCAT + p) for p in ("dataset", "service", "record"))
 
 
 @dataclass(frozen=True)
@@ -37,11 +46,12 @@ class Accounting:
     rewritten: int
     reported: int
     by_rule: Counter[str] = field(default_factory=Counter)
-    missing: tuple[Quad, ...] = ()  # neither kept nor rewritten (reported ones among them)
+    missing: tuple[Quad, ...] = ()  # reachable, but neither kept nor rewritten
+    reported_by_mapper: int = 0  # the count of the mapper's unreachable-triples findings
 
     @property
     def unaccounted(self) -> int:
-        return self.total - self.kept - self.rewritten - self.reported
+        return len(self.missing) + abs(self.reported - self.reported_by_mapper)
 
     @property
     def kept_or_rewritten_share(self) -> float:
@@ -59,6 +69,15 @@ def _keys(triple_source: bytes, keys: set[tuple[object, object, object]]) -> Non
         keys.add((None, p, None))
 
 
+def _key(quad: Quad) -> tuple[object, object, object]:
+    s, o = quad.subject, quad.object
+    return (
+        None if isinstance(s, BlankNode) else s,
+        quad.predicate,
+        None if isinstance(o, BlankNode) else o,
+    )
+
+
 def account(raw: RawRecord, mapped: Sequence[MappedDataset], rules: RuleSet) -> Accounting:
     """The accounting of ``mapped`` (what the mapper returned for ``raw``)."""
     quads = parse_document(raw.payload, raw.media_type, raw.url).quads
@@ -66,29 +85,92 @@ def account(raw: RawRecord, mapped: Sequence[MappedDataset], rules: RuleSet) -> 
     for record in mapped:
         _keys(record.ntriples, out)
         _keys(record.catalog_ntriples, out)
+    reachable, members = _reachable(quads)
+    catalogs = {q.subject for q in quads if q.predicate == RDF_TYPE and q.object == CATALOG}
     _, trace = rules.apply(quads)
-    replaced = {r.removed: r.rule for r in trace if r.removed not in r.added}
+    replaced = {r.removed: r for r in trace if r.removed not in r.added}
     kept = rewritten = 0
     by_rule: Counter[str] = Counter()
     missing: list[Quad] = []
+    reported = 0
     for quad in quads:
-        s, o = quad.subject, quad.object
-        key = (
-            None if isinstance(s, BlankNode) else s,
-            quad.predicate,
-            None if isinstance(o, BlankNode) else o,
-        )
-        if key in out:
+        rewrite = replaced.get(quad)
+        if quad.subject not in reachable:
+            reported += 1
+        elif quad.predicate in LISTS and quad.subject in catalogs:
+            if quad.object in members[quad.predicate == RECORD]:
+                kept += 1  # in the catalogue facts of that dataset
+            else:
+                reported += 1  # names what the document does not describe
+        elif _key(quad) in out:
             kept += 1
-        elif quad in replaced:
-            rewritten += 1
-            by_rule[replaced[quad]] += 1
+        elif rewrite is not None and all(_key(q) in out for q in rewrite.added):
+            rewritten += 1  # and what the rule wrote instead is in the output
+            by_rule[rewrite.rule] += 1
         else:
             missing.append(quad)
-    reported = 0
+    by_mapper = 0
     for record in mapped:
         for finding in record.findings:
-            if finding.rule == "unreachable-triples":
+            if finding.rule in ("unreachable-triples", "catalogue-entries-not-described"):
                 match = _COUNT.match(finding.message)
-                reported += int(match.group(1)) if match else 0
-    return Accounting(len(quads), kept, rewritten, reported, by_rule, tuple(missing))
+                by_mapper += int(match.group(1)) if match else 0
+    return Accounting(len(quads), kept, rewritten, reported, by_rule, tuple(missing), by_mapper)
+
+
+def _reachable(quads: Sequence[Quad]) -> tuple[set[object], tuple[set[object], set[object]]]:
+    """Subjects reachable from the datasets, their catalogues and the records about them; and
+    the datasets and the records (about datasets) a catalogue's lists may name."""
+    by_subject: dict[object, list[Quad]] = {}
+    typed: dict[str, list[object]] = {}
+    for quad in quads:
+        by_subject.setdefault(quad.subject, []).append(quad)
+        if quad.predicate == RDF_TYPE and isinstance(quad.object, NamedNode):
+            typed.setdefault(quad.object.value, []).append(quad.subject)
+    datasets = {
+        s for c in ("Dataset", "DataService", "DatasetSeries") for s in typed.get(DCAT + c, [])
+    }
+    records = [
+        r
+        for r in typed.get(DCAT + "CatalogRecord", [])
+        if any(q.predicate == PRIMARY_TOPIC and q.object in datasets for q in by_subject[r])
+    ]
+    listed: set[object] = set()
+    catalogs = []
+    for c in typed.get(DCAT + "Catalog", []):
+        members = {
+            q.object
+            for q in by_subject[c]
+            if q.predicate.value in (DCAT + "dataset", DCAT + "service", DCAT + "record")
+        }
+        topics = {
+            q.object
+            for r in records
+            if r in members
+            for q in by_subject[r]
+            if q.predicate == PRIMARY_TOPIC
+        }
+        if (members | topics) & datasets:
+            catalogs.append(c)
+            listed |= (members | topics) & datasets
+    if datasets - listed:
+        catalogs = typed.get(DCAT + "Catalog", [])
+    seen: set[object] = set()
+    stack = [*datasets, *records, *catalogs]
+    all_catalogs = set(typed.get(DCAT + "Catalog", []))
+    kinds = ("Dataset", "DataService", "DatasetSeries", "Catalog", "CatalogRecord")
+    boundary = {s for c in kinds for s in typed.get(DCAT + c, [])}  # never entered
+    seen.update(stack)
+    while stack:
+        for quad in by_subject.get(stack.pop(), ()):
+            obj = quad.object
+            if (
+                quad.predicate != RDF_TYPE
+                and not (quad.predicate in LISTS and quad.subject in all_catalogs)
+                and obj in by_subject
+                and obj not in seen
+                and obj not in boundary
+            ):
+                seen.add(obj)
+                stack.append(obj)
+    return seen, (datasets, set(records))
