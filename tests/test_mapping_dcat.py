@@ -6,6 +6,7 @@ Graphs are compared by isomorphism (rdflib, tests only), never as strings.
 from __future__ import annotations
 
 import hashlib
+import json
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, HTTPServer
@@ -596,3 +597,79 @@ def test_every_rule_is_documented() -> None:
     doc = (Path(__file__).parents[1] / "docs" / "mappings" / "dcat.md").read_text()
     missing = [rule_id for rule_id in load_rules().rule_ids if f"`{rule_id}`" not in doc]
     assert not missing
+
+
+# --- bad input: per-record errors with the reason -------------------------------------------
+
+
+def test_untitled_dataset_single_record_is_an_error(mapper: DcatMapper) -> None:
+    payload = b"<https://data.example.org/d> a <http://www.w3.org/ns/dcat#Dataset> ."
+    with pytest.raises(MappingError, match="no dct:title"):
+        mapper.map(raw("x.ttl", payload=payload), CTX)
+
+
+def test_untitled_dataset_in_a_catalogue_is_rejected_alone(mapper: DcatMapper) -> None:
+    payload = (
+        b"@prefix dcat: <http://www.w3.org/ns/dcat#> . @prefix dct: <http://purl.org/dc/terms/> .\n"
+        b'<https://d.example.org/a> a dcat:Dataset ; dct:title "A" .\n'
+        b"<https://d.example.org/b> a dcat:Dataset .\n"
+    )
+    out = {
+        m.dataset_iri: m for m in mapper.map(raw("x.ttl", payload=payload, collection=True), CTX)
+    }
+    assert not [
+        f for f in out["https://d.example.org/a"].findings if f.severity is Severity.VIOLATION
+    ]
+    [bad] = [f for f in out["https://d.example.org/b"].findings if f.severity is Severity.VIOLATION]
+    assert bad.rule == "dataset-without-title"
+
+
+def test_cycles_are_harmless(mapper: DcatMapper) -> None:
+    payload = (
+        b"@prefix dcat: <http://www.w3.org/ns/dcat#> . @prefix dct: <http://purl.org/dc/terms/> .\n"
+        b'<https://d.example.org/a> a dcat:Dataset ; dct:title "A" ; dct:relation _:x .\n'
+        b"_:x dct:relation _:y . _:y dct:relation _:x , <https://d.example.org/a> .\n"
+    )
+    [m] = mapper.map(raw("x.ttl", payload=payload), CTX)
+    assert m.ntriples.count(b"\n") == 6
+
+
+def test_expansion_bomb_refused(mapper: DcatMapper) -> None:
+    """Many datasets sharing one big resource would multiply it: refused, not mapped."""
+    lines = [
+        f'<https://b.example.org/big> <https://b.example.org/p{i}> "{i}" .' for i in range(400)
+    ]
+    for i in range(1500):
+        d = f"<https://b.example.org/d{i}>"
+        lines.append(f"{d} <{RDF_TYPE.value}> <http://www.w3.org/ns/dcat#Dataset> .")
+        lines.append(f'{d} <http://purl.org/dc/terms/title> "d{i}" .')
+        lines.append(f"{d} <http://purl.org/dc/terms/relation> <https://b.example.org/big> .")
+    payload = "\n".join(lines).encode()
+    with pytest.raises(MappingError, match="expansion bomb"):
+        mapper.map(raw("x.nt", payload=payload, collection=True), CTX)
+
+
+def test_unknown_remote_context_is_refused_but_known_one_resolved(mapper: DcatMapper) -> None:
+    doc = {
+        "@context": "https://semiceu.github.io/DCAT-AP/releases/3.0.0/context/dcat-ap.jsonld",
+        "@id": "https://d.example.org/x",
+        "@type": "Dataset",
+        "title": "Known context",
+    }
+    [m] = mapper.map(raw("x.jsonld", payload=json.dumps(doc).encode()), CTX)
+    assert b'<http://purl.org/dc/terms/title> "Known context"' in m.ntriples
+    doc["@context"] = "https://unknown.example.org/context.jsonld"
+    with pytest.raises(ParseError, match="not one of the contexts we ship"):
+        mapper.map(raw("x.jsonld", payload=json.dumps(doc).encode()), CTX)
+
+
+def test_illegal_iri_in_rdf_xml_repaired(mapper: DcatMapper) -> None:
+    payload = (
+        b'<rdf:RDF xmlns:rdf="http://www.w3.org/1999/02/22-rdf-syntax-ns#" '
+        b'xmlns:dcat="http://www.w3.org/ns/dcat#" xmlns:dct="http://purl.org/dc/terms/">'
+        b'<dcat:Dataset rdf:about="https://d.example.org/a b"><dct:title>T</dct:title>'
+        b"</dcat:Dataset></rdf:RDF>"
+    )
+    [m] = mapper.map(raw("x.rdf", payload=payload), CTX)
+    assert m.dataset_iri == "https://d.example.org/a%20b"
+    assert b'<http://purl.org/dc/terms/identifier> "https://d.example.org/a b"' in m.ntriples
