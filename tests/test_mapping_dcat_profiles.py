@@ -19,7 +19,7 @@ from pathlib import Path
 import pyoxigraph as ox
 import pytest
 
-from aggregator.mapping.base import MappingContext
+from aggregator.mapping.base import MappingContext, canonical_ntriples
 from aggregator.mapping.dcat import DcatMapper, canonical_quads
 from aggregator.mapping.dcat_accounting import account
 from aggregator.mapping.dcat_input import parse_document
@@ -272,3 +272,12 @@ def test_valid_input_stays_valid(name: str) -> None:
         assert all(r.conforms for r in after), [
             f.message for r in after for f in r.findings if f.severity is Severity.VIOLATION
         ]
+
+
+@pytest.mark.parametrize("name", DOCS)
+def test_output_is_canonical(name: str) -> None:
+    """Type lines added beside the dataset are rendered exactly as the serialiser would."""
+    for m in mapped(name):
+        for data in (m.ntriples, m.catalog_ntriples):
+            reparsed = [q.triple for q in ox.parse(data, format=ox.RdfFormat.N_TRIPLES)]
+            assert canonical_ntriples(reparsed) == data

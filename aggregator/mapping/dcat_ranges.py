@@ -27,34 +27,78 @@ def add_range_types(
     trace: list[Rewrite],
     typed: set[object],
     candidates: dict[object, tuple[Quad, RangeClass]],
+    lines: list[str] | None = None,
 ) -> None:
-    """Append the missing type triples to ``quads`` and record them in ``trace`` (in place).
+    """Add the missing type triples and record them in ``trace`` (in place).
 
     ``typed``: the subjects with an rdf:type in ``quads``; ``candidates``: each IRI or blank-node
-    value of a range-class property, with its first link triple and rule.
+    value of a range-class property, with its first link triple and rule. The type triple of an
+    IRI goes to ``lines`` as an N-Triples line when ``lines`` is given, else to ``quads`` (a
+    blank node's always goes to ``quads``). One trace entry per rule and call: the link triples
+    are kept, so only the count matters for the findings.
     """
-    pending = {node: c for node, c in candidates.items() if node not in typed}
-    if not pending:
-        return
     counts: dict[object, dict[NamedNode, int]] | None = None
-    for node, (link, rng) in pending.items():
-        if rng.requires or rng.at_most_one:
+    done: dict[str, tuple[Quad, list[Quad], int]] = {}
+    rule = ""  # the rule of the run being counted (one rule per table, in practice)
+    first: Quad | None = None
+    added: list[Quad] = []
+    count = 0
+    for node, (link, rng) in candidates.items():
+        if node in typed:
+            continue
+        if rng.checked:
             if counts is None:
-                counts = {}
-                for quad in quads:
-                    subject = quad.subject
-                    if subject in pending:
-                        per = counts.setdefault(subject, {})
-                        per[quad.predicate] = per.get(quad.predicate, 0) + 1
-            have = counts.get(node, {})
-            missing = [p.value for p in rng.requires if not have.get(p)]
-            repeated = [p.value for p in rng.at_most_one if have.get(p, 0) > 1]
-            if missing or repeated:
-                why = f"<{rng.cls.value}> needs {', '.join(f'<{m}>' for m in missing)}"
-                if repeated:
-                    why = f"<{rng.cls.value}> allows one {', '.join(f'<{r}>' for r in repeated)}"
+                counts = _counts(quads, candidates)
+            why = _why_not(rng, counts.get(node, {}))
+            if why:
                 trace.append(Rewrite(NOT_TYPED, link, (link,), Severity.INFO, why))
                 continue
-        added = Quad(node, RDF_TYPE, rng.cls)  # type: ignore[arg-type]
-        quads.append(added)
-        trace.append(Rewrite(rng.rule, link, (link, added)))
+        if rng.rule != rule:
+            if first is not None:
+                done[rule] = _merge(done.get(rule), first, added, count)
+            rule, first, added, count = rng.rule, link, [], 0
+        count += 1
+        if lines is not None and isinstance(node, NamedNode):
+            lines.append(f"<{node.value}>{rng.suffix}")
+        else:
+            quad = Quad(node, RDF_TYPE, rng.cls)  # type: ignore[arg-type]
+            quads.append(quad)
+            added.append(quad)
+    if first is not None:
+        done[rule] = _merge(done.get(rule), first, added, count)
+    for rule_id, (link, typed_quads, n) in done.items():
+        trace.append(Rewrite(rule_id, link, (link, *typed_quads), Severity.INFO, "", n))
+
+
+def _merge(
+    before: tuple[Quad, list[Quad], int] | None, first: Quad, added: list[Quad], count: int
+) -> tuple[Quad, list[Quad], int]:
+    if before is None:
+        return first, added, count
+    return before[0], before[1] + added, before[2] + count
+
+
+def _counts(
+    quads: list[Quad], candidates: dict[object, tuple[Quad, RangeClass]]
+) -> dict[object, dict[NamedNode, int]]:
+    counts: dict[object, dict[NamedNode, int]] = {}
+    for quad in quads:
+        subject = quad.subject
+        if subject in candidates:
+            per = counts.setdefault(subject, {})
+            per[quad.predicate] = per.get(quad.predicate, 0) + 1
+    return counts
+
+
+def _why_not(rng: RangeClass, have: dict[NamedNode, int]) -> str:
+    """Why the node may not get the class (empty: it may)."""
+    missing = [p.value for p in rng.requires if not have.get(p)]
+    if missing:
+        return f"<{rng.cls.value}> needs {', '.join(f'<{m}>' for m in missing)}"
+    repeated = [p.value for p in rng.at_most_one if have.get(p, 0) > 1]
+    if repeated:
+        return f"<{rng.cls.value}> allows one {', '.join(f'<{r}>' for r in repeated)}"
+    return ""
+
+
+_TYPE_NT = f"<{RDF_TYPE.value}>"
