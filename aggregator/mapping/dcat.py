@@ -162,6 +162,13 @@ class _Document:
                 if catalog not in listed:
                     listed.append(catalog)
 
+    def get(self, node: object) -> Sequence[Quad]:
+        """The triples describing ``node`` in a description (none for datasets, catalogues and
+        records, which a description links to but never includes): the range checks' index."""
+        if node in self.boundary:
+            return ()
+        return self.by_subject.get(node, ())
+
     def closure(self, root: Node, skip: frozenset[NamedNode] = frozenset()) -> list[Quad]:
         """Triples of ``root`` and of every described resource reachable from it.
 
@@ -379,7 +386,7 @@ class DcatMapper(Mapper):
             findings.append(finding)
         else:
             iri = node
-        quads, trace, ground = self.rules.apply_split(quads)
+        quads, trace, ground = self.rules.apply_split(quads, index=doc)
         findings.extend(findings_from(trace, self.rules))
         if not _titled(doc, node):
             findings.append(

@@ -16,6 +16,9 @@ document does not describe.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from typing import Protocol
+
 from pyoxigraph import NamedNode, Quad
 
 from aggregator.mapping.dcat_rules import NOT_TYPED, RDF_TYPE, RangeClass, Rewrite
@@ -28,6 +31,8 @@ def add_range_types(
     typed: set[object],
     candidates: dict[object, tuple[Quad, RangeClass]],
     lines: list[str] | None = None,
+    index: Index | None = None,
+    renames: Mapping[NamedNode, tuple[NamedNode, str]] | None = None,
 ) -> None:
     """Add the missing type triples and record them in ``trace`` (in place).
 
@@ -36,6 +41,9 @@ def add_range_types(
     IRI goes to ``lines`` as an N-Triples line when ``lines`` is given, else to ``quads`` (a
     blank node's always goes to ``quads``). One trace entry per rule and call: the link triples
     are kept, so only the count matters for the findings.
+
+    ``index``: the input quads by subject (the mapper's document index), to count a node's
+    properties without scanning ``quads``; ``renames``: the property renames, applied to them.
     """
     counts: dict[object, dict[NamedNode, int]] | None = None
     done: dict[str, tuple[Quad, list[Quad], int]] = {}
@@ -47,9 +55,13 @@ def add_range_types(
         if node in typed:
             continue
         if rng.checked:
-            if counts is None:
-                counts = _counts(quads, candidates)
-            why = _why_not(rng, counts.get(node, {}))
+            if index is not None:
+                have = _count(index.get(node), renames or {})
+            else:
+                if counts is None:
+                    counts = _counts(quads, candidates)
+                have = counts.get(node, {})
+            why = _why_not(rng, have)
             if why:
                 trace.append(Rewrite(NOT_TYPED, link, (link,), Severity.INFO, why))
                 continue
@@ -88,6 +100,25 @@ def _counts(
             per = counts.setdefault(subject, {})
             per[quad.predicate] = per.get(quad.predicate, 0) + 1
     return counts
+
+
+class Index(Protocol):
+    """The quads that describe a node in the description being typed (empty if none)."""
+
+    def get(self, node: object) -> Sequence[Quad]: ...
+
+
+def _count(
+    quads: Sequence[Quad], renames: Mapping[NamedNode, tuple[NamedNode, str]]
+) -> dict[NamedNode, int]:
+    have: dict[NamedNode, int] = {}
+    for quad in quads:
+        predicate = quad.predicate
+        renamed = renames.get(predicate)
+        if renamed is not None:
+            predicate = renamed[0]
+        have[predicate] = have.get(predicate, 0) + 1
+    return have
 
 
 def _why_not(rng: RangeClass, have: dict[NamedNode, int]) -> str:

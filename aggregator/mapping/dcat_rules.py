@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 from decimal import Decimal, InvalidOperation
 from functools import cached_property, lru_cache
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from pyoxigraph import BlankNode, Literal, NamedNode, Quad
 
@@ -33,6 +33,9 @@ from aggregator.mapping.dcat_vocab import (
     lookup_key,
 )
 from aggregator.models import Finding, Severity, Stage
+
+if TYPE_CHECKING:
+    from aggregator.mapping.dcat_ranges import Index
 
 XSD = "http://www.w3.org/2001/XMLSchema#"
 RDF_TYPE = NamedNode("http://www.w3.org/1999/02/22-rdf-syntax-ns#type")
@@ -296,7 +299,10 @@ class RuleSet:
         return out, trace
 
     def apply_split(
-        self, quads: Iterable[Quad], ground: bool = True
+        self,
+        quads: Iterable[Quad],
+        ground: bool = True,
+        index: Index | None = None,
     ) -> tuple[list[Quad], list[Rewrite], list[str]]:
         """:meth:`apply`, with the ``rdf:type`` triples added to IRI values given apart.
 
@@ -304,6 +310,8 @@ class RuleSet:
         <class> .``) instead of quads: they hold no blank node, so they do not change the
         canonical blank node labels, and the mapper adds them to the canonical lines directly
         (building and canonicalising ~20 more quads per record cost ~25 % of the mapping).
+        ``index``: the quads describing a node in this description, if the caller has them
+        indexed (the range checks then count a node's properties there instead of scanning).
 
         One loop does both the per-triple rewrites and the collection of typed nodes and range
         candidates: pyoxigraph builds a new Python object on every term access, so each quad's
@@ -353,7 +361,15 @@ class RuleSet:
         if candidates:
             from aggregator.mapping.dcat_ranges import add_range_types
 
-            add_range_types(out, trace, typed, candidates, lines if ground else None)
+            add_range_types(
+                out,
+                trace,
+                typed,
+                candidates,
+                lines if ground else None,
+                index,
+                self.property_renames,
+            )
         return out, trace, lines
 
     def _rewrite(self, quad: Quad, predicate: NamedNode, trace: list[Rewrite]) -> list[Quad] | None:
