@@ -522,14 +522,18 @@ def test_row_cap_is_an_error_not_a_truncated_result(harvested: Harvested) -> Non
 
 def test_concurrency_limit_answers_503_with_retry_after(harvested: Harvested) -> None:
     endpoint = SparqlEndpoint(
-        harvested.context(sparql_timeout=3.0, sparql_concurrency=1), queue_wait=0.3
+        harvested.context(sparql_timeout=6.0, sparql_concurrency=1), queue_wait=0.3
     )
     served = serve_endpoint(endpoint)
     try:
         slow: list[requests.Response] = []
         t = threading.Thread(target=lambda: slow.append(get(served, EXPLOSIVE)))
         t.start()
-        time.sleep(0.5)  # the only worker is busy now
+        # wait (however loaded the machine) until the only worker is taken by the slow query
+        deadline = time.monotonic() + 5
+        while (endpoint.pool._idle or not endpoint.pool._workers) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert not endpoint.pool._idle, "the slow query never reached the worker"
         busy = get(served, COUNT_DATASETS)
         assert busy.status_code == 503
         assert busy.headers["Retry-After"] == "1"
