@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import parse_qs, urlencode
 
 import pytest
 from pyoxigraph import RdfFormat, parse
@@ -457,8 +457,14 @@ def test_the_next_page_is_requested_while_the_current_one_is_read(
     first = next(walk)
     assert first.local_id == "oai:example.org:0"
     wait_for(lambda: verbs(peer).count("ListRecords") == 2)  # page 2, one page ahead
+    page_one = [first] + [next(walk) for _ in range(9)]
+    assert page_one[-1].local_id == "oai:example.org:9"
+    # page 1 read, the walk suspended: nothing but page 2 can have been requested
+    assert verbs(peer).count("ListRecords") == 2
+    assert next(walk).local_id == "oai:example.org:10"
+    wait_for(lambda: verbs(peer).count("ListRecords") == 3)  # now on page 2: page 3 ahead
     rest = list(walk)
-    assert len(rest) == 24
+    assert len(rest) == 14
     assert verbs(peer) == ["Identify", "ListRecords", "ListRecords", "ListRecords"]
     tokens = [args.get("resumptionToken") for _, args in peer.requests]
     assert tokens[:2] == [None, None] and len(set(tokens[2:])) == 2  # each page asked once
@@ -475,6 +481,83 @@ def test_page_fetched_ahead_is_not_requested_beyond_the_last_page(
     records, listing = run(harvester(server.url, set="odd"))  # 12 records, 2 pages of 10
     assert listing.complete
     assert verbs(peer).count("ListRecords") == 2
+
+
+def test_runaway_guard_stops_requests_at_the_page_that_trips_it() -> None:
+    """completeListSize says 1, yet every page brings 100 records and a fresh token."""
+    served: list[int] = []
+
+    def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
+        if "Identify" in environ.get("QUERY_STRING", ""):
+            return respond(
+                start_response, 200, (DATA / "Identify-day.xml").read_bytes(), "text/xml"
+            )
+        n = len(served)
+        served.append(n)
+        records = "".join(
+            f"<record><header><identifier>oai:x:{n}-{i}</identifier>"
+            "<datestamp>2024-05-01</datestamp></header><metadata>"
+            f'<r xmlns="urn:x">{i}</r></metadata></record>'
+            for i in range(100)
+        )
+        body = (
+            '<OAI-PMH xmlns="http://www.openarchives.org/OAI/2.0/"><responseDate>'
+            '2024-05-06T07:08:09Z</responseDate><request verb="ListRecords">http://x/</request>'
+            f'<ListRecords>{records}<resumptionToken completeListSize="1">t{n}</resumptionToken>'
+            "</ListRecords></OAI-PMH>"
+        )
+        return respond(start_response, 200, body.encode(), "text/xml")
+
+    with PeerServer(app) as srv:
+        records, listing = run(harvester(srv.url))
+        wait_for(fetching_threads_ended)
+    assert len(records) == 1100
+    assert "far beyond completeListSize 1" in (listing.truncated_reason or "")
+    assert len(served) == 11  # the eleventh page tripped the guard: no twelfth was asked for
+
+
+@pytest.mark.parametrize("prefixed", [False, True])
+def test_pages_written_with_an_oai_prefix_are_walked_alike(prefixed: bool) -> None:
+    """With ``oai:`` prefixes the token cannot be read from the raw page: the next page is
+    asked for once the page is parsed. Either way every page is asked for exactly once."""
+    asked: list[str] = []
+    p = "oai:" if prefixed else ""
+    ns = (
+        'xmlns:oai="http://www.openarchives.org/OAI/2.0/"'
+        if prefixed
+        else ('xmlns="http://www.openarchives.org/OAI/2.0/"')
+    )
+
+    def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
+        query = environ.get("QUERY_STRING", "")
+        if "Identify" in query:
+            return respond(
+                start_response, 200, (DATA / "Identify-day.xml").read_bytes(), "text/xml"
+            )
+        asked.append(query)
+        n = int(parse_qs(query).get("resumptionToken", ["t0"])[0][1:])
+        token = f"t{n + 1}" if n < 2 else ""
+        records = "".join(
+            f"<{p}record><{p}header><{p}identifier>oai:x:{n}-{i}</{p}identifier>"
+            f"<{p}datestamp>2024-05-01</{p}datestamp></{p}header><{p}metadata>"
+            f'<r xmlns="urn:x">{i}</r></{p}metadata></{p}record>'
+            for i in range(3)
+        )
+        body = (
+            f"<{p}OAI-PMH {ns}><{p}responseDate>2024-05-06T07:08:09Z</{p}responseDate>"
+            f'<{p}request verb="ListRecords">http://x/</{p}request><{p}ListRecords>{records}'
+            f'<{p}resumptionToken completeListSize="9">{token}</{p}resumptionToken>'
+            f"</{p}ListRecords></{p}OAI-PMH>\n"
+        )
+        return respond(start_response, 200, body.encode(), "text/xml")
+
+    with PeerServer(app) as srv:
+        records, listing = run(harvester(srv.url))
+        wait_for(fetching_threads_ended)
+    assert [r.local_id for r in records] == [f"oai:x:{n}-{i}" for n in range(3) for i in range(3)]
+    assert records[0].payload == b'<r xmlns="urn:x">0</r>'
+    assert listing.complete
+    assert len(asked) == 3
 
 
 def test_transport_error_of_the_page_fetched_ahead_comes_after_the_current_page(

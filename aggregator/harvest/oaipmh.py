@@ -10,10 +10,11 @@ exceptions, the ``Identify`` model. Everything under it is ours:
   silently drop half a broken page);
 - paging is driven page by page here, so the walk can count pages and records, stop on
   cancellation, detect a resumption-token loop and decide whether the listing was complete;
-- the request for the next page is sent (from a helper thread) as soon as the current page is
-  parsed and its resumption token known, so the page travels and the provider builds it while
-  the current one is read: one page ahead, never more; record headers are read directly
-  rather than through sickle's ``Header`` model (a regular expression per record).
+- the request for the next page is sent (from a helper thread) as soon as the current page's
+  resumption token is known for sure (from the end of its raw bytes, else once it is parsed),
+  so the provider builds the next page and it travels while the current one is parsed and
+  read: one page ahead, never more; record headers are read directly rather than through
+  sickle's ``Header`` model (a regular expression per record).
 
 See docs/protocols/oai-pmh.md for what counts as a complete listing.
 """
@@ -73,6 +74,12 @@ _SICKLE_ERRORS = (
     oaiexceptions.OAIError,
 )
 _local = threading.local()
+# a page that ends with its resumption token: read before the page is parsed (see _peek_ahead)
+_TOKEN_AT_END = re.compile(
+    rb"<resumptionToken((?:\s[^<>]*)?)>([^<&]*)</resumptionToken>\s*</ListRecords>\s*"
+    rb"</OAI-PMH>\s*\Z"
+)
+_COMPLETE_LIST_SIZE = re.compile(rb"\scompleteListSize\s*=\s*([\"'])([0-9]+)\1")
 # quote_plus(text, safe="") for ASCII text, as one str.translate: what urlencode does to a value
 _ALWAYS_SAFE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-~")
 _QUOTE_PLUS = {
@@ -203,6 +210,10 @@ class _Pages(BaseOAIIterator):  # type: ignore[misc]
         return {"resumptionToken": token.token if token is not None else "", "verb": self.verb}
 
 
+class _Cancelled(Exception):
+    """``request.cancel`` was set while the walk waited for a page."""
+
+
 class _Fetcher:
     """A daemon thread that sends one request at a time for the walk, so that the next page
     travels while the current one is parsed and consumed. It keeps one HTTP session (the
@@ -237,16 +248,18 @@ class _Fetcher:
 class _Sickle(Sickle):  # type: ignore[misc]
     """Sickle whose requests go through our HttpClient and come back as :class:`_Page`.
 
-    ``send_ahead`` starts a request in a :class:`_Fetcher` thread before sickle asks for it;
-    when sickle then asks with exactly those arguments, ``harvest`` takes that response (and
-    raises its transport error, if any, then and there), otherwise it sends its own request.
-    Pages are parsed and read only in the thread that iterates, never in the fetcher's."""
+    ``send_ahead`` starts a request in a :class:`_Fetcher` thread before sickle asks for it
+    (at most two are kept: the page about to be read and the one after it); when sickle then
+    asks with exactly the arguments of the oldest, ``harvest`` takes that response (and
+    raises its transport error, if any, then and there), otherwise it drops them and sends its
+    own request. Pages are parsed and read only in the iterating thread, never in the
+    fetcher's."""
 
     def __init__(self, endpoint: str, http: HttpClient, method: str) -> None:
         super().__init__(endpoint, http_method=method, iterator=_Pages, max_retries=0)
         self.http = http
         self.last: _Page | None = None
-        self._ahead: tuple[dict[str, str], Future[Response]] | None = None
+        self._ahead: list[tuple[dict[str, str], Future[Response]]] = []  # oldest first
 
     def _send(self, params: dict[str, str]) -> Response:
         if self.http_method == "POST":
@@ -255,25 +268,36 @@ class _Sickle(Sickle):  # type: ignore[misc]
 
     def send_ahead(self, fetcher: _Fetcher, **kwargs: str) -> None:
         params = {k: str(v) for k, v in kwargs.items()}
-        self._ahead = (params, fetcher.submit(lambda: self._send(params)))
+        self._ahead.append((params, fetcher.submit(lambda: self._send(params))))
+        del self._ahead[:-2]
 
-    def wait_ahead(self, cancel: threading.Event, poll: float = 0.1) -> bool:
-        """Wait for the request sent ahead; False if ``cancel`` was set meanwhile."""
-        ahead = self._ahead
-        while ahead is not None and not ahead[1].done():
-            wait((ahead[1],), timeout=poll)
+    def sent_ahead(self, **kwargs: str) -> bool:
+        """Whether the newest request sent ahead has exactly these arguments."""
+        return bool(self._ahead) and self._ahead[-1][0] == kwargs
+
+    def wait_ahead(self, cancel: threading.Event, poll: float = 0.1) -> Response | None:
+        """Wait for the oldest request sent ahead; its response (None if it failed or if
+        there is none), or raise :class:`_Cancelled` if ``cancel`` was set meanwhile."""
+        if not self._ahead:
+            return None
+        future = self._ahead[0][1]
+        while not future.done():
+            wait((future,), timeout=poll)
             if cancel.is_set():
-                return False
-        return True
+                raise _Cancelled
+        return None if future.exception() is not None else future.result()
 
-    def drop_ahead(self) -> None:
-        self._ahead = None
+    def drop_ahead(self, keep: int = 0) -> None:
+        """Forget the requests sent ahead but the oldest ``keep`` (their answers are dropped)."""
+        del self._ahead[keep:]
 
     def harvest(self, **kwargs: str) -> _Page:
         params = {k: str(v) for k, v in kwargs.items()}
-        ahead, self._ahead = self._ahead, None
-        early = ahead is not None and ahead[0] == params
-        resp = ahead[1].result() if ahead is not None and early else self._send(params)
+        if self._ahead and self._ahead[0][0] == params:
+            resp = self._ahead.pop(0)[1].result()
+        else:
+            self._ahead.clear()
+            resp = self._send(params)
         page = _Page(resp, params)
         self.last = page
         if resp.status >= 400:
@@ -455,12 +479,15 @@ class OaiPmhHarvester(Harvester):
         fetcher: _Fetcher,
     ) -> Iterator[RawRecord]:
         cancel = request.cancel
+        tokens: set[str] = set()
+        empty_pages = 0
         self.client.send_ahead(fetcher, verb="ListRecords", **params)
-        if not self.client.wait_ahead(cancel):
+        try:
+            self._peek_ahead(fetcher, cancel, listing, tokens, empty_pages)
+            pages: _Pages = self.client.ListRecords(**params)
+        except _Cancelled:
             listing.mark_truncated("cancelled")
             return
-        try:
-            pages: _Pages = self.client.ListRecords(**params)
         except oaiexceptions.NoRecordsMatch:
             listing.pages += 1
             self._checkpoint(listing)
@@ -470,8 +497,6 @@ class OaiPmhHarvester(Harvester):
         except _SICKLE_ERRORS as err:
             raise self._oai_error(err, "ListRecords") from err
         self._checkpoint(listing)
-        tokens: set[str] = set()
-        empty_pages = 0
         while True:
             page = pages.page
             listing.pages += 1
@@ -486,14 +511,19 @@ class OaiPmhHarvester(Harvester):
                     code="malformedResponse",
                 )
             # what comes after this page is known before its records are read: if the walk
-            # goes on, the next page is requested now and travels while this one is consumed
+            # goes on, the next page is on its way (or is requested now) while this one is read
             heads = self._headers(body)
             listed = sum(head is not None for head in heads)
             empty_pages = empty_pages + 1 if listed == 0 else 0
             token = pages.resumption_token
             stop = self._stop_after(token, listing, tokens, empty_pages, listed)
             if stop is None and not cancel.is_set():
-                self.client.send_ahead(fetcher, **pages.next_arguments())
+                following = pages.next_arguments()
+                if not self.client.sent_ahead(**following):
+                    self.client.drop_ahead()
+                    self.client.send_ahead(fetcher, **following)
+            else:
+                self.client.drop_ahead()
             for head in heads:
                 if cancel.is_set():
                     listing.mark_truncated("cancelled")
@@ -513,11 +543,14 @@ class OaiPmhHarvester(Harvester):
                 return
             if token is not None and token.token is not None:
                 tokens.add(token.token)  # a non-empty token, or stop would not be None
-            if cancel.is_set() or not self.client.wait_ahead(cancel):
+            try:
+                if cancel.is_set():
+                    raise _Cancelled
+                self._peek_ahead(fetcher, cancel, listing, tokens, empty_pages)
+                pages.advance()
+            except _Cancelled:
                 listing.mark_truncated("cancelled")
                 return
-            try:
-                pages.advance()
             except oaiexceptions.NoRecordsMatch:
                 listing.mark_truncated(f"noRecordsMatch on page {listing.pages + 1}")
                 return
@@ -530,6 +563,49 @@ class OaiPmhHarvester(Harvester):
             )
             return
         listing.mark_complete()
+
+    def _peek_ahead(
+        self,
+        fetcher: _Fetcher,
+        cancel: threading.Event,
+        listing: Listing,
+        tokens: set[str],
+        empty_pages: int,
+    ) -> None:
+        """Wait for the page about to be read; if its bytes show for sure that the walk goes
+        on after it, request the page after it now, before this one is parsed.
+
+        Sure means: the page ends with its resumption token (unprefixed, no entity or CDATA
+        in it, right before ``</ListRecords></OAI-PMH>``), the token is not empty and has
+        not come before, and neither runaway guard can trip on this page (fewer than
+        ``MAX_EMPTY_PAGES`` empty pages even if it is empty; ``completeListSize`` cannot be
+        exceeded even if every ``record`` in its bytes were a record). Should the parsed page
+        then lead elsewhere after all (sickle reads the first token in document order), the
+        early answer is dropped unread. Raises :class:`_Cancelled`."""
+        response = self.client.wait_ahead(cancel)
+        if response is None or response.status != 200 or cancel.is_set():
+            return
+        content = response.content
+        found = _TOKEN_AT_END.search(content, max(0, len(content) - 65536))
+        if found is None or empty_pages + 1 >= MAX_EMPTY_PAGES:
+            return
+        try:
+            token = found.group(2).decode("utf-8")
+        except UnicodeDecodeError:
+            return
+        if not token.strip() or token in tokens:
+            return
+        expected = listing.expected_total
+        attributes = found.group(1)
+        if b"completeListSize" in attributes:
+            size = _COMPLETE_LIST_SIZE.search(attributes)
+            if size is None or (expected := _list_size(size.group(2).decode())) is None:
+                return
+        if expected is not None:
+            most = content.count(b"record")  # every record tag has it: <record or <p:record
+            if listing.seen + most > 2 * expected + 1000:
+                return
+        self.client.send_ahead(fetcher, resumptionToken=token, verb="ListRecords")
 
     def _stop_after(
         self,
