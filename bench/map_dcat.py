@@ -140,6 +140,7 @@ def write_catalogue(path: Path, datasets: int) -> int:
         dataset = f"https://data.example.org/dataset/dataset-{index:06d}"
         triples.append(ox.Triple(catalog, ox.NamedNode(dcat + "dataset"), ox.NamedNode(dataset)))
     prefixes = {"dcat": dcat, "dct": dct, "foaf": "http://xmlns.com/foaf/0.1/"}
+    triples = list(dict.fromkeys(triples))  # shared agents are described once
     ox.serialize(triples, output=str(path), format=ox.RdfFormat.TURTLE, prefixes=prefixes)
     return len(triples)
 

@@ -673,3 +673,16 @@ def test_illegal_iri_in_rdf_xml_repaired(mapper: DcatMapper) -> None:
     [m] = mapper.map(raw("x.rdf", payload=payload), CTX)
     assert m.dataset_iri == "https://d.example.org/a%20b"
     assert b'<http://purl.org/dc/terms/identifier> "https://d.example.org/a b"' in m.ntriples
+
+
+def test_repeated_triples_of_a_shared_node_are_walked_once(mapper: DcatMapper) -> None:
+    agent = "<https://b.example.org/agent>"
+    lines = [f'{agent} <http://xmlns.com/foaf/0.1/name> "Agent" .'] * 20_000
+    for i in range(200):
+        d = f"<https://b.example.org/d{i}>"
+        lines.append(f"{d} <{RDF_TYPE.value}> <http://www.w3.org/ns/dcat#Dataset> .")
+        lines.append(f'{d} <http://purl.org/dc/terms/title> "d{i}" .')
+        lines.append(f"{d} <http://purl.org/dc/terms/publisher> {agent} .")
+    out = mapper.map(raw("x.nt", payload="\n".join(lines).encode(), collection=True), CTX)
+    assert len(out) == 200
+    assert all(m.ntriples.count(b"foaf/0.1/name") == 1 for m in out)

@@ -78,6 +78,10 @@ MAX_AMPLIFICATION = 50
 AMPLIFICATION_SLACK = 200_000
 DCT_TITLE = NamedNode(DCT + "title")
 MAX_REPORTED = 5  # example subjects/terms named in a finding
+# A subject with more triples than this has its triples deduplicated when the document is
+# indexed: a triple repeated N times would be walked N times by every description that
+# includes its subject (quadratic on a catalogue that repeats a shared agent N times).
+DEDUPLICATE_ABOVE = 64
 
 Node = NamedNode | BlankNode
 
@@ -131,6 +135,9 @@ class _Document:
                     self.catalogs.append(subject)
                 elif obj == RECORD_CLASS:
                     self.records.append(subject)
+        for subject, entry in by_subject.items():
+            if len(entry) > DEDUPLICATE_ABOVE:
+                by_subject[subject] = list(dict.fromkeys(entry))
         # one entry per node, in document order (a node may have several dataset classes)
         self.datasets = list(dict.fromkeys(self.datasets))
         self.catalogs = list(dict.fromkeys(self.catalogs))
