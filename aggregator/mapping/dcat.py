@@ -135,9 +135,9 @@ class _Document:
                     self.catalogs.append(subject)
                 elif obj == RECORD_CLASS:
                     self.records.append(subject)
-        for subject, entry in by_subject.items():
+        for node, entry in by_subject.items():
             if len(entry) > DEDUPLICATE_ABOVE:
-                by_subject[subject] = list(dict.fromkeys(entry))
+                by_subject[node] = list(dict.fromkeys(entry))
         # one entry per node, in document order (a node may have several dataset classes)
         self.datasets = list(dict.fromkeys(self.datasets))
         self.catalogs = list(dict.fromkeys(self.catalogs))
