@@ -20,7 +20,8 @@ from rdflib.compare import isomorphic
 from aggregator.errors import MappingError, ParseError, UnsafeInputError
 from aggregator.mapping.base import MappingContext, canonical_ntriples
 from aggregator.mapping.dcat import DcatMapper, canonical_quads
-from aggregator.mapping.dcat_rules import RDF_TYPE, load_rules
+from aggregator.mapping.dcat_rule_table import load_rules
+from aggregator.mapping.dcat_rules import RDF_TYPE
 from aggregator.models import MappedDataset, RawRecord, Severity, Stage
 from aggregator.peers.sample_data import (
     bundled_dump_path,

@@ -4,21 +4,31 @@ Steps (docs/mappings/dcat.md describes them for metadata specialists):
 
 1. **Parse** the payload safely (:mod:`aggregator.mapping.dcat_input`): format from the media
    type, the URL's extension or the first bytes; relative IRIs resolved against ``raw.url``;
-   DOCTYPEs, truncated RDF/XML and remote JSON-LD contexts refused.
+   DOCTYPEs, truncated RDF/XML and unknown remote JSON-LD contexts refused; known DCAT-AP
+   contexts resolved from our copies (:mod:`.dcat_contexts`); illegal IRIs percent-encoded,
+   the original kept as ``dct:identifier``.
 2. **Split**: every ``dcat:Dataset``, ``dcat:DataService`` and ``dcat:DatasetSeries`` becomes
    one description made of its closure: the resources reachable from it through outgoing links
    that the document describes (blank nodes, distributions, agents, periods, ...). The walk
    stops at other datasets, catalogues and catalogue records (the link triple is kept) and at
-   ``MAX_CLOSURE`` triples. Shared resources are copied into every description.
+   ``MAX_CLOSURE`` triples. Shared resources are copied into every description (up to
+   ``MAX_AMPLIFICATION`` times the document in all).
 3. **Catalogue facts**: the triples of the ``dcat:Catalog`` that lists the dataset (minus its
-   ``dcat:dataset``/``dcat:service``/``dcat:record`` lists) and of the source's
-   ``dcat:CatalogRecord`` about it, with their closures, go to ``catalog_ntriples``.
+   ``dcat:dataset``/``dcat:service``/``dcat:record`` lists, except the entries naming this
+   dataset) and of the source's ``dcat:CatalogRecord`` about it, with their closures, go to
+   ``catalog_ntriples``.
 4. **Identity**: a dataset keeps its IRI; a blank-node dataset gets ``mint_iri(ctx, "dataset",
    key)`` with key = its single ``dct:identifier``, else ``raw.local_id`` (single-record payload
    with one dataset), else a hash of its canonical closure (which changes with the content).
-5. **Normalise** with the rule table ``mappings/dcat-ap-3.toml`` (:mod:`.dcat_rules`); every
-   rewrite is an INFO finding named after its rule.
-6. **Output** canonical N-Triples (RDFC-1.0 blank node labels, sorted lines): equal input gives
+5. **Normalise** with the rule table ``mappings/dcat-ap-3.toml`` (:mod:`.dcat_rules`, vocabulary
+   tables in :mod:`.dcat_vocab`, range classes in :mod:`.dcat_ranges`); every rewrite is a
+   finding named after its rule.
+6. **Report** what no description keeps (triples about unreferenced resources, catalogue
+   entries naming undescribed resources, repaired IRIs, undefined JSON-LD keys) as findings on
+   the first record; a dataset without title is a VIOLATION (a ``MappingError`` for a
+   single-record payload). :mod:`.dcat_accounting` checks that every input triple is kept,
+   rewritten or reported.
+7. **Output** canonical N-Triples (RDFC-1.0 blank node labels, sorted lines): equal input gives
    byte-equal output.
 """
 
@@ -43,12 +53,8 @@ from pyoxigraph import (
 from aggregator.errors import MappingError
 from aggregator.mapping.base import Mapper, MappingContext, content_hash, mint_iri
 from aggregator.mapping.dcat_input import ParsedDocument, parse_document
-from aggregator.mapping.dcat_rules import (
-    DEFAULT_RULES_PATH,
-    RuleSet,
-    findings_from,
-    load_rules,
-)
+from aggregator.mapping.dcat_rule_table import DEFAULT_RULES_PATH, load_rules
+from aggregator.mapping.dcat_rules import RuleSet, findings_from
 from aggregator.models import Finding, MappedDataset, RawRecord, Severity, Stage
 
 __all__ = ["MAX_CLOSURE", "DcatMapper", "canonical_quads"]

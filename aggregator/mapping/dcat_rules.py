@@ -1,12 +1,14 @@
 """The declarative DCAT-AP 2 -> 3 rewrite rules (``mappings/dcat-ap-3.toml``) and their engine.
 
 The TOML file is the single place where a rewrite is defined: a metadata specialist reads and
-edits it; :func:`load_rules` compiles it into lookup tables keyed by pyoxigraph terms and
+edits it; ``load_rules`` compiles it into lookup tables keyed by pyoxigraph terms and
 :meth:`RuleSet.apply` rewrites a list of quads with them. Each applied rewrite is recorded as
 a :class:`Rewrite` (rule id, the quad it replaced, the quads it produced) so that findings,
 documentation and the "no triple lost" accounting test all come from the same trace.
 
-Vocabulary tables (``mappings/dcat-ap-3-vocabularies.toml``, :mod:`.dcat_vocab`) give the IRIs
+The file is read and compiled by :mod:`.dcat_rule_table` (:func:`load_rules`); the lexical
+checks live in :mod:`.dcat_checks`. Vocabulary tables
+(``mappings/dcat-ap-3-vocabularies.toml``, :mod:`.dcat_vocab`) give the IRIs
 ``literal-to-term`` rules look literals up in; the ``[[format]]`` table of the rule file gives
 the two built-in tables ``file-type`` and ``media-type``. ``range-class`` rules run after the
 per-triple rewrites, on the whole description (:mod:`.dcat_ranges`).
@@ -14,24 +16,15 @@ per-triple rewrites, on the whole description (:mod:`.dcat_ranges`).
 
 from __future__ import annotations
 
-import re
-import tomllib
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field, replace
-from decimal import Decimal, InvalidOperation
-from functools import cached_property, lru_cache
-from pathlib import Path
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from functools import cached_property
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from pyoxigraph import BlankNode, Literal, NamedNode, Quad
 
-from aggregator.errors import ConfigError
-from aggregator.mapping.dcat_vocab import (
-    DEFAULT_VOCABULARIES_PATH,
-    Vocabulary,
-    load_vocabularies,
-    lookup_key,
-)
+from aggregator.mapping.dcat_checks import Check, as_iri
+from aggregator.mapping.dcat_vocab import Vocabulary, lookup_key
 from aggregator.models import Finding, Severity, Stage
 
 if TYPE_CHECKING:
@@ -52,7 +45,6 @@ KINDS = (
     "range-class",
 )
 NOT_TYPED = "range-class-not-typed"  # reported when a range-class rule may not type a node
-DEFAULT_RULES_PATH = Path(__file__).resolve().parents[2] / "mappings" / "dcat-ap-3.toml"
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,108 +100,7 @@ class Rewrite(NamedTuple):
     triples: int = 1  # how many triples this entry stands for (range-class: one per rule)
 
 
-Check = Callable[[str], tuple[str, str] | None]
-
-
-def _non_negative_integer(lexical: str) -> tuple[str, str] | None:
-    text = lexical.strip()
-    try:
-        value = Decimal(text)
-    except InvalidOperation:
-        return None
-    if not value.is_finite() or value < 0 or value != value.to_integral_value():
-        return None
-    return str(int(value)), ""
-
-
-def _decimal(lexical: str) -> tuple[str, str] | None:
-    text = lexical.strip()
-    try:
-        value = Decimal(text)
-    except InvalidOperation:
-        return None
-    if not value.is_finite():
-        return None
-    return (text if re.fullmatch(r"[+-]?[0-9]*\.?[0-9]+", text) else str(value)), ""
-
-
-_HEX = re.compile(r"^(?:[0-9A-Fa-f]{2})+$")
-
-
-def _hex_binary(lexical: str) -> tuple[str, str] | None:
-    text = lexical.strip()
-    return (text, "") if _HEX.match(text) else None
-
-
-_DURATION = re.compile(
-    r"^-?P(?=\d|T\d)(?:\d+Y)?(?:\d+M)?(?:\d+D)?(?:T(?=\d)(?:\d+H)?(?:\d+M)?(?:\d+(?:\.\d+)?S)?)?$"
-)
-
-
-def _duration(lexical: str) -> tuple[str, str] | None:
-    text = lexical.strip()
-    return (text, "") if _DURATION.match(text) else None
-
-
-_TZ = r"(?:Z|[+-](?:0\d|1[0-3]):[0-5]\d|[+-]14:00)?"
-_DATE_FORMS = (
-    (re.compile(r"^\d{4}-(?:0[1-9]|1[0-2])-(?:0[1-9]|[12]\d|3[01])" + _TZ + "$"), XSD + "date"),
-    (
-        re.compile(
-            r"^\d{4}-(?:0[1-9]|1[0-2])-(?:0[1-9]|[12]\d|3[01])T(?:[01]\d|2[0-3]):[0-5]\d"
-            r"(?::[0-5]\d(?:\.\d+)?)?" + _TZ + "$"
-        ),
-        XSD + "dateTime",
-    ),
-    (re.compile(r"^\d{4}-(?:0[1-9]|1[0-2])" + _TZ + "$"), XSD + "gYearMonth"),
-    (re.compile(r"^\d{4}" + _TZ + "$"), XSD + "gYear"),
-)
-
-
-def _temporal(lexical: str) -> tuple[str, str] | None:
-    """xsd:date, xsd:dateTime, xsd:gYearMonth or xsd:gYear, by the lexical form."""
-    text = lexical.strip()
-    for pattern, datatype in _DATE_FORMS:
-        if pattern.match(text):
-            if datatype == XSD + "dateTime" and text.count(":") == 1 + (text[-6:-5] in "+-"):
-                text = text[:16] + ":00" + text[16:]  # hh:mm -> hh:mm:ss
-            return text, datatype
-    return None
-
-
-# Lexical tests for literal-datatype rules: return (canonical lexical form, datatype IRI or ""
-# for the rule's datatype), or None when the value is not valid.
-CHECKS: Mapping[str, Check] = {
-    "non-negative-integer": _non_negative_integer,
-    "decimal": _decimal,
-    "hex-binary": _hex_binary,
-    "duration": _duration,
-    "temporal": _temporal,
-}
-# Source datatypes a literal-datatype rule may convert from (others are reported, not changed).
-_NUMERIC = frozenset(
-    XSD + name
-    for name in (
-        "string", "integer", "decimal", "double", "float", "long", "int", "short", "byte",
-        "unsignedLong", "unsignedInt", "positiveInteger", "nonNegativeInteger",
-    )
-)  # fmt: skip
-# the datatypes each check may convert from (others are reported, not changed)
-_CONVERTIBLE: Mapping[str, frozenset[str]] = {
-    "non-negative-integer": _NUMERIC,
-    "decimal": _NUMERIC,
-    "hex-binary": frozenset({XSD + "string"}),
-    "duration": frozenset({XSD + "string"}),
-    "temporal": frozenset({XSD + "string"}),
-}
-# datatypes accepted as they are (no finding) besides the rule's own datatype
-_ACCEPTED: Mapping[str, frozenset[str]] = {
-    "temporal": frozenset(XSD + n for n in ("date", "dateTime", "gYear", "gYearMonth")),
-}
-_URL = re.compile(r"^(?:https?|ftp)://[^\s<>\"{}|\\^`]+$", re.IGNORECASE)
-_EMAIL = re.compile(r"^(?:mailto:)?([^@\s<>\"]+@[^@\s<>\"]+\.[A-Za-z]{2,})$", re.IGNORECASE)
-
-__all__ = ["CHECKS", "KINDS", "RuleSet", "findings_from", "load_rules", "lookup_key"]
+__all__ = ["KINDS", "RangeClass", "Rewrite", "Rule", "RuleSet", "findings_from"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -231,19 +122,6 @@ class RangeClass:
     at_most_one: frozenset[NamedNode]
     suffix: str = ""  # ' <rdf:type> <class> .': the end of the N-Triples line that types a node
     checked: bool = False  # requires or at_most_one is not empty
-
-
-def _as_iri(text: str, email: bool) -> NamedNode | None:
-    value = text.strip()
-    if email:
-        match = _EMAIL.match(value)
-        value = f"mailto:{match.group(1)}" if match else ""
-    elif not _URL.match(value):
-        return None
-    try:
-        return NamedNode(value) if value else None
-    except ValueError:
-        return None
 
 
 @dataclass(frozen=True)
@@ -437,7 +315,7 @@ class RuleSet:
                 trace.append(Rewrite(term.rule, quad, (Quad(subject, predicate, iri),)))
                 return [Quad(subject, predicate, iri)]
         if url is not None:
-            iri = _as_iri(obj.value, url[1])
+            iri = as_iri(obj.value, url[1])
             if iri is not None:
                 trace.append(Rewrite(url[0], quad, (Quad(subject, predicate, iri),)))
                 return [Quad(subject, predicate, iri)]
@@ -519,263 +397,3 @@ def _describe(rule: Rule | None, rule_id: str, example: Rewrite) -> str:
     if rule_id == rule.fallback_id:
         return f"unrecognised <{prop}> literal kept as a <{rule.fallback_class}> node"
     return f"<{prop}> literal replaced by a {rule.lookup} IRI"
-
-
-def _expand(term: str, prefixes: Mapping[str, str], where: str) -> str:
-    if "://" in term or term.startswith("urn:"):
-        return term
-    prefix, sep, local = term.partition(":")
-    if not sep or prefix not in prefixes:
-        raise ConfigError(f"{where}: unknown prefix in {term!r}")
-    return prefixes[prefix] + local
-
-
-def _str(entry: Mapping[str, Any], key: str, where: str, default: str | None = None) -> str:
-    value = entry.get(key, default)
-    if not isinstance(value, str) or not value:
-        raise ConfigError(f"{where}: {key!r} must be a non-empty string")
-    return value
-
-
-def _format_tables(data: Mapping[str, Any]) -> tuple[dict[str, NamedNode], dict[str, NamedNode]]:
-    table = data.get("table", {})
-    ft_base = _str(table, "file-type-base", "[table]")
-    mt_base = _str(table, "media-type-base", "[table]")
-    file_types: dict[str, NamedNode] = {}
-    media_types: dict[str, NamedNode] = {}
-    for n, entry in enumerate(data.get("format", [])):
-        where = f"[[format]] #{n + 1}"
-        code = entry.get("file-type")
-        media = entry.get("media-type")
-        names = [str(a) for a in entry.get("aliases", [])]
-        names += [k for k in (code, media) if isinstance(k, str)]
-        for name in names:
-            key = lookup_key(name)
-            if code and file_types.setdefault(key, NamedNode(ft_base + code)) != NamedNode(
-                ft_base + code
-            ):
-                raise ConfigError(f"{where}: {key!r} already maps to another file type")
-            if media:  # a media-type alias ('text/xml') stands for itself, not for `media`
-                own = name.split(";", 1)[0].strip().casefold()
-                media_types.setdefault(key, NamedNode(mt_base + (own if "/" in own else media)))
-        if not code and not media:
-            raise ConfigError(f"{where}: needs a file-type or a media-type")
-    return file_types, media_types
-
-
-def _list(entry: Mapping[str, Any], key: str, where: str) -> list[str]:
-    value = entry.get(key, [])
-    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
-        raise ConfigError(f"{where}: {key!r} must be a list of strings")
-    return list(value)
-
-
-def compile_rules(
-    data: Mapping[str, Any], vocabularies: Mapping[str, Vocabulary] | None = None
-) -> RuleSet:
-    """Build a RuleSet from the parsed TOML document; raise ConfigError on any mistake."""
-    prefixes = {str(k): str(v) for k, v in data.get("prefixes", {}).items()}
-    file_types, media_types = _format_tables(data)
-    tables: dict[str, Mapping[str, NamedNode] | Vocabulary] = {
-        "file-type": file_types,
-        "media-type": media_types,
-        **(vocabularies or {}),
-    }
-    rules: list[Rule] = []
-    prop_renames: dict[NamedNode, tuple[NamedNode, str]] = {}
-    class_renames: dict[NamedNode, tuple[NamedNode, str]] = {}
-    value_maps: dict[NamedNode, dict[NamedNode, tuple[NamedNode, str]]] = {}
-    datatypes: dict[NamedNode, tuple[NamedNode, Check, str, frozenset[str], frozenset[str]]] = {}
-    terms: dict[NamedNode, _LiteralTerm] = {}
-    urls: dict[NamedNode, tuple[str, bool]] = {}
-    ranges: dict[NamedNode, RangeClass] = {}
-    seen: set[str] = set()
-    for n, entry in enumerate(data.get("rule", [])):
-        rule_id = _str(entry, "id", f"[[rule]] #{n + 1}")
-        where = f"rule {rule_id!r}"
-        kind = _str(entry, "kind", where)
-        spec = _str(entry, "spec", where)
-        if kind not in KINDS:
-            raise ConfigError(f"{where}: unknown kind {kind!r} (one of {', '.join(KINDS)})")
-
-        def term(key: str, entry: Mapping[str, Any] = entry, where: str = where) -> str:
-            return _expand(_str(entry, key, where), prefixes, where)
-
-        def props(entry: Mapping[str, Any] = entry, where: str = where) -> tuple[str, ...]:
-            names = _list(entry, "properties", where)
-            if "property" in entry:
-                names.insert(0, _str(entry, "property", where))
-            if not names:
-                raise ConfigError(f"{where}: needs 'property' or 'properties'")
-            return tuple(_expand(name, prefixes, where) for name in names)
-
-        if kind in ("rename-property", "rename-class"):
-            rule = Rule(rule_id, kind, spec, source=term("from"), target=term("to"))
-            table = prop_renames if kind == "rename-property" else class_renames
-            table[NamedNode(rule.source)] = (NamedNode(rule.target), rule_id)
-        elif kind == "map-value":
-            rule = Rule(rule_id, kind, spec, term("from"), term("to"), term("property"))
-            value_maps.setdefault(NamedNode(rule.property), {})[NamedNode(rule.source)] = (
-                NamedNode(rule.target),
-                rule_id,
-            )
-        elif kind == "literal-datatype":
-            check = _str(entry, "check", where)
-            if check not in CHECKS:
-                raise ConfigError(f"{where}: unknown check {check!r} (one of {sorted(CHECKS)})")
-            names = props()
-            rule = Rule(
-                rule_id,
-                kind,
-                spec,
-                target=term("datatype"),
-                property=names[0],
-                check=check,
-                properties=names,
-            )
-            for name in names:
-                datatypes[NamedNode(name)] = (
-                    NamedNode(rule.target),
-                    CHECKS[check],
-                    rule_id,
-                    _CONVERTIBLE[check],
-                    _ACCEPTED.get(check, frozenset()),
-                )
-        elif kind == "literal-url":
-            names = props()
-            email = bool(entry.get("email", False))
-            rule = Rule(rule_id, kind, spec, property=names[0], properties=names, email=email)
-            for name in names:
-                urls[NamedNode(name)] = (rule_id, email)
-        elif kind == "range-class":
-            rows: list[RangeRow] = []
-            for m, row in enumerate(entry.get("range", [])):
-                at = f"{where}, range #{m + 1}"
-                names = props(row, at)
-                compiled = RangeClass(
-                    rule_id,
-                    NamedNode(_expand(_str(row, "class", at), prefixes, at)),
-                    frozenset(
-                        NamedNode(_expand(p, prefixes, at)) for p in _list(row, "requires", at)
-                    ),
-                    frozenset(
-                        NamedNode(_expand(p, prefixes, at)) for p in _list(row, "at-most-one", at)
-                    ),
-                )
-                compiled = replace(
-                    compiled,
-                    suffix=f" <{RDF_TYPE.value}> <{compiled.cls.value}> .",
-                    checked=bool(compiled.requires or compiled.at_most_one),
-                )
-                for name in names:
-                    if NamedNode(name) in ranges:
-                        raise ConfigError(f"{at}: <{name}> already has a range")
-                    ranges[NamedNode(name)] = compiled
-                rows.append(
-                    RangeRow(
-                        names,
-                        compiled.cls.value,
-                        tuple(sorted(p.value for p in compiled.requires)),
-                        tuple(sorted(p.value for p in compiled.at_most_one)),
-                        _str(row, "spec", at),
-                    )
-                )
-            if not rows:
-                raise ConfigError(f"{where}: needs at least one [[rule.range]]")
-            rule = Rule(rule_id, kind, spec, property=rows[0].properties[0], ranges=tuple(rows))
-        else:
-            lookup = str(entry.get("lookup", ""))
-            if lookup and lookup not in tables:
-                raise ConfigError(f"{where}: unknown lookup table {lookup!r} ({sorted(tables)})")
-            names = props()
-            label = entry.get("fallback-label", "rdfs:label")
-            rule = Rule(
-                rule_id,
-                kind,
-                spec,
-                property=names[0],
-                properties=names,
-                lookup=lookup,
-                fallback_class=term("fallback-class"),
-                fallback_id=_str(entry, "fallback-id", where) if lookup else rule_id,
-                fallback_label=_expand(str(label), prefixes, where),
-            )
-            for name in names:
-                terms[NamedNode(name)] = _LiteralTerm(
-                    rule_id,
-                    rule.fallback_id,
-                    tables[lookup] if lookup else None,
-                    NamedNode(rule.fallback_class),
-                    NamedNode(rule.fallback_label),
-                )
-        for rid in {rule.id, rule.fallback_id}:
-            if rid and (rid in seen or rid == NOT_TYPED):
-                raise ConfigError(f"{where}: duplicate rule id {rid!r}")
-            seen.add(rid)
-        rules.append(rule)
-    for renamed in prop_renames.values():
-        if renamed[0] in prop_renames:
-            raise ConfigError(f"rule {renamed[1]!r}: target is itself renamed (chains not allowed)")
-    watched = set(prop_renames) | set(value_maps) | set(datatypes) | set(terms) | set(urls)
-    if class_renames:
-        watched.add(RDF_TYPE)
-    meta = {str(k): str(v) for k, v in data.get("meta", {}).items()}
-    literal_only = frozenset(
-        (set(datatypes) | set(terms) | set(urls)) - set(prop_renames) - set(value_maps)
-    )
-    accepted = {
-        predicate: frozenset({entry[0], *(NamedNode(d) for d in entry[4])})
-        for predicate, entry in datatypes.items()
-        if predicate not in terms and predicate not in urls and predicate in literal_only
-    }
-    return RuleSet(
-        rules=tuple(rules),
-        meta=meta,
-        property_renames=prop_renames,
-        class_renames=class_renames,
-        value_maps=value_maps,
-        literal_datatypes=datatypes,
-        literal_terms=terms,
-        literal_urls=urls,
-        ranges=ranges,
-        file_types=file_types,
-        media_types=media_types,
-        vocabularies=dict(vocabularies or {}),
-        _watched=frozenset(watched),
-        _literal_only=literal_only,
-        _dispatch=_dispatch_table(watched, literal_only, ranges, accepted),
-        _accepted=accepted,
-    )
-
-
-def _dispatch_table(
-    watched: set[NamedNode],
-    literal_only: frozenset[NamedNode],
-    ranges: Mapping[NamedNode, Any],
-    accepted: Mapping[NamedNode, frozenset[NamedNode]],
-) -> dict[NamedNode, int]:
-    table: dict[NamedNode, int] = {RDF_TYPE: _TYPE}
-    for predicate in accepted:
-        table[predicate] = _DATATYPE
-    for predicate in watched:
-        table[predicate] = table.get(predicate, 0) | (
-            _LITERAL if predicate in literal_only else _ANY
-        )
-    for predicate in ranges:
-        table[predicate] = table.get(predicate, 0) | _RANGE
-    return table
-
-
-@lru_cache(maxsize=8)
-def load_rules(
-    path: Path = DEFAULT_RULES_PATH, vocabularies: Path = DEFAULT_VOCABULARIES_PATH
-) -> RuleSet:
-    """Read and compile a rule file and its vocabulary tables (cached; immutable)."""
-    try:
-        with path.open("rb") as handle:
-            data = tomllib.load(handle)
-    except OSError as err:
-        raise ConfigError(f"cannot read mapping rules {path}: {err}") from err
-    except tomllib.TOMLDecodeError as err:
-        raise ConfigError(f"invalid TOML in mapping rules {path}: {err}") from err
-    return compile_rules(data, load_vocabularies(vocabularies))
