@@ -687,3 +687,18 @@ def test_repeated_triples_of_a_shared_node_are_walked_once(mapper: DcatMapper) -
     out = mapper.map(raw("x.nt", payload="\n".join(lines).encode(), collection=True), CTX)
     assert len(out) == 200
     assert all(m.ntriples.count(b"foaf/0.1/name") == 1 for m in out)
+
+
+@pytest.mark.parametrize(
+    ("media_type", "payload"),
+    [
+        ("text/html", b"<!DOCTYPE html><html><body>Not found</body></html>"),
+        ("text/csv", b"title,url\nRoads,https://example.org/roads.csv\n"),
+        ("application/pdf", b"%PDF-1.4 binary"),
+    ],
+)
+def test_unknown_serialisation_is_a_parse_error_naming_it(
+    mapper: DcatMapper, media_type: str, payload: bytes
+) -> None:
+    with pytest.raises(ParseError, match="not an RDF serialisation"):
+        mapper.map(raw("x", media_type=media_type, payload=payload), CTX)

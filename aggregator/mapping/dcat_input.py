@@ -339,6 +339,17 @@ _NAMES = {
 }
 
 
+def _unknown(media_type: str | None) -> str:
+    """A preamble for errors on a payload whose media type names no RDF serialisation."""
+    media = (media_type or "").split(";", 1)[0].strip().lower()
+    if not media or media in _MEDIA_TYPES:
+        return ""
+    return (
+        f"the media type {media!r} is not an RDF serialisation we read (Turtle, RDF/XML, "
+        "JSON-LD, N-Triples); read by its first bytes as: "
+    )
+
+
 def _parse(payload: bytes, fmt: RdfFormat, url: str | None, lenient: bool) -> list[Quad]:
     return list(parse(payload, format=fmt, base_iri=url or None, lenient=lenient))
 
@@ -365,7 +376,7 @@ def parse_document(payload: bytes, media_type: str | None, url: str | None) -> P
                     raise
                 quads, repaired = _repair(_parse(payload, fmt, url, True), where)
     except SyntaxError as err:
-        raise ParseError(f"{name} syntax error{where}: {err.msg}") from err
+        raise ParseError(f"{_unknown(media_type)}{name} syntax error{where}: {err.msg}") from err
     except ValueError as err:  # e.g. an invalid base IRI
         raise ParseError(f"cannot parse{where}: {err}") from err
     if fmt == RdfFormat.JSON_LD and any(not isinstance(q.graph_name, DefaultGraph) for q in quads):
