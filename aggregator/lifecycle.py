@@ -209,25 +209,35 @@ class BatchWriter:
                 if not _newer(iso(raw.datestamp), iso(prev.datestamp)):
                     continue
             latest[raw.local_id] = raw
-        states = self._state(list(latest))
+        deleted = [lid for lid, raw in latest.items() if raw.deleted]
+        full = self._state(deleted) if deleted else {}
+        # the skip-by-date check needs only (datestamp, status): a light query; an unflushed
+        # write of this batch is the newest state of its record
+        stamps = self.store.db.datestamps(
+            self.source.name, [i for i in latest if i not in self._writes]
+        )
+        for lid in latest:
+            if lid in self._writes:
+                w = self._writes[lid]
+                stamps[lid] = (w.source_datestamp, w.status)
+        skipped = 0
         for local_id, raw in latest.items():
-            prior = states.get(local_id)
             if raw.deleted:
+                prior = full.get(local_id)
                 if prior is not None and prior.status == "active":
                     self._put(self._write(raw, local_id, "withdrawn", prior, None, ()))
                     self.job.count(Outcome.WITHDRAWN)
                 else:
-                    self.job.count(Outcome.SKIPPED)
+                    skipped += 1
                 continue
-            if (
-                prior is not None
-                and not self.force
-                and not _newer(iso(raw.datestamp), prior.source_datestamp)
-            ):
+            known = stamps.get(local_id)
+            if known is not None and not self.force and not _newer(iso(raw.datestamp), known[0]):
                 self._seen.add(local_id)
-                self.job.count(Outcome.SKIPPED)
+                skipped += 1
                 continue
             todo.append(raw)
+        if skipped:
+            self.job.count(Outcome.SKIPPED, skipped)
         return todo
 
     # -- stage 2: after mapping and validation ----------------------------------------------

@@ -55,11 +55,17 @@ class RunOptions:
 
 
 class _Prefetch:
-    """Walk an iterator in a thread into a bounded queue, so fetching overlaps processing."""
+    """Walk an iterator in a thread into a bounded queue, so fetching overlaps processing.
+
+    Records cross the queue in small lists (a lock round trip per record cost more than the
+    skip-by-date work itself in an unchanged re-harvest); a list is handed over when full or
+    when the listing ends or fails, so nothing received is held back at the end.
+    """
 
     _END = object()
+    BATCH = 50
 
-    def __init__(self, it: Iterator[RawRecord], size: int = 2000) -> None:
+    def __init__(self, it: Iterator[RawRecord], size: int = 40) -> None:
         self._it = it
         self._q: queue.Queue[Any] = queue.Queue(maxsize=size)
         self._stop = threading.Event()
@@ -76,12 +82,20 @@ class _Prefetch:
         return False
 
     def _run(self) -> None:
+        batch: list[RawRecord] = []
         try:
             for item in self._it:
-                if not self._put(item):
-                    return
+                batch.append(item)
+                if len(batch) >= self.BATCH:
+                    if not self._put(batch):
+                        return
+                    batch = []
+            if batch and not self._put(batch):
+                return
             self._put(self._END)
         except BaseException as err:  # forwarded to the consumer, raised there
+            if batch and not self._put(batch):
+                return
             self._put(err)
 
     def __iter__(self) -> Iterator[RawRecord]:
@@ -91,7 +105,7 @@ class _Prefetch:
                 return
             if isinstance(item, BaseException):
                 raise item
-            yield item
+            yield from item
 
     def close(self) -> None:
         self._stop.set()

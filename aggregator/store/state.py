@@ -270,6 +270,24 @@ class StateDB:
                 out[rec.local_id] = rec
         return out
 
+    def datestamps(
+        self, source: str, local_ids: Iterable[str]
+    ) -> dict[str, tuple[str | None, str]]:
+        """local_id -> (source datestamp, status): the little the skip-by-date check needs."""
+        ids = list(dict.fromkeys(local_ids))
+        out: dict[str, tuple[str | None, str]] = {}
+        for start in range(0, len(ids), 500):
+            chunk = ids[start : start + 500]
+            marks = ",".join("?" * len(chunk))
+            cur = self.conn.execute(
+                "SELECT local_id, source_datestamp, status FROM records"
+                f" WHERE source = ? AND local_id IN ({marks})",
+                (source, *chunk),
+            )
+            for lid, stamp, status in cur:
+                out[lid] = (stamp, status)
+        return out
+
     def record(self, source: str, local_id: str) -> RecordRow | None:
         return self.records_by_local_id(source, [local_id]).get(local_id)
 
