@@ -11,7 +11,7 @@ from typing import ClassVar
 
 from pyoxigraph import NamedNode, RdfFormat, parse
 
-from aggregator.errors import ParseError
+from aggregator.errors import MappingError, ParseError
 from aggregator.harvest.base import Harvester, HarvestRequest, Listing
 from aggregator.mapping.base import Mapper, MappingContext, canonical_ntriples, content_hash
 from aggregator.models import MappedDataset, RawRecord
@@ -40,16 +40,25 @@ class MemoryHarvester(Harvester):
 
 
 class NTriplesMapper(Mapper):
+    """One dataset per N-Triples record; with ``fix_typos`` it also reads ``dcat:Datset``
+    (a stand-in for a mapping rule added after records were rejected)."""
+
     name: ClassVar[str] = "test-nt"
+    fix_typos: ClassVar[bool] = False
 
     def map(self, raw: RawRecord, ctx: MappingContext) -> list[MappedDataset]:
+        payload = raw.payload
+        if self.fix_typos:
+            payload = payload.replace(b"dcat#Datset>", b"dcat#Dataset>")
         try:
-            triples = list(parse(raw.payload, format=RdfFormat.N_TRIPLES))
+            triples = list(parse(payload, format=RdfFormat.N_TRIPLES))
         except SyntaxError as err:
             raise ParseError(str(err)) from err
         subjects = [
             t.subject for t in triples if t.predicate == RDF_TYPE and t.object == DCAT_DATASET
         ]
+        if not subjects:
+            raise MappingError("no dcat:Dataset in the record")
         nt = canonical_ntriples(triples)
         return [
             MappedDataset(

@@ -137,3 +137,48 @@ def test_revalidate_after_a_rule_change_stores_what_now_passes(
     assert ident not in still  # closed
     assert "oai:x:not-rdf" in still  # still broken: a new rejection from the revalidation job
     assert "retried in job" in cli(config, "rejected", "list", "--all", "--source", "oai")
+
+
+def test_revalidate_after_a_mapping_fix(tmp_path: Path) -> None:
+    """A mapper that could not read a record is fixed (a new rule); revalidation stores it."""
+    import plugins_for_tests as plugins
+
+    from aggregator.config import HarvestSettings, Settings, SourceConfig
+    from aggregator.deadletter import rejections, revalidate
+    from aggregator.models import RawRecord
+    from aggregator.pipeline import run_source
+    from aggregator.store.records import RecordStore
+
+    plugins.register()
+    ok = (
+        "<http://example.org/d1> <http://www.w3.org/1999/02/22-rdf-syntax-ns#type>"
+        " <http://www.w3.org/ns/dcat#Dataset> .\n"
+    )
+    # a source that writes its datasets with a typo the mapper does not know yet
+    typo = ok.replace("dcat#Dataset", "dcat#Datset")
+    raw = RawRecord("s", "r1", "test-nt", typo.encode(), "application/n-triples", datestamp=T0)
+    plugins.FEEDS["s"] = ([raw], True)
+    src = SourceConfig(
+        name="s", type="memory", url="http://127.0.0.1/", format="test-nt", validation=()
+    )
+    settings = Settings(
+        None,
+        tmp_path / "st",
+        "http://127.0.0.1:8000/",
+        harvest=HarvestSettings(workers=0),
+        sources={"s": src},
+    )
+    plugins.NTriplesMapper.fix_typos = False
+    with RecordStore(settings.store_path, settings.base_iri) as store:
+        job = run_source(settings, store, "s")
+        assert job.counters["rejected"] == 1
+        assert [r.stage for r in rejections(store, source="s")] == ["map"]
+        plugins.NTriplesMapper.fix_typos = True  # the mapping fix
+        try:
+            (again,) = revalidate(settings, store, source="s")
+        finally:
+            plugins.NTriplesMapper.fix_typos = False
+        assert again.counters["added"] == 1
+        row = store.record("s", "r1")
+        assert row is not None and row.status == "active"
+        assert rejections(store, source="s") == []
