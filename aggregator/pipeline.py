@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import gc
 import logging
+import multiprocessing
 import queue
 import threading
 from collections import deque
@@ -194,7 +195,14 @@ def _run_source(
     own_executor = executor is None
     if executor is None:
         workers = settings.harvest.workers
-        executor = ProcessPoolExecutor(max_workers=workers) if workers > 0 else _Inline()
+        # forkserver, not fork: this process runs threads (RocksDB, the graph applier, the
+        # listing) that a forked child must not inherit, nor its growing heap
+        mp_ctx = multiprocessing.get_context("forkserver")
+        executor = (
+            ProcessPoolExecutor(max_workers=workers, mp_context=mp_ctx)
+            if workers > 0
+            else _Inline()
+        )
     status, message = JobStatus.SUCCEEDED, ""
     prefetch: _Prefetch | None = None
     in_flight: deque[tuple[Future[list[Processed]], list[RawRecord]]] = deque()

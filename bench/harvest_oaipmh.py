@@ -15,11 +15,13 @@ from __future__ import annotations
 import argparse
 import json
 import multiprocessing as mp
+import os
 import resource
 import shutil
 import tempfile
 import threading
 import time
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +50,20 @@ def _cpu() -> tuple[float, float]:
     own = resource.getrusage(resource.RUSAGE_SELF)
     kids = resource.getrusage(resource.RUSAGE_CHILDREN)
     return own.ru_utime + own.ru_stime, kids.ru_utime + kids.ru_stime
+
+
+def _proc_stats(pid: int) -> tuple[float, int]:
+    """(CPU seconds, peak RSS in MB) of a live process, from /proc."""
+    with open(f"/proc/{pid}/stat") as fh:
+        fields = fh.read().rsplit(")", 1)[1].split()
+    ticks = os.sysconf("SC_CLK_TCK")
+    cpu = (int(fields[11]) + int(fields[12])) / ticks
+    peak = 0
+    with open(f"/proc/{pid}/status") as fh:
+        for line in fh:
+            if line.startswith("VmHWM:"):
+                peak = int(line.split()[1]) // 1024
+    return cpu, peak
 
 
 def rss_mb() -> tuple[int, int]:
@@ -113,14 +129,24 @@ def main() -> None:
             runs = [("first", RunOptions(full=True)), ("unchanged", RunOptions(full=True))]
             if not args.skip_forced:
                 runs.append(("forced", RunOptions(full=True, force=True)))
+            worker_peak = 0
             for name, opts in runs:
+                pool = ProcessPoolExecutor(
+                    max_workers=max(args.workers, 1), mp_context=mp.get_context("forkserver")
+                )
+                executor = pool if args.workers > 0 else None
                 cpu0 = _cpu()
                 t0 = time.perf_counter()
-                job = run_source(settings, store, "bench", opts, http=http)
+                job = run_source(settings, store, "bench", opts, http=http, executor=executor)
                 dt = time.perf_counter() - t0
-                cpu = [
-                    round((b - a) / args.records * 1e6) for a, b in zip(cpu0, _cpu(), strict=True)
-                ]
+                own = _cpu()[0] - cpu0[0]
+                worker_cpu = 0.0
+                for proc in list(getattr(pool, "_processes", {}).values()):
+                    w_cpu, w_peak = _proc_stats(proc.pid)
+                    worker_cpu += w_cpu
+                    worker_peak = max(worker_peak, w_peak)
+                pool.shutdown()
+                cpu = [round(own / args.records * 1e6), round(worker_cpu / args.records * 1e6)]
                 counts = {k: v for k, v in job.counters.items() if v}
                 results[name] = {
                     "seconds": round(dt, 1),
@@ -138,16 +164,16 @@ def main() -> None:
                     store.graphs.store.optimize()  # type: ignore[attr-defined]
                     results["compaction_seconds"] = round(time.perf_counter() - t1, 1)
                     print(f"compacted the store in {results['compaction_seconds']} s")
-        own, children = rss_mb()
+        own, _ = rss_mb()
         sampler.stop.set()
         results["peak_rss_mb"] = own
-        results["peak_rss_workers_mb"] = children
+        results["peak_rss_workers_mb"] = worker_peak
         quarter = max(1, len(sampler.samples) // 4)
         results["rss_mb_at_quarters"] = [s[1] for s in sampler.samples[quarter - 1 :: quarter]][:4]
         du = sum(f.stat().st_size for f in (workdir / "store").rglob("*") if f.is_file())
         results["store_mb"] = du // 2**20
         print(
-            f"peak RSS: harvester {own} MB, workers {children} MB; store on disk {du // 2**20} MB"
+            f"peak RSS: harvester {own} MB, workers {worker_peak} MB; store on disk {du // 2**20} MB"
         )
         print(json.dumps(results))
     finally:
