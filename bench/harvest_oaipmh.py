@@ -173,7 +173,8 @@ def main() -> None:
         du = sum(f.stat().st_size for f in (workdir / "store").rglob("*") if f.is_file())
         results["store_mb"] = du // 2**20
         print(
-            f"peak RSS: harvester {own} MB, workers {worker_peak} MB; store on disk {du // 2**20} MB"
+            f"peak RSS: harvester {own} MB, workers {worker_peak} MB;"
+            f" store on disk {du // 2**20} MB"
         )
         print(json.dumps(results))
     finally:
