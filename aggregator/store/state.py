@@ -235,6 +235,7 @@ class StateDB:
         self.conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
         self.conn.execute("PRAGMA synchronous = NORMAL")
         self.conn.execute("PRAGMA busy_timeout = 60000")
+        self.conn.execute("PRAGMA cache_size = -32768")  # 32 MB: lookups stay off the disk
         self.conn.execute("PRAGMA foreign_keys = ON")
         self.conn.executescript(SCHEMA)
         if self.get_meta("record_sets") is None:
