@@ -12,6 +12,9 @@ RDFS = "http://www.w3.org/2000/01/rdf-schema#"
 SPDX = "http://spdx.org/rdf/terms#"
 XSD = "http://www.w3.org/2001/XMLSchema#"
 ADMS = "http://www.w3.org/ns/adms#"
+SKOS = "http://www.w3.org/2004/02/skos/core#"
+VCARD = "http://www.w3.org/2006/vcard/ns#"
+SCHEMA = "http://schema.org/"
 
 RDF_TYPE = RDF + "type"
 DATASET_TYPES = (DCAT + "Dataset", DCAT + "DataService", DCAT + "DatasetSeries")

@@ -30,9 +30,8 @@ from aggregator.harvest.base import Harvester, HarvestRequest, Listing
 from aggregator.harvest.rdf_dump import SYNTAXES, RdfSyntax, syntax_for_media_type
 from aggregator.http import HttpClient, Response
 from aggregator.models import RawRecord
+from aggregator.vocab import DCAT, SKOS
 
-DCAT = "http://www.w3.org/ns/dcat#"
-SKOS = "http://www.w3.org/2004/02/skos/core#"
 RDF_TYPE = "http://www.w3.org/1999/02/22-rdf-syntax-ns#type"
 TYPE_NAMES: Mapping[str, str] = {
     "Dataset": DCAT + "Dataset",

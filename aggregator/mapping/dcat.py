@@ -56,11 +56,10 @@ from aggregator.mapping.dcat_input import ParsedDocument, parse_document
 from aggregator.mapping.dcat_rule_table import DEFAULT_RULES_PATH, load_rules
 from aggregator.mapping.dcat_rules import RuleSet, findings_from
 from aggregator.models import Finding, MappedDataset, RawRecord, Severity, Stage
+from aggregator.vocab import DCAT, DCT
 
 __all__ = ["MAX_CLOSURE", "DcatMapper", "canonical_quads"]
 
-DCAT = "http://www.w3.org/ns/dcat#"
-DCT = "http://purl.org/dc/terms/"
 RDF_TYPE = NamedNode("http://www.w3.org/1999/02/22-rdf-syntax-ns#type")
 DCT_IDENTIFIER = NamedNode(DCT + "identifier")
 DCAT_THEME = NamedNode(DCAT + "theme")

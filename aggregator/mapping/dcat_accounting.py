@@ -29,9 +29,9 @@ from pyoxigraph import BlankNode, NamedNode, Quad, RdfFormat, parse
 from aggregator.mapping.dcat_input import parse_document
 from aggregator.mapping.dcat_rules import RuleSet
 from aggregator.models import MappedDataset, RawRecord
+from aggregator.vocab import DCAT
 
 _COUNT = re.compile(r"^(\d+) triples")
-DCAT = "http://www.w3.org/ns/dcat#"
 RDF_TYPE = NamedNode("http://www.w3.org/1999/02/22-rdf-syntax-ns#type")
 PRIMARY_TOPIC = NamedNode("http://xmlns.com/foaf/0.1/primaryTopic")
 CATALOG = NamedNode(DCAT + "Catalog")

@@ -39,6 +39,7 @@ from aggregator.quality.indicators import (
     rating_for,
 )
 from aggregator.quality.vocabularies import Vocabularies, Vocabulary, default_vocabularies
+from aggregator.vocab import DCAT, DCT
 
 __all__ = [
     "DatasetQuality",
@@ -51,8 +52,6 @@ __all__ = [
     "link_urls",
 ]
 
-DCAT = "http://www.w3.org/ns/dcat#"
-DCT = "http://purl.org/dc/terms/"
 RDF_TYPE = "http://www.w3.org/1999/02/22-rdf-syntax-ns#type"
 SKOS_EXACT_MATCH = "http://www.w3.org/2004/02/skos/core#exactMatch"
 OWL_SAME_AS = "http://www.w3.org/2002/07/owl#sameAs"

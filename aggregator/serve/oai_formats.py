@@ -23,6 +23,8 @@ from lxml import etree
 from pyoxigraph import BlankNode, Literal, NamedNode, RdfFormat, Triple, parse, serialize
 
 from aggregator.serve.oai_xml import clean_bytes, esc, strip_declaration
+from aggregator.vocab import DCAT as DCATNS
+from aggregator.vocab import DCT, FOAF, RDF, RDFS, SCHEMA, SKOS, VCARD
 from aggregator.xml import safe_parser
 
 log = logging.getLogger(__name__)
@@ -64,14 +66,6 @@ def formats_of(record_format: str | None) -> list[MetadataFormat]:
     return out
 
 
-RDF = "http://www.w3.org/1999/02/22-rdf-syntax-ns#"
-DCT = "http://purl.org/dc/terms/"
-DCATNS = "http://www.w3.org/ns/dcat#"
-FOAF = "http://xmlns.com/foaf/0.1/"
-SKOS = "http://www.w3.org/2004/02/skos/core#"
-RDFS = "http://www.w3.org/2000/01/rdf-schema#"
-VCARD = "http://www.w3.org/2006/vcard/ns#"
-SCHEMA = "http://schema.org/"
 PREFIXES = {
     "dcat": DCATNS,
     "dct": DCT,
