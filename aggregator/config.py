@@ -77,7 +77,7 @@ class HttpSettings:
 @dataclass(frozen=True, slots=True)
 class HarvestSettings:
     withdraw_brake: float = 0.2  # share of a source's active records
-    batch_size: int = 500  # records per store transaction batch
+    batch_size: int = 1000  # records per journal transaction (and graph-store bulk load)
     workers: int = 1  # mapping/validation worker processes (0 = in-process)
 
 

@@ -93,7 +93,7 @@ def main() -> None:
     ap.add_argument("--records", type=int, default=10_000)
     ap.add_argument("--workers", type=int, default=1, help="mapping/validation processes")
     ap.add_argument("--page-size", type=int, default=100)
-    ap.add_argument("--batch-size", type=int, default=500)
+    ap.add_argument("--batch-size", type=int, default=1000)
     ap.add_argument("--dir", type=Path, default=None, help="store directory (default: temp)")
     ap.add_argument("--skip-forced", action="store_true", help="skip the forced re-harvest")
     ap.add_argument(

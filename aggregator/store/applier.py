@@ -25,7 +25,7 @@ Batch = tuple[list[GraphContent], list[int]]
 
 
 class GraphApplier:
-    def __init__(self, graphs: GraphBackend, db_path: Path, max_batches: int = 4) -> None:
+    def __init__(self, graphs: GraphBackend, db_path: Path, max_batches: int = 2) -> None:
         self.graphs = graphs
         self.db_path = db_path
         self._q: queue.Queue[Batch | None] = queue.Queue(maxsize=max_batches)
