@@ -47,6 +47,8 @@ CREATE TABLE IF NOT EXISTS records (
     UNIQUE (source, local_id)
 );
 CREATE INDEX IF NOT EXISTS records_modified ON records (modified, id);
+-- covers the skip-by-date lookup of every harvested record: rows carry ~10 KB graph blobs
+CREATE INDEX IF NOT EXISTS records_stamps ON records (source, local_id, source_datestamp, status);
 CREATE INDEX IF NOT EXISTS records_source_status ON records (source, status);
 CREATE INDEX IF NOT EXISTS records_pending ON records (pending) WHERE pending = 1;
 CREATE INDEX IF NOT EXISTS records_dataset ON records (dataset_iri);
