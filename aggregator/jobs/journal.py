@@ -124,6 +124,7 @@ class Jobs:
                 "UPDATE jobs SET status = ?, ended = ?, listing = ?, message = ? WHERE id = ?",
                 (status.value, now_iso(), dumps(listing), message, log.id),
             )
+            self.db.forget_seen(log.id)
             self.db.commit()
         except BaseException:
             self.db.rollback()

@@ -240,6 +240,13 @@ class StateDB:
         self.conn.execute("PRAGMA cache_size = -32768")  # 32 MB: lookups stay off the disk
         self.conn.execute("PRAGMA foreign_keys = ON")
         self.conn.executescript(SCHEMA)
+        # Which records a running job has seen: needed only until that job decides its
+        # withdrawals, so a connection-local table (a crash ends the job, which then withdraws
+        # nothing); marking a record here costs no write to its row.
+        self.conn.execute(
+            "CREATE TEMP TABLE IF NOT EXISTS seen (job_id INTEGER NOT NULL, source TEXT NOT NULL,"
+            " local_id TEXT NOT NULL, PRIMARY KEY (job_id, source, local_id)) WITHOUT ROWID"
+        )
         if self.get_meta("record_sets") is None:
             self._fill_record_sets()
 
@@ -342,23 +349,25 @@ class StateDB:
         return {str(s): int(n) for s, n in cur}
 
     def unseen_active(self, source: str, job_id: int) -> list[str]:
-        """Active records of a source that the given job did not see (withdrawal candidates)."""
+        """Active records of a source that the given job did not see (withdrawal candidates):
+        neither written by it (seen_job) nor marked seen (the temp table)."""
         cur = self.conn.execute(
-            "SELECT local_id FROM records WHERE source = ? AND status = 'active'"
-            " AND (seen_job IS NULL OR seen_job != ?) ORDER BY local_id",
-            (source, job_id),
+            "SELECT local_id FROM records r WHERE source = ? AND status = 'active'"
+            " AND (seen_job IS NULL OR seen_job != ?)"
+            " AND NOT EXISTS (SELECT 1 FROM temp.seen s WHERE s.job_id = ? AND s.source = r.source"
+            " AND s.local_id = r.local_id) ORDER BY local_id",
+            (source, job_id, job_id),
         )
         return [str(r[0]) for r in cur]
 
+    def forget_seen(self, job_id: int) -> None:
+        self.conn.execute("DELETE FROM temp.seen WHERE job_id = ?", (job_id,))
+
     def mark_seen(self, source: str, local_ids: Iterable[str], job_id: int) -> None:
-        ids = list(local_ids)
-        for start in range(0, len(ids), 500):
-            chunk = ids[start : start + 500]
-            marks = ",".join("?" * len(chunk))
-            self.conn.execute(
-                f"UPDATE records SET seen_job = ? WHERE source = ? AND local_id IN ({marks})",
-                (job_id, source, *chunk),
-            )
+        self.conn.executemany(
+            "INSERT OR IGNORE INTO temp.seen (job_id, source, local_id) VALUES (?, ?, ?)",
+            [(job_id, source, lid) for lid in local_ids],
+        )
 
     def upsert(self, writes: Sequence[RecordWrite]) -> list[int]:
         """Write new states with pending = 1; return the record ids. Call inside begin()."""
