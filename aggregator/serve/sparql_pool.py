@@ -32,7 +32,7 @@ import sys
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from pyoxigraph import Store
 
@@ -54,16 +54,64 @@ class WorkerFailed(Exception):
     """The worker died or broke the protocol while running the query."""
 
 
+class _Frames(asyncio.Protocol):
+    """The event loop's end of a worker socket: writes request frames and assembles response
+    frames as data arrives. One transport per worker for its whole life, so a query costs one
+    write and (usually) one read, with no reader registered and removed around each."""
+
+    def __init__(self) -> None:
+        self.transport: asyncio.Transport | None = None
+        self.buf = bytearray()
+        self.waiter: asyncio.Future[bytes] | None = None
+        self.lost = False
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)  # uvloop's are not subclasses
+
+    def data_received(self, data: bytes) -> None:
+        self.buf += data
+        if len(self.buf) < 4:
+            return
+        size = _LEN.unpack_from(self.buf)[0]
+        if len(self.buf) < size + 4:
+            return
+        frame = bytes(memoryview(self.buf)[4 : size + 4])
+        del self.buf[: size + 4]
+        waiter, self.waiter = self.waiter, None
+        if waiter is not None and not waiter.done():
+            waiter.set_result(frame)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.lost = True
+        waiter, self.waiter = self.waiter, None
+        if waiter is not None and not waiter.done():
+            waiter.set_exception(WorkerFailed("the worker closed its socket"))
+
+    async def exchange(self, payload: bytes) -> bytes:
+        if self.lost or self.transport is None:
+            raise WorkerFailed("the worker closed its socket")
+        self.waiter = asyncio.get_running_loop().create_future()
+        self.transport.write(_LEN.pack(len(payload)) + payload)
+        return await self.waiter
+
+
 @dataclass(eq=False)
 class _Worker:
     proc: subprocess.Popen[bytes]
     sock: socket.socket
     sandboxed: bool = False
     snapshot: str | None = None
+    frames: _Frames | None = None  # made by the event loop on first use
 
     @property
     def pid(self) -> int:
         return self.proc.pid
+
+    def close_socket(self) -> None:
+        if self.frames is not None and self.frames.transport is not None:
+            self.frames.transport.abort()
+        else:
+            self.sock.close()
 
 
 def _recv_exact_blocking(sock: socket.socket, size: int) -> bytes:
@@ -212,25 +260,14 @@ class WorkerPool:
                 await asyncio.get_running_loop().run_in_executor(None, self.start)
 
     async def _exchange(self, w: _Worker, payload: bytes) -> bytes:
-        loop = asyncio.get_running_loop()
-        await loop.sock_sendall(w.sock, _LEN.pack(len(payload)) + payload)
-        buf = bytearray(65536)  # most answers arrive in one read
-        got = 0
-        size: int | None = None
-        while size is None or got < size + 4:
-            if size is not None and len(buf) < size + 4:
-                buf.extend(bytes(size + 4 - len(buf)))
-            n = await loop.sock_recv_into(w.sock, memoryview(buf)[got:])
-            if n == 0:
-                raise WorkerFailed("the worker closed its socket")
-            got += n
-            if size is None and got >= 4:
-                size = _LEN.unpack_from(buf)[0]
-        return bytes(memoryview(buf)[4 : size + 4])
+        if w.frames is None:
+            loop = asyncio.get_running_loop()
+            _, w.frames = await loop.create_unix_connection(_Frames, sock=w.sock)
+        return await w.frames.exchange(payload)
 
     async def _acquire(self) -> _Worker:
         if self._idle:
-            return self._idle.popleft()
+            return self._idle.pop()  # the most recently used worker: its caches are warm
         waiter: asyncio.Future[_Worker] = asyncio.get_running_loop().create_future()
         self._waiters.append(waiter)
         await asyncio.wait({waiter}, timeout=self.queue_wait)
@@ -295,7 +332,7 @@ class WorkerPool:
     def _kill(self, w: _Worker) -> None:
         with contextlib.suppress(OSError):
             w.proc.kill()
-        w.sock.close()
+        w.close_socket()
         try:
             w.proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
@@ -308,7 +345,7 @@ class WorkerPool:
                 self._workers.remove(w)
         with contextlib.suppress(OSError):
             w.proc.kill()
-        w.sock.close()
+        w.close_socket()
         task = asyncio.get_running_loop().create_task(self._replace(w))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
