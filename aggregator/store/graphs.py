@@ -62,16 +62,22 @@ def scope_blank_nodes(ntriples: bytes, scope: str) -> bytes:
 
 
 def to_nquads(content: GraphContent) -> bytes:
-    """N-Triples parts -> N-Quads in ``graph_iri`` with blank nodes scoped per part."""
+    """N-Triples parts -> N-Quads in ``graph_iri`` with blank nodes scoped per part.
+
+    In N-Triples a raw line feed only ends a statement (one inside a literal is written
+    ``\\n``), so every statement ends with ``" .\\n"`` and nothing else does: the graph name
+    goes in with one ``replace`` per part instead of a loop over the lines."""
     suffix = b" <" + content.graph_iri.encode() + b"> .\n"
-    out = bytearray()
+    out = []
     for ntriples, scope in content.parts:
-        for line in scope_blank_nodes(ntriples, scope).splitlines():
-            if line.endswith(b" ."):
-                out += line[:-2]
-                out += suffix
-    out += content.nquads
-    return bytes(out)
+        if not ntriples:
+            continue
+        data = scope_blank_nodes(ntriples, scope)
+        if not data.endswith(b"\n"):
+            data += b"\n"
+        out.append(data.replace(b" .\n", suffix))
+    out.append(content.nquads)
+    return b"".join(out)
 
 
 class GraphBackend(Protocol):
@@ -102,7 +108,8 @@ class OxigraphGraphs:
                 self.store.remove_graph(NamedNode(c.graph_iri))
         data = b"".join(to_nquads(c) for c in contents)
         if data:
-            self.store.bulk_load(data, RdfFormat.N_QUADS)
+            # lenient: every term was written by pyoxigraph or checked by it (records.py)
+            self.store.bulk_load(data, RdfFormat.N_QUADS, lenient=True)
         self.store.flush()
 
     def remove(self, graph_iris: Sequence[str]) -> None:

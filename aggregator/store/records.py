@@ -68,6 +68,30 @@ def _lit(value: str, datatype: str | None = None) -> str:
     return str(Literal(value))
 
 
+# The fixed terms of the catalogue record, in N-Triples form once (pyoxigraph checks them).
+_XSD_DATETIME = XSD + "dateTime"
+_XSD_HEX = XSD + "hexBinary"
+_T_TYPE = _iri(RDF_TYPE)
+_T_CATALOG_RECORD = _iri(DCAT + "CatalogRecord")
+_T_ISSUED = _iri(DCT + "issued")
+_T_MODIFIED = _iri(DCT + "modified")
+_T_IDENTIFIER = _iri(DCT + "identifier")
+_T_HARVEST_SOURCE = _iri(AGG_HARVEST_SOURCE)
+_T_STATUS = _iri(AGG_STATUS)
+_T_STATUS_VALUES = {status: _iri(iri) for status, iri in STATUS_IRIS.items()}
+_T_PRIMARY_TOPIC = _iri(FOAF + "primaryTopic")
+_T_SOURCE_DATESTAMP = _iri(AGG_SOURCE_DATESTAMP)
+_T_GENERATED_BY = _iri(PROV + "wasGeneratedBy")
+_T_FORMAT = _iri(AGG_FORMAT)
+_T_PAYLOAD = _iri(AGG_PAYLOAD)
+_T_CHECKSUM = _iri(SPDX + "checksum")
+_T_CHECKSUM_VALUE = _iri(SPDX + "checksumValue")
+_CHECKSUM_TYPE = f"_:checksum {_T_TYPE} {_iri(SPDX + 'Checksum')} ."
+_CHECKSUM_ALGORITHM = (
+    f"_:checksum {_iri(SPDX + 'algorithm')} {_iri(SPDX + 'checksumAlgorithm_sha256')} ."
+)
+
+
 class RecordStore:
     def __init__(self, path: Path, base_iri: str, graphs: GraphBackend | None = None) -> None:
         self.path = path
@@ -115,32 +139,29 @@ class RecordStore:
     def catalog_record_ntriples(self, w: RecordWrite | RecordRow) -> bytes:
         rec = _iri(w.record_iri)
         lines = [
-            f"{rec} {_iri(RDF_TYPE)} {_iri(DCAT + 'CatalogRecord')} .",
-            f"{rec} {_iri(DCT + 'issued')} {_lit(w.first_seen, XSD + 'dateTime')} .",
-            f"{rec} {_iri(DCT + 'modified')} {_lit(w.modified, XSD + 'dateTime')} .",
-            f"{rec} {_iri(DCT + 'identifier')} {_lit(w.local_id)} .",
-            f"{rec} {_iri(AGG_HARVEST_SOURCE)} {_iri(self.source_iri(w.source))} .",
-            f"{rec} {_iri(AGG_STATUS)} {_iri(STATUS_IRIS[w.status])} .",
+            f"{rec} {_T_TYPE} {_T_CATALOG_RECORD} .",
+            f"{rec} {_T_ISSUED} {_lit(w.first_seen, _XSD_DATETIME)} .",
+            f"{rec} {_T_MODIFIED} {_lit(w.modified, _XSD_DATETIME)} .",
+            f"{rec} {_T_IDENTIFIER} {_lit(w.local_id)} .",
+            f"{rec} {_T_HARVEST_SOURCE} {_iri(self.source_iri(w.source))} .",
+            f"{rec} {_T_STATUS} {_T_STATUS_VALUES[w.status]} .",
         ]
         if w.dataset_iri:
-            lines.append(f"{rec} {_iri(FOAF + 'primaryTopic')} {_iri(w.dataset_iri)} .")
+            lines.append(f"{rec} {_T_PRIMARY_TOPIC} {_iri(w.dataset_iri)} .")
         if w.source_datestamp:
-            lines.append(
-                f"{rec} {_iri(AGG_SOURCE_DATESTAMP)} {_lit(w.source_datestamp, XSD + 'dateTime')} ."
-            )
+            lines.append(f"{rec} {_T_SOURCE_DATESTAMP} {_lit(w.source_datestamp, _XSD_DATETIME)} .")
         if w.job_id is not None:
-            lines.append(f"{rec} {_iri(PROV + 'wasGeneratedBy')} {_iri(self.job_iri(w.job_id))} .")
+            lines.append(f"{rec} {_T_GENERATED_BY} {_iri(self.job_iri(w.job_id))} .")
         if w.format:
-            lines.append(f"{rec} {_iri(AGG_FORMAT)} {_lit(w.format)} .")
+            lines.append(f"{rec} {_T_FORMAT} {_lit(w.format)} .")
         if w.payload_sha:
-            lines.append(f"{rec} {_iri(AGG_PAYLOAD)} {_iri(self.payload_iri(w.payload_sha))} .")
+            lines.append(f"{rec} {_T_PAYLOAD} {_iri(self.payload_iri(w.payload_sha))} .")
         if w.content_hash:
-            cs = "_:checksum"
             lines += [
-                f"{rec} {_iri(SPDX + 'checksum')} {cs} .",
-                f"{cs} {_iri(RDF_TYPE)} {_iri(SPDX + 'Checksum')} .",
-                f"{cs} {_iri(SPDX + 'algorithm')} {_iri(SPDX + 'checksumAlgorithm_sha256')} .",
-                f"{cs} {_iri(SPDX + 'checksumValue')} {_lit(w.content_hash, XSD + 'hexBinary')} .",
+                f"{rec} {_T_CHECKSUM} _:checksum .",
+                _CHECKSUM_TYPE,
+                _CHECKSUM_ALGORITHM,
+                f"_:checksum {_T_CHECKSUM_VALUE} {_lit(w.content_hash, _XSD_HEX)} .",
             ]
         return ("\n".join(lines) + "\n").encode()
 
