@@ -14,6 +14,9 @@ Measured, each server twice (interleaved) and the better run reported:
   sequential requests on a keep-alive connection, p50/p95/mean;
 - throughput: ``--clients`` client processes, each with a keep-alive connection, for
   ``--seconds``; requests per second;
+- the same two with SPARQLWrapper as the client, as an analyst's script uses it (a new
+  connection per query, the JSON parsed): the client's own cost is part of every figure, as
+  it is for the people who use the endpoint;
 - the in-process cost of the same query (pyoxigraph, no HTTP) and the cost of a snapshot
   (``Store.backup``, what ``SparqlEndpoint.refresh()`` does) and of opening it read-only.
 """
@@ -180,12 +183,57 @@ def _client(port: int, urls: list[str], start: float, stop: float, out: Any) -> 
     out.put((done, errors))
 
 
-def throughput(port: int, urls: list[str], clients: int, seconds: float) -> dict[str, float]:
+def _wrapper_one(endpoint: str, iri: str) -> None:
+    from SPARQLWrapper import JSON, SPARQLWrapper
+
+    sw = SPARQLWrapper(endpoint)
+    sw.setQuery(TITLE.format(iri))
+    sw.setReturnFormat(JSON)
+    result: Any = sw.queryAndConvert()
+    if not result["results"]["bindings"]:
+        raise RuntimeError(f"no title for {iri} from {endpoint}")
+
+
+def latency_wrapper(endpoint: str, iris: list[str], count: int) -> dict[str, float]:
+    """Like an analyst's script: SPARQLWrapper, a new connection per query, JSON parsed."""
+    for iri in iris[:20]:
+        _wrapper_one(endpoint, iri)
+    times = []
+    for i in range(count):
+        t0 = time.perf_counter()
+        _wrapper_one(endpoint, iris[i % len(iris)])
+        times.append((time.perf_counter() - t0) * 1000)
+    times.sort()
+    return {"p50_ms": times[len(times) // 2], "p95_ms": times[int(len(times) * 0.95)]}
+
+
+def _wrapper_client(endpoint: str, iris: list[str], start: float, stop: float, out: Any) -> None:
+    done = errors = 0
+    i = os.getpid()
+    while time.time() < start:
+        time.sleep(0.001)
+    while time.time() < stop:
+        try:
+            _wrapper_one(endpoint, iris[i % len(iris)])
+            done += 1
+        except Exception:
+            errors += 1
+        i += 7
+    out.put((done, errors))
+
+
+def throughput(
+    port: int, urls: list[str], clients: int, seconds: float, wrapper: str | None = None
+) -> dict[str, float]:
+    """``clients`` processes for ``seconds``: keep-alive http.client requests of ``urls``, or
+    with ``wrapper`` (an endpoint URL) SPARQLWrapper queries of ``urls`` (then IRIs)."""
     ctx = mp.get_context("fork")
     out = ctx.Queue()
     start = time.time() + 0.5
+    target: Any = _client if wrapper is None else _wrapper_client
+    first: Any = port if wrapper is None else wrapper
     procs = [
-        ctx.Process(target=_client, args=(port, urls, start, start + seconds, out))
+        ctx.Process(target=target, args=(first, urls, start, start + seconds, out))
         for _ in range(clients)
     ]
     for p in procs:
@@ -303,23 +351,40 @@ def main() -> None:
             "ours": (ours, paths("/sparql", iris)),
             "oxigraph": (theirs, paths("/query", iris)),
         }
+        endpoints = {
+            "ours": f"http://127.0.0.1:{ours}/sparql",
+            "oxigraph": f"http://127.0.0.1:{theirs}/query",
+        }
         runs: dict[str, list[dict[str, float]]] = {"ours": [], "oxigraph": []}
         tput: dict[str, list[dict[str, float]]] = {"ours": [], "oxigraph": []}
+        wruns: dict[str, list[dict[str, float]]] = {"ours": [], "oxigraph": []}
+        wtput: dict[str, list[dict[str, float]]] = {"ours": [], "oxigraph": []}
         for _ in range(2):
             for name, (port, urls) in servers.items():
                 runs[name].append(latency(port, urls, args.requests))
                 tput[name].append(throughput(port, urls, args.clients, args.seconds))
+                wruns[name].append(latency_wrapper(endpoints[name], iris, args.requests // 4))
+                wtput[name].append(
+                    throughput(port, iris, args.clients, args.seconds, wrapper=endpoints[name])
+                )
+        key = f"throughput_{args.clients}_clients"
         for name in servers:
             figures[name] = {
                 "latency": min(runs[name], key=lambda r: r["p50_ms"]),
-                f"throughput_{args.clients}_clients": max(tput[name], key=lambda r: r["req_per_s"]),
+                key: max(tput[name], key=lambda r: r["req_per_s"]),
+                "sparqlwrapper_latency": min(wruns[name], key=lambda r: r["p50_ms"]),
+                f"sparqlwrapper_{key}": max(wtput[name], key=lambda r: r["req_per_s"]),
             }
         o, x = figures["ours"], figures["oxigraph"]
-        key = f"throughput_{args.clients}_clients"
+        wkey = f"sparqlwrapper_{key}"
         figures["ratios"] = {
             "latency_p50_ours_over_oxigraph": o["latency"]["p50_ms"] / x["latency"]["p50_ms"],
             "latency_p95_ours_over_oxigraph": o["latency"]["p95_ms"] / x["latency"]["p95_ms"],
             "throughput_ours_over_oxigraph": o[key]["req_per_s"] / x[key]["req_per_s"],
+            "sparqlwrapper_latency_p50_ours_over_oxigraph": o["sparqlwrapper_latency"]["p50_ms"]
+            / x["sparqlwrapper_latency"]["p50_ms"],
+            "sparqlwrapper_throughput_ours_over_oxigraph": o[wkey]["req_per_s"]
+            / x[wkey]["req_per_s"],
         }
         print(json.dumps(figures, indent=2))
     finally:
