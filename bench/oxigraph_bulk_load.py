@@ -66,17 +66,20 @@ def main() -> None:
         store = Store(str(target))
         c0, t0, loaded = cpu_seconds(), time.perf_counter(), 0
         buf: list[bytes] = []
+
+        def load() -> None:
+            store.bulk_load(b"".join(buf), RdfFormat.N_QUADS, lenient=True)
+            store.flush()
+            buf.clear()
+
         for k in range(args.copies):
             for rec in records:
                 buf.append(_renamed(rec, k) if k else rec)
+                loaded += 1
                 if len(buf) == args.chunk:
-                    store.bulk_load(b"".join(buf), RdfFormat.N_QUADS, lenient=True)
-                    store.flush()
-                    loaded, buf = loaded + len(buf), []
+                    load()
         if buf:
-            store.bulk_load(b"".join(buf), RdfFormat.N_QUADS, lenient=True)
-            store.flush()
-            loaded += len(buf)
+            load()
         wall = time.perf_counter() - t0
         time.sleep(args.settle)
         cpu = cpu_seconds() - c0

@@ -165,24 +165,6 @@ def latency(port: int, urls: list[str], count: int) -> dict[str, float]:
     }
 
 
-def _client(port: int, urls: list[str], start: float, stop: float, out: Any) -> None:
-    conn = http.client.HTTPConnection("127.0.0.1", port)
-    done = errors = 0
-    i = os.getpid()
-    while time.time() < start:
-        time.sleep(0.001)
-    while time.time() < stop:
-        try:
-            one(conn, urls[i % len(urls)])
-            done += 1
-        except (OSError, RuntimeError, http.client.HTTPException):
-            errors += 1
-            conn.close()
-            conn = http.client.HTTPConnection("127.0.0.1", port)
-        i += 7
-    out.put((done, errors))
-
-
 def _wrapper_one(endpoint: str, iri: str) -> None:
     from SPARQLWrapper import JSON, SPARQLWrapper
 
@@ -207,17 +189,27 @@ def latency_wrapper(endpoint: str, iris: list[str], count: int) -> dict[str, flo
     return {"p50_ms": times[len(times) // 2], "p95_ms": times[int(len(times) * 0.95)]}
 
 
-def _wrapper_client(endpoint: str, iris: list[str], start: float, stop: float, out: Any) -> None:
+def _client(target: int | str, items: list[str], start: float, stop: float, out: Any) -> None:
+    """One client process. ``target``: a port (keep-alive http.client requests of the URLs in
+    ``items``) or an endpoint URL (SPARQLWrapper queries for the IRIs in ``items``)."""
+    port = target if isinstance(target, int) else None
+    conn = http.client.HTTPConnection("127.0.0.1", port) if port is not None else None
     done = errors = 0
     i = os.getpid()
     while time.time() < start:
         time.sleep(0.001)
     while time.time() < stop:
         try:
-            _wrapper_one(endpoint, iris[i % len(iris)])
+            if conn is None:
+                _wrapper_one(str(target), items[i % len(items)])
+            else:
+                one(conn, items[i % len(items)])
             done += 1
-        except Exception:
+        except (OSError, RuntimeError, http.client.HTTPException, ValueError):
             errors += 1
+            if conn is not None:
+                conn.close()
+                conn = http.client.HTTPConnection("127.0.0.1", port)
         i += 7
     out.put((done, errors))
 
@@ -230,10 +222,9 @@ def throughput(
     ctx = mp.get_context("fork")
     out = ctx.Queue()
     start = time.time() + 0.5
-    target: Any = _client if wrapper is None else _wrapper_client
-    first: Any = port if wrapper is None else wrapper
+    target: int | str = port if wrapper is None else wrapper
     procs = [
-        ctx.Process(target=target, args=(first, urls, start, start + seconds, out))
+        ctx.Process(target=_client, args=(target, urls, start, start + seconds, out))
         for _ in range(clients)
     ]
     for p in procs:
