@@ -283,8 +283,7 @@ class SparqlEndpoint:
                 NamedNode(iri)
             except ValueError as err:
                 raise SparqlError(400, f"not an absolute IRI: {iri!r} ({err})") from None
-        results_media = negotiate(accept, RESULT_ALIASES)
-        graph_media = negotiate(accept, GRAPH_ALIASES)
+        results_media, graph_media = _negotiated(accept)
         if results_media is None and graph_media is None:
             raise _not_acceptable({**RESULT_OFFERS, **GRAPH_OFFERS})
         request: dict[str, Any] = {
@@ -319,6 +318,21 @@ class SparqlEndpoint:
         media = str(header["media_type"])
         offer = RESULT_OFFERS.get(media) or GRAPH_OFFERS[media]
         return 200, body, offer.content_type, (("vary", "Accept"),)
+
+
+_NEGOTIATED: dict[str | None, tuple[str | None, str | None]] = {}
+
+
+def _negotiated(accept: str | None) -> tuple[str | None, str | None]:
+    """(results media type, graph media type) for an Accept header; clients send few distinct
+    headers, so the answers are kept (at most 512, then the memo starts again)."""
+    found = _NEGOTIATED.get(accept)
+    if found is None:
+        if len(_NEGOTIATED) >= 512:
+            _NEGOTIATED.clear()
+        found = (negotiate(accept, RESULT_ALIASES), negotiate(accept, GRAPH_ALIASES))
+        _NEGOTIATED[accept] = found
+    return found
 
 
 def _not_acceptable(offers: dict[str, Any] | Any, reason: str = "") -> SparqlError:

@@ -17,7 +17,6 @@ starts a response it might have to truncate.
 from __future__ import annotations
 
 import contextlib
-import io
 import json
 import os
 import signal
@@ -26,60 +25,14 @@ import struct
 import sys
 from typing import Any
 
-from pyoxigraph import (
-    NamedNode,
-    QueryBoolean,
-    QueryResultsFormat,
-    QuerySolutions,
-    RdfFormat,
-    Store,
-    parse,
-    parse_query_results,
-    serialize,
-)
+from pyoxigraph import Store
 
-from aggregator.serve.sparql_formats import GRAPH_FORMATS, RESULT_FORMATS
-from aggregator.serve.sparql_guard import neutralised
+from aggregator.serve.sparql_exec import error as _error
+from aggregator.serve.sparql_exec import execute
 from aggregator.serve.sparql_sandbox import deny_network, die_with_parent
 
 _LEN = struct.Struct(">I")
 MAX_FRAME = 1 << 31
-
-# Prefixes used when writing Turtle and RDF/XML: shorter, friendlier output.
-PREFIXES = {
-    "adms": "http://www.w3.org/ns/adms#",
-    "dcat": "http://www.w3.org/ns/dcat#",
-    "dct": "http://purl.org/dc/terms/",
-    "foaf": "http://xmlns.com/foaf/0.1/",
-    "prov": "http://www.w3.org/ns/prov#",
-    "rdf": "http://www.w3.org/1999/02/22-rdf-syntax-ns#",
-    "rdfs": "http://www.w3.org/2000/01/rdf-schema#",
-    "skos": "http://www.w3.org/2004/02/skos/core#",
-    "spdx": "http://spdx.org/rdf/terms#",
-    "vcard": "http://www.w3.org/2006/vcard/ns#",
-    "xsd": "http://www.w3.org/2001/XMLSchema#",
-}
-
-
-class TooManyRows(Exception):
-    pass
-
-
-class _LineCappedWriter(io.BytesIO):
-    """A binary sink for pyoxigraph's serialisers that stops once it holds more than
-    ``max_lines`` lines (TSV results and N-Triples hold one row or triple per line)."""
-
-    def __init__(self, max_lines: int) -> None:
-        super().__init__()
-        self.max_lines = max_lines
-        self.lines = 0
-
-    def write(self, data: bytes) -> int:  # type: ignore[override]
-        chunk = bytes(data)
-        self.lines += chunk.count(b"\n")
-        if self.lines > self.max_lines:
-            raise TooManyRows
-        return super().write(chunk)
 
 
 def recv_exact(sock: socket.socket, size: int) -> bytes | None:
@@ -104,74 +57,6 @@ def recv_frame(sock: socket.socket) -> bytes | None:
 def send_response(sock: socket.socket, header: dict[str, Any], body: bytes = b"") -> None:
     meta = json.dumps(header).encode()
     sock.sendall(_LEN.pack(4 + len(meta) + len(body)) + _LEN.pack(len(meta)) + meta + body)
-
-
-def _error(status: int, message: str) -> tuple[dict[str, Any], bytes]:
-    return {"status": status, "message": message}, b""
-
-
-def execute(store: Store, req: dict[str, Any]) -> tuple[dict[str, Any], bytes]:
-    """Run one request. Keys: ``query``; ``results`` / ``graph`` the negotiated media types
-    for SELECT/ASK and CONSTRUCT/DESCRIBE (None: not acceptable); ``default_graph`` /
-    ``named_graphs`` IRI lists or None; ``max_rows``; ``check_service``."""
-    query: str = req["query"]
-    if req.get("check_service"):
-        try:  # parse only: no result is read, and the text cannot name SERVICE any more
-            Store().query(neutralised(query))
-        except SyntaxError as err:
-            return _error(400, f"malformed query, or a SERVICE clause (not allowed): {err}")
-    kwargs: dict[str, Any] = {}
-    if req.get("default_graph") is None and req.get("named_graphs") is None:
-        kwargs["use_default_graph_as_union"] = True
-    else:  # the protocol's dataset replaces the query's: both lists, missing ones empty
-        kwargs["default_graph"] = [NamedNode(i) for i in req.get("default_graph") or ()]
-        kwargs["named_graphs"] = [NamedNode(i) for i in req.get("named_graphs") or ()]
-    try:
-        result = store.query(query, **kwargs)
-    except SyntaxError as err:
-        return _error(400, f"malformed query: {err}")
-    max_rows: int = req["max_rows"]
-    too_many = (
-        f"the result has more than {max_rows} rows, the limit of this endpoint:"
-        " narrow the query or page through it with LIMIT and OFFSET"
-    )
-    if isinstance(result, QueryBoolean):
-        media = req.get("results")
-        if media is None:
-            return _error(406, "no acceptable media type for an ASK result")
-        return {"status": 200, "media_type": media}, result.serialize(
-            format=RESULT_FORMATS[media]
-        ) or b""
-    if isinstance(result, QuerySolutions):
-        media = req.get("results")
-        if media is None:
-            return _error(406, "no acceptable media type for SELECT results")
-        writer = _LineCappedWriter(max_rows + 1)  # + the header line
-        try:
-            result.serialize(writer, format=QueryResultsFormat.TSV)
-        except TooManyRows:
-            return _error(400, too_many)
-        body = writer.getvalue()
-        fmt = RESULT_FORMATS[media]
-        if fmt != QueryResultsFormat.TSV:
-            parsed = parse_query_results(body, format=QueryResultsFormat.TSV)
-            body = parsed.serialize(format=fmt) or b""
-        return {"status": 200, "media_type": media}, body
-    media = req.get("graph")
-    if media is None:
-        return _error(406, "no acceptable media type for a CONSTRUCT or DESCRIBE result")
-    writer = _LineCappedWriter(max_rows)
-    try:
-        serialize(result, writer, RdfFormat.N_TRIPLES)
-    except TooManyRows:
-        return _error(400, too_many.replace("rows", "triples"))
-    body = writer.getvalue()
-    rdf_format = GRAPH_FORMATS[media]
-    if rdf_format != RdfFormat.N_TRIPLES:
-        triples = parse(body, format=RdfFormat.N_TRIPLES)
-        prefixes = PREFIXES if rdf_format in (RdfFormat.TURTLE, RdfFormat.RDF_XML) else None
-        body = serialize(triples, format=rdf_format, prefixes=prefixes) or b""
-    return {"status": 200, "media_type": media}, body
 
 
 def serve(sock: socket.socket, sandboxed: bool) -> None:
