@@ -629,13 +629,19 @@ def validate(c: Ctx, fmt: str, profile: str, media_type: str | None, file: Path)
 @main.command()
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", default=8000, show_default=True)
+@click.option(
+    "--processes",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Serving processes (default: serve.processes, else CPUs, at least 2, at most 4).",
+)
 @pass_ctx
-def serve(c: Ctx, host: str, port: int) -> None:
-    """Serve the aggregate (SPARQL endpoint, records, original payloads)."""
+def serve(c: Ctx, host: str, port: int, processes: int | None) -> None:
+    """Serve the aggregate (SPARQL endpoint, OAI-PMH, catalogue, records, payloads)."""
     from aggregator.serve.app import run_server
 
     with c.store() as store:
-        run_server(store, c.settings, host, port)
+        run_server(store, c.settings, host, port, processes)
 
 
 @main.command()

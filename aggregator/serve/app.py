@@ -3,27 +3,30 @@
 Each feature is a module exposing ``routes(ctx)``; this module only assembles them:
 
 - ``/sparql``   SPARQL 1.1 Protocol endpoint (:mod:`aggregator.serve.sparql`): read-only,
-  SERVICE refused, per-query deadline enforced by killable worker processes reading a
-  snapshot of the store;
+  SERVICE refused, a per-query deadline kept by replacing the serving process, queries
+  reading a snapshot of the store;
 - ``/oai``      OAI-PMH 2.0 data provider (:mod:`aggregator.serve.oai`);
 - ``/catalog``, ``/dataset/...``, ``/record/...``, ``/payload/...`` the DCAT catalogue with
   Hydra paging and dereferenceable IRIs (:mod:`aggregator.serve.catalog`);
 - ``/source/...``, ``/job/...`` provenance (:mod:`aggregator.serve.provenance`);
 - ``/`` an overview page.
 
-The SPARQL endpoint answers from a snapshot; :meth:`Aggregate.refresh` takes a new one after
-writes (the demo and the CLI call it after harvesting).
+:func:`run_server` (``aggregator serve``, the demo) runs the app in several serving processes
+under a supervisor that owns the store (:mod:`aggregator.serve.supervisor`). ``create_app``
+around a ``RecordStore`` gives the same app in one process (tests, embedding): its SPARQL
+endpoint publishes its own snapshots, :meth:`Aggregate.refresh` takes a new one after writes,
+and a query past its deadline gets its 503 but runs on in its thread (nothing can stop it
+inside one process).
 """
 
 from __future__ import annotations
 
 import html
-import socket
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from pathlib import Path
 
-import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import HTMLResponse
@@ -33,7 +36,9 @@ from aggregator.config import Settings
 from aggregator.serve import catalog, oai, provenance, sparql
 from aggregator.serve.context import ServeContext
 from aggregator.serve.rdf_formats import HTML_CSP
-from aggregator.store.records import RecordStore
+from aggregator.serve.sparql_runner import Supervision
+from aggregator.serve.supervisor import Supervisor
+from aggregator.store.records import RecordStore, StoreNames
 
 
 @dataclass
@@ -46,10 +51,19 @@ class Aggregate:
         self.sparql.refresh()
 
 
-def create_app(store: RecordStore, settings: Settings) -> Aggregate:
-    """Build the app. Call in the main thread (the OAI module reads its token key here)."""
-    ctx = ServeContext(store, settings)
-    sparql_routes = sparql.routes(ctx)
+def create_app(
+    store: StoreNames,
+    settings: Settings,
+    *,
+    oai_key: bytes | None = None,
+    snapshot_root: Path | None = None,
+    supervision: Supervision | None = None,
+) -> Aggregate:
+    """Build the app. ``store``: the ``RecordStore`` (one process), or its names with the OAI
+    token key, the snapshot folder and the supervision hooks (a serving process). Call in
+    the main thread (the OAI module reads its token key here)."""
+    ctx = ServeContext(store, settings, oai_key=oai_key, snapshot_root=snapshot_root)
+    sparql_routes = sparql.SparqlEndpoint(ctx, supervision=supervision).routes()
 
     def home(request: Request) -> HTMLResponse:
         db = ctx.read_db()
@@ -101,13 +115,8 @@ def create_app(store: RecordStore, settings: Settings) -> Aggregate:
     return Aggregate(app, sparql_routes.endpoint)
 
 
-def run_server(store: RecordStore, settings: Settings, host: str, port: int) -> None:
-    """Serve until interrupted. The socket is made with IPPROTO_TCP so that asyncio sets
-    TCP_NODELAY (without it streamed OAI pages stall ~40 ms on keep-alive connections)."""
-    aggregate = create_app(store, settings)
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, port))
-    config = uvicorn.Config(aggregate.app, log_level="warning", lifespan="on")
-    uvicorn.Server(config).run(sockets=[sock])
+def run_server(
+    store: RecordStore, settings: Settings, host: str, port: int, processes: int | None = None
+) -> None:
+    """Serve until SIGINT or SIGTERM: a supervisor and its serving processes."""
+    Supervisor(store, settings, host, port, processes=processes).serve_forever()

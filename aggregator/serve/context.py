@@ -1,8 +1,12 @@
 """What every republishing module gets: the store, the settings, and safe read access.
 
-The web layer runs handlers in several threads. The graph store (pyoxigraph) is safe to query
-from any thread; SQLite connections are not shared between threads, so :meth:`read_db` gives
-each thread its own read-only connection (WAL mode lets readers run beside the writer).
+``store`` is the ``RecordStore`` when the app runs in the process that owns the store, or only
+its names (:class:`StoreNames`) in a serving process of ``aggregator serve``, which then also
+gets the OAI token key and the folder where its supervisor publishes SPARQL snapshots.
+
+The web layer runs handlers in several threads. SQLite connections are not shared between
+threads, so :meth:`read_db` gives each thread its own read-only connection (WAL mode lets
+readers run beside the writer).
 """
 
 from __future__ import annotations
@@ -10,15 +14,18 @@ from __future__ import annotations
 import sqlite3
 import threading
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from aggregator.config import Settings
-from aggregator.store.records import RecordStore
+from aggregator.store.records import StoreNames
 
 
 @dataclass
 class ServeContext:
-    store: RecordStore
+    store: StoreNames
     settings: Settings
+    oai_key: bytes | None = None  # None: read (or made) from the store by the OAI module
+    snapshot_root: Path | None = None  # where the supervisor publishes SPARQL snapshots
     _local: threading.local = field(default_factory=threading.local, repr=False)
 
     @property

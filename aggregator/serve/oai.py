@@ -36,6 +36,7 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
 
+from aggregator.errors import StoreError
 from aggregator.serve import oai_store as db
 from aggregator.serve import oai_xml as xml
 from aggregator.serve.context import ServeContext
@@ -50,6 +51,7 @@ from aggregator.serve.oai_formats import (
     oai_dc,
 )
 from aggregator.serve.oai_tokens import TokenError, TokenSigner, TokenState, load_key
+from aggregator.store.records import RecordStore
 from aggregator.store.state import EU_THEME_CODES
 
 log = logging.getLogger(__name__)
@@ -508,7 +510,11 @@ async def _read_body(request: Request) -> bytes:
 def routes(ctx: ServeContext) -> list[BaseRoute]:
     """The ``/oai`` route. Call at start-up in the main thread: it reads the token key (from
     the environment, or from the store, where it is made once)."""
-    key = load_key(ctx.store, ctx.settings.serve.oai_token_key_env)
+    key = ctx.oai_key
+    if key is None:
+        if not isinstance(ctx.store, RecordStore):
+            raise StoreError("a serving process needs the OAI token key from its supervisor")
+        key = load_key(ctx.store, ctx.settings.serve.oai_token_key_env)
     provider = OaiProvider(ctx, TokenSigner(key))
 
     async def oai(request: Request) -> Response:

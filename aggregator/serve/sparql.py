@@ -3,35 +3,32 @@
 Public surface::
 
     routes(ctx) -> SparqlRoutes          # a list of Starlette routes; .endpoint is below
-    SparqlEndpoint(ctx, queue_wait=...)   # the ASGI endpoint and its worker pool
-        .start()    make the first store snapshot and start the workers (blocking)
-        .refresh()  snapshot the store again; call after each harvest (thread-safe)
-        .close()    kill the workers, delete the snapshots
+    SparqlEndpoint(ctx, queue_wait=..., supervision=...)
+        .start()    open the snapshot (and, owning the store, publish the first one)
+        .refresh()  publish a new snapshot; only for an endpoint that owns the store
+        .close()    close the snapshot (and delete the shelf it published)
         .lifespan   an async context manager for ``Starlette(lifespan=...)``
 
-Wiring (app.py)::
-
-    sparql_routes = sparql.routes(ctx)
-    endpoint = sparql_routes.endpoint
-    app = Starlette(routes=[*sparql_routes, ...], lifespan=endpoint.lifespan)
-    ...after a harvest: ctx.store.sync(); endpoint.refresh()
-
-Queries run in killable worker processes on a snapshot (:mod:`aggregator.serve.sparql_pool`);
-``SERVICE`` is refused (:mod:`aggregator.serve.sparql_guard`); results are serialised in full
-by the worker before the response starts, so a response is either complete or an error.
+Queries read a snapshot of the graph store (:mod:`aggregator.serve.snapshots`). Under
+``aggregator serve`` the supervisor (:mod:`aggregator.serve.supervisor`) owns the store and
+publishes snapshots to its serving processes; an app built around a ``RecordStore`` in one
+process publishes its own. Queries run in the serving process
+(:mod:`aggregator.serve.sparql_runner`: inline or in a thread, with a deadline that ends the
+process when the engine will not stop); ``SERVICE`` is refused
+(:mod:`aggregator.serve.sparql_guard`); results are serialised in full before the response
+starts (:mod:`aggregator.serve.sparql_exec`), so a response is either complete or an error.
 See docs/serve/sparql.md for formats, limits and status codes.
 """
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import logging
 import math
 import os
-import shutil
 from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
 from contextlib import asynccontextmanager
-from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl
 
@@ -40,6 +37,7 @@ from starlette.routing import BaseRoute, Route
 
 from aggregator.errors import StoreError
 from aggregator.serve.context import ServeContext
+from aggregator.serve.snapshots import SnapshotReader, SnapshotShelf, remove_stale_shelves
 from aggregator.serve.sparql_formats import (
     GRAPH_ALIASES,
     GRAPH_FORMATS,
@@ -49,8 +47,9 @@ from aggregator.serve.sparql_formats import (
     negotiate,
 )
 from aggregator.serve.sparql_guard import escaped_service, mentions_service, service_tokens
-from aggregator.serve.sparql_pool import PoolBusy, QueryDeadline, WorkerFailed, WorkerPool
+from aggregator.serve.sparql_runner import QueryDeadline, QueryRunner, RunnerBusy, Supervision
 from aggregator.store.graphs import OxigraphGraphs
+from aggregator.store.records import RecordStore
 
 log = logging.getLogger(__name__)
 
@@ -126,71 +125,96 @@ def service_description(endpoint_url: str) -> dict[str, bytes]:
     }
 
 
-def _remove_stale_snapshots(root: Path) -> None:
-    """Delete snapshot folders left by processes that no longer run (a crash, a kill -9)."""
-    if not root.is_dir():
-        return
-    for folder in root.iterdir():
-        pid = folder.name.split("-", 1)[0]
-        if not pid.isdigit() or int(pid) == os.getpid():
-            continue
-        try:
-            os.kill(int(pid), 0)
-        except ProcessLookupError:
-            shutil.rmtree(folder, ignore_errors=True)
-        except PermissionError:
-            pass
-
-
 class SparqlEndpoint:
     """The ``/sparql`` ASGI endpoint. Settings come from ``ctx.settings.serve``:
-    ``sparql_timeout`` (seconds, per query, enforced by killing the worker),
-    ``sparql_max_rows`` (rows or triples; over it a 400, never a truncated 200) and
-    ``sparql_concurrency`` (worker processes = queries at once)."""
+    ``sparql_timeout`` (seconds, per query; kept by ending the process that runs an engine
+    past it), ``sparql_max_rows`` (rows or triples; over it a 400, never a truncated 200) and
+    ``sparql_concurrency`` (queries at once in each serving process).
+
+    With ``supervision`` (a serving process of ``aggregator serve``) it reads the snapshots
+    the supervisor publishes under ``ctx.snapshot_root``; without, ``ctx.store`` must be a
+    ``RecordStore`` on the embedded Oxigraph store, and the endpoint publishes its own."""
 
     def __init__(
         self,
         ctx: ServeContext,
         *,
         queue_wait: float = 2.0,
-        snapshot_root: Path | None = None,
+        supervision: Supervision | None = None,
     ) -> None:
         serve = ctx.settings.serve
-        graphs = ctx.store.graphs
-        if not isinstance(graphs, OxigraphGraphs):
-            raise StoreError("the SPARQL endpoint needs the embedded Oxigraph graph store")
         self.timeout = serve.sparql_timeout
         self.max_rows = serve.sparql_max_rows
         self.endpoint_url = ctx.base_url + "sparql"
-        self._snapshots_dir = ctx.store.path / "sparql-snapshots"
-        root = snapshot_root or self._snapshots_dir / f"{os.getpid()}-{next(_COUNTER)}"
-        self.pool = WorkerPool(
-            graphs.store,
-            root,
-            size=serve.sparql_concurrency,
+        self.shelf: SnapshotShelf | None = None
+        self._shelves = ctx.store.path / "sparql-snapshots"
+        if supervision is not None and ctx.snapshot_root is not None:
+            root = ctx.snapshot_root
+        else:
+            store = ctx.store
+            if not isinstance(store, RecordStore) or not isinstance(store.graphs, OxigraphGraphs):
+                raise StoreError("the SPARQL endpoint needs the embedded Oxigraph graph store")
+            root = self._shelves / f"{os.getpid()}-{next(_COUNTER)}"
+            self.shelf = SnapshotShelf(root, store.graphs.store)
+        self.reader = SnapshotReader(root)
+        self.runner = QueryRunner(
+            self.reader,
+            timeout=self.timeout,
+            concurrency=serve.sparql_concurrency,
             queue_wait=min(queue_wait, self.timeout),
+            supervision=supervision,
         )
         self.descriptions = service_description(self.endpoint_url)
 
     # -- life cycle ---------------------------------------------------------------------------
     def start(self) -> None:
-        _remove_stale_snapshots(self._snapshots_dir)
-        self.pool.start()
+        if self.shelf is not None:
+            remove_stale_shelves(self._shelves)
+            self.shelf.publish()
+        self.reader.check()
+        self.runner.start()
 
     def refresh(self) -> str:
-        """Snapshot the store for the queries that follow; returns the snapshot's folder."""
-        return self.pool.refresh()
+        """Publish a snapshot of the store for the queries that follow; returns its folder."""
+        if self.shelf is None:
+            raise StoreError("this endpoint reads snapshots its supervisor publishes")
+        path = self.shelf.publish()
+        self.reader.check()
+        self.shelf.collect()
+        return str(path)
+
+    @property
+    def snapshot(self) -> str | None:
+        """The name of the snapshot queries read now."""
+        return self.reader.name
 
     def close(self) -> None:
-        self.pool.close()
+        self.reader.close()
+        if self.shelf is not None:
+            self.shelf.remove()
 
     @asynccontextmanager
     async def lifespan(self, app: object) -> AsyncIterator[None]:
         self.start()
+        follow = None
+        if self.shelf is None:  # snapshots come from the supervisor: switch even when idle
+            follow = asyncio.get_running_loop().create_task(self._follow_snapshots())
         try:
             yield
         finally:
+            if follow is not None:
+                follow.cancel()
             self.close()
+
+    async def _follow_snapshots(self, period: float = 1.0) -> None:
+        """Check for a newer snapshot now and then, so that an idle process lets go of the
+        old one (the supervisor deletes a snapshot once no process has it open)."""
+        while True:
+            await asyncio.sleep(period)
+            try:
+                self.reader.check()
+            except OSError as err:
+                log.error("cannot open the new SPARQL snapshot: %s", err)
 
     def routes(self) -> SparqlRoutes:
         out = SparqlRoutes([Route("/sparql", self, name="sparql")])
@@ -266,10 +290,14 @@ class SparqlEndpoint:
             return 200, self.descriptions[media], offer.content_type, (("vary", "Accept"),)
         if len(queries) > 1:
             raise SparqlError(400, "exactly one query, please")
-        return await self._query(queries[0], params, accept)
+        return await self._query(queries[0], params, accept, scope.get("client"))
 
     async def _query(
-        self, query: str, params: list[tuple[str, str]], accept: str | None
+        self,
+        query: str,
+        params: list[tuple[str, str]],
+        accept: str | None,
+        client: tuple[str, int] | None,
     ) -> tuple[int, bytes, str, tuple[tuple[str, str], ...]]:
         if len(query) > MAX_QUERY:
             raise SparqlError(413, f"the query is longer than {MAX_QUERY} characters")
@@ -296,8 +324,8 @@ class SparqlEndpoint:
             "check_service": check_service,
         }
         try:
-            header, body = await self.pool.run(request, self.timeout)
-        except PoolBusy:
+            header, body = await self.runner.run(request, client)
+        except RunnerBusy:
             raise SparqlError(
                 503, "too many queries at once: retry shortly", (("retry-after", "1"),)
             ) from None
@@ -308,7 +336,8 @@ class SparqlEndpoint:
                 f"the query ran past the {self.timeout:g} s limit of this endpoint",
                 (("retry-after", retry),),
             ) from None
-        except WorkerFailed:
+        except (OSError, ValueError, TypeError) as err:
+            log.error("SPARQL query failed: %s", err)
             raise SparqlError(500, "the query failed unexpectedly") from None
         status = int(header["status"])
         if status != 200:

@@ -1,11 +1,13 @@
 """Deny a process IP networking: a seccomp filter that makes ``socket()`` fail with EACCES for
 every address family but AF_UNIX (and ``io_uring_setup``, which could open sockets too).
 
-The SPARQL worker processes install it before they open the store and before any thread
-starts, so the engine cannot reach the network even if a ``SERVICE`` clause got past
-:mod:`aggregator.serve.sparql_guard`. Unprivileged (``PR_SET_NO_NEW_PRIVS`` first), Linux on
-x86-64 and aarch64 only; elsewhere :func:`deny_network` returns False and the guard alone
-applies. Filters are inherited by threads created afterwards and by child processes.
+The serving processes of ``aggregator serve`` (:mod:`aggregator.serve.worker`) install it
+before they open anything and before any thread starts; they only accept connections on the
+listening socket they inherit. So the query engine cannot reach the network even if a
+``SERVICE`` clause got past :mod:`aggregator.serve.sparql_guard`. Unprivileged
+(``PR_SET_NO_NEW_PRIVS`` first), Linux on x86-64 and aarch64 only; elsewhere
+:func:`deny_network` returns False and the guard alone applies. Filters are inherited by
+threads created afterwards and by child processes.
 """
 
 from __future__ import annotations

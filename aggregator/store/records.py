@@ -92,33 +92,13 @@ _CHECKSUM_ALGORITHM = (
 )
 
 
-class RecordStore:
-    def __init__(self, path: Path, base_iri: str, graphs: GraphBackend | None = None) -> None:
+class StoreNames:
+    """What a store's IRIs and catalogue records are, without opening anything: enough for
+    the serving processes, which read the state database and a graph snapshot themselves."""
+
+    def __init__(self, path: Path, base_iri: str) -> None:
         self.path = path
         self.base_iri = base_iri
-        path.mkdir(parents=True, exist_ok=True)
-        # The graph store's lock comes first: it makes this process the only writer.
-        self.graphs: GraphBackend = graphs or OxigraphGraphs(path / "graphs")
-        self.db = StateDB(path / "state.sqlite3")
-        self.jobs = Jobs(self.db)
-        self.recovered = self.recover()
-        self._applier = GraphApplier(self.graphs, path / "state.sqlite3")
-        stale = self.jobs.fail_stale()
-        if stale:
-            log.warning("marked %d job(s) left running by a dead process as failed", len(stale))
-
-    def close(self) -> None:
-        try:
-            self._applier.stop()
-        finally:
-            self.graphs.close()
-            self.db.close()
-
-    def __enter__(self) -> RecordStore:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     # -- IRIs -------------------------------------------------------------------------------
     def record_iri(self, source: str, local_id: str) -> str:
@@ -164,6 +144,34 @@ class RecordStore:
                 f"_:checksum {_T_CHECKSUM_VALUE} {_lit(w.content_hash, _XSD_HEX)} .",
             ]
         return ("\n".join(lines) + "\n").encode()
+
+
+class RecordStore(StoreNames):
+    def __init__(self, path: Path, base_iri: str, graphs: GraphBackend | None = None) -> None:
+        super().__init__(path, base_iri)
+        path.mkdir(parents=True, exist_ok=True)
+        # The graph store's lock comes first: it makes this process the only writer.
+        self.graphs: GraphBackend = graphs or OxigraphGraphs(path / "graphs")
+        self.db = StateDB(path / "state.sqlite3")
+        self.jobs = Jobs(self.db)
+        self.recovered = self.recover()
+        self._applier = GraphApplier(self.graphs, path / "state.sqlite3")
+        stale = self.jobs.fail_stale()
+        if stale:
+            log.warning("marked %d job(s) left running by a dead process as failed", len(stale))
+
+    def close(self) -> None:
+        try:
+            self._applier.stop()
+        finally:
+            self.graphs.close()
+            self.db.close()
+
+    def __enter__(self) -> RecordStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def _graph_content(
         self,

@@ -1,0 +1,289 @@
+"""``aggregator serve``: one supervisor process, several serving processes.
+
+The supervisor owns the read-write store. It opens the listening socket, publishes read-only
+snapshots of the graph store for SPARQL (:mod:`aggregator.serve.snapshots`), and runs
+``processes`` serving processes (:mod:`aggregator.serve.worker`), each a uvicorn server on the
+shared socket: the kernel hands each new connection to a process that is waiting in
+``accept``. It restarts a serving process that exits, which is how a SPARQL query past its
+deadline is stopped (:mod:`aggregator.serve.sparql_runner`): the process that ran it ends and
+a fresh one takes its place, while the others keep answering. Connections that arrive in the
+meantime wait in the socket's backlog; none is refused.
+
+Each serving process gets a :class:`WorkerSpec` (pickled, on its stdin) and reports on a pipe
+when it is ready: its pid and whether its network sandbox is in force.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import pickle
+import select
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import aggregator
+from aggregator.config import Settings
+from aggregator.errors import StoreError
+from aggregator.serve.oai_tokens import load_key
+from aggregator.serve.snapshots import SnapshotShelf, remove_stale_shelves
+from aggregator.store.graphs import OxigraphGraphs
+from aggregator.store.records import RecordStore
+
+log = logging.getLogger(__name__)
+
+EXIT_OVERRUN = 3  # a serving process ended itself to stop a runaway inline query
+EXIT_RETIRED = 4  # ... retired after a runaway query in a thread, once in-flight work was done
+
+
+@dataclass(frozen=True)
+class WorkerSpec:
+    """What a serving process needs; sent pickled on its stdin by its own supervisor."""
+
+    settings: Settings
+    store_path: Path
+    base_iri: str
+    oai_key: bytes
+    snapshot_root: Path
+    listen_fd: int
+    status_fd: int
+    parent: int
+    index: int
+
+
+@dataclass(eq=False)
+class ServingProcess:
+    index: int
+    proc: subprocess.Popen[bytes]
+    status: int  # read end of the status pipe
+    started: float = field(default_factory=time.monotonic)
+    ready: bool = False
+    sandboxed: bool = False
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def close_status(self) -> None:
+        if self.status >= 0:
+            os.close(self.status)
+            self.status = -1
+
+
+def default_processes() -> int:
+    """Two at least (one keeps answering while another is replaced), four at most."""
+    return min(4, max(2, os.cpu_count() or 1))
+
+
+class Supervisor:
+    def __init__(
+        self,
+        store: RecordStore,
+        settings: Settings,
+        host: str,
+        port: int,
+        *,
+        processes: int | None = None,
+        start_timeout: float = 60.0,
+    ) -> None:
+        if not isinstance(store.graphs, OxigraphGraphs):
+            raise StoreError("serving needs the embedded Oxigraph graph store")
+        self.store = store
+        self.settings = settings
+        self.processes = processes or settings.serve.processes or default_processes()
+        self.start_timeout = start_timeout
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        # IPPROTO_TCP: asyncio then sets TCP_NODELAY (streamed OAI pages stall ~40 ms otherwise)
+        self.sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind((host, port))
+        self.sock.listen(2048)
+        self.sock.set_inheritable(True)
+        self.host = host
+        self.port: int = self.sock.getsockname()[1]
+        shelves = store.path / "sparql-snapshots"
+        remove_stale_shelves(shelves)
+        self.shelf = SnapshotShelf(shelves / f"{os.getpid()}-serve", store.graphs.store)
+        self.oai_key = load_key(store, settings.serve.oai_token_key_env)
+        self.workers: list[ServingProcess] = []
+        self.restarts = 0
+        self.exit_codes: list[int] = []  # of the serving processes that ended while serving
+        self._lock = threading.Lock()
+        self._stopping = threading.Event()
+        self._monitor: threading.Thread | None = None
+
+    @property
+    def url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}/"
+
+    # -- life cycle ---------------------------------------------------------------------------
+    def start(self) -> None:
+        """Publish the first snapshot, start the serving processes and wait until each is
+        ready (connections made before that wait in the backlog)."""
+        self.store.sync()
+        self.shelf.publish()
+        spawned = [self._spawn(i) for i in range(self.processes)]
+        for w in spawned:
+            self._wait_ready(w)
+        with self._lock:
+            self.workers = spawned
+        self._monitor = threading.Thread(target=self._watch, name="serve-monitor", daemon=True)
+        self._monitor.start()
+
+    def refresh(self) -> None:
+        """Publish a snapshot of the store as it is now (after writes): every serving process
+        reads it from its next query, or within a second when idle."""
+        self.store.sync()
+        self.shelf.publish()
+
+    def stop(self, grace: float = 10.0) -> None:
+        """Ask the serving processes to finish (SIGTERM: uvicorn's graceful shutdown), kill
+        those still running after ``grace`` seconds, delete the snapshots."""
+        self._stopping.set()
+        if self._monitor is not None:
+            self._monitor.join()
+        with self._lock:
+            workers, self.workers = self.workers, []
+        for w in workers:
+            with contextlib.suppress(OSError):
+                w.proc.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + grace
+        for w in workers:
+            try:
+                w.proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                log.warning("serving process %d did not stop in %.0f s; killed", w.pid, grace)
+                w.proc.kill()
+                w.proc.wait()
+            w.close_status()
+        self.shelf.remove()
+        self.sock.close()
+
+    def serve_forever(self) -> None:
+        """Start, then run until SIGINT or SIGTERM (call from the main thread)."""
+        stop = threading.Event()
+        signals = (signal.SIGINT, signal.SIGTERM)
+        previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in signals}
+        try:
+            self.start()
+            log.info("serving on %s with %d processes", self.url, self.processes)
+            while not stop.wait(0.5):
+                pass
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+            self.stop()
+
+    @property
+    def pids(self) -> list[int]:
+        with self._lock:
+            return [w.pid for w in self.workers]
+
+    @property
+    def sandboxed(self) -> bool:
+        """True when every serving process runs with IP networking denied."""
+        with self._lock:
+            return bool(self.workers) and all(w.sandboxed for w in self.workers)
+
+    # -- serving processes --------------------------------------------------------------------
+    def _spawn(self, index: int) -> ServingProcess:
+        status_r, status_w = os.pipe()
+        spec = WorkerSpec(
+            settings=self.settings,
+            store_path=self.store.path,
+            base_iri=self.store.base_iri,
+            oai_key=self.oai_key,
+            snapshot_root=self.shelf.root,
+            listen_fd=self.sock.fileno(),
+            status_fd=status_w,
+            parent=os.getpid(),
+            index=index,
+        )
+        env = dict(os.environ)
+        root = str(Path(aggregator.__file__).resolve().parent.parent)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
+        try:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "aggregator.serve.worker"],
+                pass_fds=[self.sock.fileno(), status_w],
+                stdin=subprocess.PIPE,
+                env=env,
+                start_new_session=True,  # Ctrl-C reaches the supervisor only; it stops them
+            )
+        finally:
+            os.close(status_w)
+        assert proc.stdin is not None
+        try:
+            proc.stdin.write(pickle.dumps(spec))
+            proc.stdin.close()
+        except OSError:
+            pass  # it died at once: the ready wait reports it
+        return ServingProcess(index, proc, status_r)
+
+    def _wait_ready(self, w: ServingProcess) -> None:
+        deadline = time.monotonic() + self.start_timeout
+        line = b""
+        while not line.endswith(b"\n"):
+            left = deadline - time.monotonic()
+            readable, _, _ = select.select([w.status], [], [], max(0.0, left))
+            chunk = os.read(w.status, 4096) if readable else b""
+            if not chunk:
+                w.proc.kill()
+                w.proc.wait()
+                w.close_status()
+                code = w.proc.returncode
+                raise StoreError(f"serving process {w.pid} did not start (exit {code})")
+            line += chunk
+        report = json.loads(line)
+        w.ready = True
+        w.sandboxed = bool(report.get("sandboxed"))
+        if not w.sandboxed:
+            log.warning("serving process %d runs without the network sandbox", w.pid)
+
+    def _watch(self) -> None:
+        """Restart serving processes that exit; delete snapshots no process reads."""
+        delay = 0.5
+        last_collect = 0.0
+        while not self._stopping.wait(0.1):
+            with self._lock:
+                dead = [w for w in self.workers if w.proc.poll() is not None]
+            for old in dead:
+                code = old.proc.returncode
+                self.exit_codes.append(code)
+                reason = {
+                    EXIT_OVERRUN: "stopped a SPARQL query past its deadline",
+                    EXIT_RETIRED: "retired after a SPARQL query past its deadline",
+                }.get(code, f"exited with {code}")
+                log.warning("serving process %d %s; starting another", old.pid, reason)
+                old.close_status()
+                if time.monotonic() - old.started < 1.0 and code not in (
+                    EXIT_OVERRUN,
+                    EXIT_RETIRED,
+                ):
+                    self._stopping.wait(delay)  # crashing at start: do not spin
+                    delay = min(delay * 2, 30.0)
+                else:
+                    delay = 0.5
+                if self._stopping.is_set():
+                    return
+                try:
+                    fresh = self._spawn(old.index)
+                    self._wait_ready(fresh)
+                except (OSError, StoreError) as err:
+                    log.error("cannot start a serving process: %s", err)
+                    continue  # the dead one stays listed and is tried again
+                with self._lock:
+                    self.workers[self.workers.index(old)] = fresh
+                    self.restarts += 1
+            if time.monotonic() - last_collect > 2.0:
+                last_collect = time.monotonic()
+                self.shelf.collect()

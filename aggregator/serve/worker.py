@@ -1,0 +1,147 @@
+"""A serving process of ``aggregator serve``: the whole app under uvicorn on the supervisor's
+listening socket (``python -m aggregator.serve.worker``, a pickled
+:class:`~aggregator.serve.supervisor.WorkerSpec` on stdin).
+
+Before anything else it asks to die with its supervisor and denies itself IP networking
+(:mod:`aggregator.serve.sparql_sandbox`: it only accepts on the socket it was given, so a
+``SERVICE`` clause that got past the guard still cannot reach another host). It reads the
+state database read-only and SPARQL snapshots the supervisor publishes; it never opens the
+read-write store.
+
+It gives the SPARQL runner its :class:`~aggregator.serve.sparql_runner.Supervision` hooks:
+
+- ``quiet``: only the caller's request is in flight and no response is still buffered, so a
+  query may run inline;
+- ``overrun`` (watchdog thread, the loop being stuck in the engine): answer the query's client
+  with a 503, answer connections that sent a request meanwhile with a 503 too ("retry"), and
+  exit at once with :data:`EXIT_OVERRUN`;
+- ``retire`` (loop thread): uvicorn's graceful shutdown, then exit with :data:`EXIT_RETIRED`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import math
+import os
+import pickle
+import select
+import signal
+import socket
+import sys
+from typing import Any, NoReturn
+
+from aggregator.serve.sparql_sandbox import deny_network, die_with_parent
+from aggregator.serve.supervisor import EXIT_OVERRUN, EXIT_RETIRED, WorkerSpec
+
+log = logging.getLogger(__name__)
+_QUIET_MAX_CONNECTIONS = 64  # past this many open connections, do not scan them: use a thread
+
+
+def _response_503(message: str, retry_after: int) -> bytes:
+    body = (message + "\n").encode()
+    head = (
+        "HTTP/1.1 503 Service Unavailable\r\n"
+        "content-type: text/plain; charset=utf-8\r\n"
+        f"content-length: {len(body)}\r\n"
+        f"retry-after: {retry_after}\r\n"
+        "access-control-allow-origin: *\r\n"
+        "connection: close\r\n\r\n"
+    )
+    return head.encode("ascii") + body
+
+
+class _Hooks:
+    """The supervision hooks over one uvicorn server (set once the server exists)."""
+
+    def __init__(self) -> None:
+        self.server: Any = None  # uvicorn.Server
+        self.retired = False
+
+    def quiet(self) -> bool:
+        state = self.server.server_state
+        if len(state.tasks) > 1 or len(state.connections) > _QUIET_MAX_CONNECTIONS:
+            return False
+        return all(
+            c.transport is None or c.transport.get_write_buffer_size() == 0
+            for c in state.connections
+        )
+
+    def overrun(self, client: tuple[str, int] | None, timeout: float) -> NoReturn:
+        try:
+            mine = _response_503(
+                f"the query ran past the {timeout:g} s limit of this endpoint",
+                max(1, math.ceil(timeout)),
+            )
+            others = _response_503("this server process is restarting: retry", 1)
+            for conn in list(self.server.server_state.connections):
+                transport = conn.transport
+                if transport is None:
+                    continue
+                sock = transport.get_extra_info("socket")
+                if sock is None:
+                    continue
+                fd = sock.fileno()
+                if conn.client == client:
+                    _write_all(fd, mine)
+                elif select.select([fd], [], [], 0)[0]:  # a request came in meanwhile
+                    _write_all(fd, others)
+            log.warning("SPARQL query over its %.1f s deadline: this serving process ends", timeout)
+        finally:
+            os._exit(EXIT_OVERRUN)
+
+    def retire(self) -> None:
+        self.retired = True
+        self.server.should_exit = True
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    with contextlib.suppress(OSError):
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+
+
+def main() -> int:
+    spec: WorkerSpec = pickle.load(sys.stdin.buffer)  # noqa: S301 - from our supervisor
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the supervisor decides when we stop
+    die_with_parent(signal.SIGKILL)
+    if os.getppid() != spec.parent:  # the supervisor died before the request above
+        return 1
+    sandboxed = deny_network()  # before any thread starts
+
+    import uvicorn
+
+    from aggregator.serve.app import create_app
+    from aggregator.serve.sparql_runner import Supervision
+    from aggregator.store.records import StoreNames
+
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    hooks = _Hooks()
+    aggregate = create_app(
+        StoreNames(spec.store_path, spec.base_iri),
+        spec.settings,
+        oai_key=spec.oai_key,
+        snapshot_root=spec.snapshot_root,
+        supervision=Supervision(hooks.quiet, hooks.overrun, hooks.retire),
+    )
+    config = uvicorn.Config(
+        aggregate.app,
+        log_level="warning",
+        lifespan="on",
+        timeout_graceful_shutdown=max(5, math.ceil(spec.settings.serve.sparql_timeout)),
+    )
+    server = uvicorn.Server(config)
+    hooks.server = server
+    sock = socket.socket(fileno=spec.listen_fd)
+    report = {"pid": os.getpid(), "sandboxed": sandboxed, "index": spec.index}
+    os.write(spec.status_fd, (json.dumps(report) + "\n").encode())
+    os.close(spec.status_fd)
+    server.run(sockets=[sock])
+    # daemon threads may still run a query nobody waits for: do not wait for them
+    os._exit(EXIT_RETIRED if hooks.retired else 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
