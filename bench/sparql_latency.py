@@ -6,8 +6,9 @@ data, both on 127.0.0.1.
 
 The store is filled through the real pipeline (the local OAI-PMH peer, the harvester, the
 dcat mapper, SHACL, the record store) unless ``--store`` already holds enough records. Our
-endpoint runs in its own process (uvicorn, one event loop, ``--concurrency`` query worker
-processes); ``oxigraph serve --union-default-graph`` runs on a ``Store.backup`` copy.
+endpoint runs as ``aggregator serve`` does (a supervisor and ``--processes`` serving
+processes, default as many as CPUs, 2 to 4); ``oxigraph serve --union-default-graph`` runs on a
+``Store.backup`` copy.
 
 Measured, each server twice (interleaved) and the better run reported:
 - point-query latency (one dataset's title by IRI, a different IRI each time): one client,
@@ -95,29 +96,18 @@ def active_records(store_path: Path) -> int:
 
 
 # -- servers --------------------------------------------------------------------------------------
-def serve_ours(store_path: str, port: int, concurrency: int) -> None:
-    """Entry point of the server process (``--serve-ours``)."""
-    import uvicorn
-    from starlette.applications import Starlette
-
+def serve_ours(store_path: str, port: int, processes: int) -> None:
+    """Entry point of the server process (``--serve-ours``): ``aggregator serve`` as the CLI
+    runs it (a supervisor and ``processes`` serving processes)."""
     from aggregator.config import ServeSettings, Settings
-    from aggregator.serve.context import ServeContext
-    from aggregator.serve.sparql import routes
+    from aggregator.serve.app import run_server
     from aggregator.store.records import RecordStore
 
     settings = Settings(
-        config_path=None,
-        store_path=Path(store_path),
-        base_iri=BASE,
-        serve=ServeSettings(sparql_concurrency=concurrency),
+        config_path=None, store_path=Path(store_path), base_iri=BASE, serve=ServeSettings()
     )
-    store = RecordStore(Path(store_path), BASE)
-    sparql_routes = routes(ServeContext(store, settings))
-    app = Starlette(routes=sparql_routes, lifespan=sparql_routes.endpoint.lifespan)
-    try:
-        uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")
-    finally:
-        store.close()
+    with RecordStore(Path(store_path), BASE) as store:
+        run_server(store, settings, "127.0.0.1", port, processes or None)
 
 
 def wait_ready(port: int, path: str, timeout: float = 120.0) -> None:
@@ -286,8 +276,8 @@ def main() -> None:
     ap.add_argument("--clients", type=int, default=8)
     ap.add_argument("--seconds", type=float, default=10.0)
     ap.add_argument("--requests", type=int, default=2000, help="for the latency figures")
-    ap.add_argument("--concurrency", type=int, default=4, help="our query worker processes")
-    ap.add_argument("--serve-ours", nargs=3, metavar=("STORE", "PORT", "CONCURRENCY"))
+    ap.add_argument("--processes", type=int, default=0, help="our serving processes (0: auto)")
+    ap.add_argument("--serve-ours", nargs=3, metavar=("STORE", "PORT", "PROCESSES"))
     args = ap.parse_args()
     if args.serve_ours:
         serve_ours(args.serve_ours[0], int(args.serve_ours[1]), int(args.serve_ours[2]))
@@ -316,7 +306,7 @@ def main() -> None:
                     "--serve-ours",
                     str(store_path),
                     str(ours),
-                    str(args.concurrency),
+                    str(args.processes),
                 ]
             )
         )

@@ -36,6 +36,7 @@ from aggregator.config import Settings
 from aggregator.serve import catalog, oai, provenance, sparql
 from aggregator.serve.context import ServeContext
 from aggregator.serve.rdf_formats import HTML_CSP
+from aggregator.serve.sparql import Receive, Scope, Send
 from aggregator.serve.sparql_runner import Supervision
 from aggregator.serve.supervisor import Supervisor
 from aggregator.store.records import RecordStore, StoreNames
@@ -49,6 +50,15 @@ class Aggregate:
     def refresh(self) -> None:
         """Make the SPARQL endpoint see the store as it is now."""
         self.sparql.refresh()
+
+    async def asgi(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """The app as served: ``/sparql`` goes straight to its endpoint (the hot path: no
+        router or middleware, ~15 us less per query; the endpoint answers its own errors),
+        everything else (and the lifespan) through Starlette."""
+        if scope["type"] == "http" and scope["path"] == "/sparql":
+            await self.sparql(scope, receive, send)
+        else:
+            await self.app(scope, receive, send)
 
 
 def create_app(

@@ -103,6 +103,7 @@ class SnapshotReader:
 
     def __init__(self, root: Path) -> None:
         self.root = root
+        self._current = str(root / CURRENT)  # a str: stat'ed for every query
         self._lock = threading.Lock()
         self._snapshot: Snapshot | None = None
         self._seen: tuple[int, int] | None = None  # CURRENT's (inode, mtime) when last read
@@ -130,7 +131,7 @@ class SnapshotReader:
     def check(self) -> None:
         """Switch to the newest snapshot if ``CURRENT`` changed."""
         try:
-            st = os.stat(self.root / CURRENT)
+            st = os.stat(self._current)
         except FileNotFoundError:
             return
         seen = (st.st_ino, st.st_mtime_ns)  # a new file each time: a new inode

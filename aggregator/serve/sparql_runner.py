@@ -4,11 +4,12 @@ pyoxigraph's ``query()`` has no timeout and cannot be interrupted; it releases t
 evaluates. A query runs in one of two ways:
 
 - **inline**, in the event loop's thread, when the process is supervised (``aggregator
-  serve``) and nothing else is in flight in it (:attr:`Supervision.quiet`): no thread or
-  process hop, so a point query costs what the engine costs. A watchdog thread checks the
-  deadline; a query past it is answered with a 503 by :attr:`Supervision.overrun` straight on
-  its socket, and the process exits (its supervisor starts another): the only way to stop
-  the engine, and nothing else was running in the process to be cut short;
+  serve``), no other query runs in it and no response in it is half-sent
+  (:attr:`Supervision.quiet`): no thread or process hop, so a point query costs what the
+  engine costs. A watchdog thread checks the deadline; a query past it is answered with a
+  503 by :attr:`Supervision.overrun` straight on its socket, requests waiting behind it get
+  a 503 "retry", and the process exits (its supervisor starts another): the only way to stop
+  the engine, and no response is cut short;
 - **in a thread** otherwise: the loop stays free, and at the deadline the client gets a clean
   503 at once. The thread cannot be stopped, so a supervised process then retires
   (:attr:`Supervision.retire`: it stops accepting, finishes what is in flight and exits);
@@ -51,8 +52,8 @@ class QueryDeadline(Exception):
 class Supervision:
     """Hooks of a serving process that a supervisor replaces when it exits.
 
-    ``quiet()``: True when nothing but the caller's request is in flight in this process (the
-    loop thread asks, just before running a query inline). ``overrun(client)``: called from
+    ``quiet()``: True when no response of this process is half-sent (the loop thread asks,
+    just before running a query inline). ``overrun(client)``: called from
     the watchdog thread when an inline query ran past its deadline; it answers that client
     (the ASGI ``client`` address) with a 503 and ends the process. ``retire()``: called in the
     loop thread after a threaded query ran past its deadline; the process stops taking work

@@ -40,8 +40,9 @@ from aggregator.store.records import RecordStore
 
 log = logging.getLogger(__name__)
 
-EXIT_OVERRUN = 3  # a serving process ended itself to stop a runaway inline query
-EXIT_RETIRED = 4  # ... retired after a runaway query in a thread, once in-flight work was done
+# exit codes of a serving process (uvicorn itself uses 1 and 3)
+EXIT_OVERRUN = 75  # it ended itself to stop a runaway inline query
+EXIT_RETIRED = 76  # it retired after a runaway query in a thread, once in-flight work was done
 
 
 @dataclass(frozen=True)

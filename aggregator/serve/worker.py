@@ -10,11 +10,11 @@ read-write store.
 
 It gives the SPARQL runner its :class:`~aggregator.serve.sparql_runner.Supervision` hooks:
 
-- ``quiet``: only the caller's request is in flight and no response is still buffered, so a
-  query may run inline;
+- ``quiet``: no response is half-sent (started and not complete, or still buffered), so a
+  query may run inline: should it run past its deadline, ending the process cuts nothing;
 - ``overrun`` (watchdog thread, the loop being stuck in the engine): answer the query's client
-  with a 503, answer connections that sent a request meanwhile with a 503 too ("retry"), and
-  exit at once with :data:`EXIT_OVERRUN`;
+  with a 503, answer every request not yet answered (read, or sent meanwhile) with a 503
+  too ("retry"), and exit at once with :data:`EXIT_OVERRUN`;
 - ``retire`` (loop thread): uvicorn's graceful shutdown, then exit with :data:`EXIT_RETIRED`.
 """
 
@@ -60,13 +60,20 @@ class _Hooks:
         self.retired = False
 
     def quiet(self) -> bool:
-        state = self.server.server_state
-        if len(state.tasks) > 1 or len(state.connections) > _QUIET_MAX_CONNECTIONS:
+        """No response is half-sent (started, not complete, or still in a write buffer):
+        ending the process now would cut none. Requests not yet answered are fine: they get
+        a 503 "retry" if it comes to that."""
+        connections = self.server.server_state.connections
+        if len(connections) > _QUIET_MAX_CONNECTIONS:
             return False
-        return all(
-            c.transport is None or c.transport.get_write_buffer_size() == 0
-            for c in state.connections
-        )
+        for conn in connections:
+            cycle = getattr(conn, "cycle", None)
+            if cycle is not None and cycle.response_started and not cycle.response_complete:
+                return False
+            transport = conn.transport
+            if transport is not None and transport.get_write_buffer_size():
+                return False
+        return True
 
     def overrun(self, client: tuple[str, int] | None, timeout: float) -> NoReturn:
         try:
@@ -83,9 +90,12 @@ class _Hooks:
                 if sock is None:
                     continue
                 fd = sock.fileno()
+                cycle = getattr(conn, "cycle", None)
                 if conn.client == client:
                     _write_all(fd, mine)
-                elif select.select([fd], [], [], 0)[0]:  # a request came in meanwhile
+                elif cycle is not None and not cycle.response_started:
+                    _write_all(fd, others)  # read, not answered yet
+                elif select.select([fd], [], [], 0)[0]:  # sent while we were stuck
                     _write_all(fd, others)
             log.warning("SPARQL query over its %.1f s deadline: this serving process ends", timeout)
         finally:
@@ -127,7 +137,8 @@ def main() -> int:
         supervision=Supervision(hooks.quiet, hooks.overrun, hooks.retire),
     )
     config = uvicorn.Config(
-        aggregate.app,
+        aggregate.asgi,
+        interface="asgi3",
         log_level="warning",
         lifespan="on",
         timeout_graceful_shutdown=max(5, math.ceil(spec.settings.serve.sparql_timeout)),
