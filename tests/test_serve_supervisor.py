@@ -5,6 +5,7 @@ process that runs them; the others keep answering and the supervisor replaces it
 from __future__ import annotations
 
 import http.client
+import json
 import os
 import socket
 import threading
@@ -17,7 +18,7 @@ from urllib.parse import quote
 
 import pytest
 import requests
-from test_serve_sparql import COUNT_DATASETS, EXPLOSIVE, N_RECORDS, Harvested, item
+from test_serve_sparql import COUNT_DATASETS, EXPLOSIVE, N_RECORDS, Harvested, item, quad_count
 
 from aggregator.config import ServeSettings
 from aggregator.serve.supervisor import EXIT_OVERRUN, EXIT_RETIRED, Supervisor
@@ -121,35 +122,57 @@ def test_runaway_inline_query_ends_its_process_and_the_server_goes_on(
         sup.stop()
 
 
-def _partial_post(port: int) -> tuple[socket.socket, bytes]:
-    """A request whose body is still on its way: in flight in the process that read it."""
-    conn = socket.create_connection(("127.0.0.1", port))
-    body = "query=" + quote("ASK {}")
-    head = (
-        "POST /sparql HTTP/1.1\r\nHost: x\r\nAccept: application/json\r\n"
-        "Content-Type: application/x-www-form-urlencoded\r\n"
-        f"Content-Length: {len(body)}\r\n\r\n"
+BIG = (  # about 3 MB of JSON: more than the socket buffers of a client that does not read
+    "SELECT ?s ?p ?o ?x WHERE { ?s ?p ?o VALUES ?x { 1 2 3 4 5 6 7 8 9 10 } }"
+)
+
+
+def _slow_reader(port: int) -> socket.socket:
+    """A client that asks for a big result and does not read it yet: its response is
+    half-sent (most of it waits in the server's write buffer)."""
+    conn = socket.socket()
+    conn.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    conn.connect(("127.0.0.1", port))
+    conn.sendall(
+        f"GET /sparql?query={quote(BIG)} HTTP/1.1\r\nHost: x\r\n"
+        "Accept: application/json\r\n\r\n".encode()
     )
-    conn.sendall(head.encode() + body[:3].encode())
-    return conn, body[3:].encode()
+    return conn
+
+
+def _read_response(conn: socket.socket) -> tuple[bytes, bytes]:
+    conn.settimeout(30)
+    data = b""
+    while b"\r\n\r\n" not in data:
+        data += conn.recv(65536)
+    head, body = data.split(b"\r\n\r\n", 1)
+    length = int(head.lower().split(b"content-length: ")[1].split(b"\r\n")[0])
+    while len(body) < length:
+        chunk = conn.recv(65536)
+        if not chunk:
+            break
+        body += chunk
+    return head, body
 
 
 def test_runaway_query_in_a_busy_process_retires_it_gracefully(harvested: Harvested) -> None:
+    """A response is half-sent, so the runaway runs in a thread: its client gets the 503 at
+    the deadline, the half-sent response is completed, then the process retires."""
     sup = supervised(harvested, processes=1, sparql_timeout=1.0, sparql_concurrency=2)
     try:
         (pid,) = sup.pids
-        slow_upload, rest = _partial_post(sup.port)
-        time.sleep(0.3)  # the process has read the head: that request is in flight
+        reader = _slow_reader(sup.port)
+        time.sleep(0.5)  # answered inline; most of the answer sits in the write buffer
         conn = http.client.HTTPConnection("127.0.0.1", sup.port, timeout=60)
         conn.request("GET", "/sparql?query=" + quote(EXPLOSIVE))
-        r = conn.getresponse()  # ran in a thread (the process was busy): 503 at the deadline
+        r = conn.getresponse()
         assert r.status == 503 and r.getheader("Retry-After") == "1"
         assert b"limit" in r.read()
-        # the retiring process still finishes the request in flight
-        slow_upload.sendall(rest)
-        answer = slow_upload.recv(65536)
-        assert answer.startswith(b"HTTP/1.1 200"), answer[:200]
-        slow_upload.close()
+        head, body = _read_response(reader)  # complete, not cut
+        assert head.startswith(b"HTTP/1.1 200")
+        rows = json.loads(body)["results"]["bindings"]
+        assert len(rows) == 10 * quad_count(harvested.store)
+        reader.close()
         wait_for(lambda: sup.restarts == 1, 30, "the retired process was not replaced")
         assert sup.exit_codes == [EXIT_RETIRED]
         wait_for(lambda: not Path(f"/proc/{pid}").exists(), 5, "the retired process is there")
