@@ -91,7 +91,7 @@ class _ByteCappedWriter(io.BytesIO):
 _MIN_ROW_BYTES = {QueryResultsFormat.JSON: 2, QueryResultsFormat.XML: 9, QueryResultsFormat.CSV: 1}
 
 
-def error(status: int, message: str) -> tuple[dict[str, Any], bytes]:
+def _error(status: int, message: str) -> tuple[dict[str, Any], bytes]:
     return {"status": status, "message": message}, b""
 
 
@@ -104,7 +104,7 @@ def execute(store: Store, req: dict[str, Any]) -> tuple[dict[str, Any], bytes]:
         try:  # parse only: no result is read, and the text cannot name SERVICE any more
             Store().query(neutralised(query))
         except SyntaxError as err:
-            return error(400, f"malformed query, or a SERVICE clause (not allowed): {err}")
+            return _error(400, f"malformed query, or a SERVICE clause (not allowed): {err}")
     kwargs: dict[str, Any] = {}
     if req.get("default_graph") is None and req.get("named_graphs") is None:
         kwargs["use_default_graph_as_union"] = True
@@ -114,7 +114,7 @@ def execute(store: Store, req: dict[str, Any]) -> tuple[dict[str, Any], bytes]:
     try:
         result = store.query(query, **kwargs)
     except SyntaxError as err:
-        return error(400, f"malformed query: {err}")
+        return _error(400, f"malformed query: {err}")
     max_rows: int = req["max_rows"]
     too_many = (
         f"the result has more than {max_rows} rows, the limit of this endpoint:"
@@ -123,14 +123,14 @@ def execute(store: Store, req: dict[str, Any]) -> tuple[dict[str, Any], bytes]:
     if isinstance(result, QueryBoolean):
         media = req.get("results")
         if media is None:
-            return error(406, "no acceptable media type for an ASK result")
+            return _error(406, "no acceptable media type for an ASK result")
         return {"status": 200, "media_type": media}, result.serialize(
             format=RESULT_FORMATS[media]
         ) or b""
     if isinstance(result, QuerySolutions):
         media = req.get("results")
         if media is None:
-            return error(406, "no acceptable media type for SELECT results")
+            return _error(406, "no acceptable media type for SELECT results")
         fmt = RESULT_FORMATS[media]
         if fmt in _MIN_ROW_BYTES:
             small = _ByteCappedWriter(max_rows * _MIN_ROW_BYTES[fmt])
@@ -142,16 +142,16 @@ def execute(store: Store, req: dict[str, Any]) -> tuple[dict[str, Any], bytes]:
                 assert isinstance(result, QuerySolutions)
         body = _exact_solutions(result, fmt, max_rows)
         if body is None:
-            return error(400, too_many)
+            return _error(400, too_many)
         return {"status": 200, "media_type": media}, body
     media = req.get("graph")
     if media is None:
-        return error(406, "no acceptable media type for a CONSTRUCT or DESCRIBE result")
+        return _error(406, "no acceptable media type for a CONSTRUCT or DESCRIBE result")
     writer = _LineCappedWriter(max_rows)
     try:
         serialize(result, writer, RdfFormat.N_TRIPLES)
     except TooManyRows:
-        return error(400, too_many.replace("rows", "triples"))
+        return _error(400, too_many.replace("rows", "triples"))
     body = writer.getvalue()
     rdf_format = GRAPH_FORMATS[media]
     if rdf_format != RdfFormat.N_TRIPLES:

@@ -66,7 +66,6 @@ class ServingProcess:
     proc: subprocess.Popen[bytes]
     status: int  # read end of the status pipe
     started: float = field(default_factory=time.monotonic)
-    ready: bool = False
     sandboxed: bool = False
 
     @property
@@ -245,7 +244,6 @@ class Supervisor:
                 raise StoreError(f"serving process {w.pid} did not start (exit {code})")
             line += chunk
         report = json.loads(line)
-        w.ready = True
         w.sandboxed = bool(report.get("sandboxed"))
         if not w.sandboxed:
             log.warning("serving process %d runs without the network sandbox", w.pid)
