@@ -38,8 +38,9 @@ from aggregator.mapping.dcat_vocab import (
     load_vocabularies,
     lookup_key,
 )
+from aggregator.resources import bundled
 
-DEFAULT_RULES_PATH = Path(__file__).resolve().parents[2] / "mappings" / "dcat-ap-3.toml"
+DEFAULT_RULES_PATH = bundled("mappings", "dcat-ap-3.toml")
 
 __all__ = ["DEFAULT_RULES_PATH", "compile_rules", "load_rules"]
 

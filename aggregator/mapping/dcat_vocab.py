@@ -22,10 +22,9 @@ from typing import Any
 from pyoxigraph import NamedNode
 
 from aggregator.errors import ConfigError
+from aggregator.resources import bundled
 
-DEFAULT_VOCABULARIES_PATH = (
-    Path(__file__).resolve().parents[2] / "mappings" / "dcat-ap-3-vocabularies.toml"
-)
+DEFAULT_VOCABULARIES_PATH = bundled("mappings", "dcat-ap-3-vocabularies.toml")
 _SEPARATORS = re.compile(r"[\s_-]+")
 
 

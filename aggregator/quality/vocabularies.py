@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from aggregator.errors import ConfigError
+from aggregator.resources import bundled
 
 __all__ = [
     "DEFAULT_FORMATS_PATH",
@@ -32,9 +33,8 @@ __all__ = [
     "load_vocabularies",
 ]
 
-_MAPPINGS = Path(__file__).resolve().parents[2] / "mappings"
-DEFAULT_VOCABULARIES_PATH = _MAPPINGS / "mqa-vocabularies.toml"
-DEFAULT_FORMATS_PATH = _MAPPINGS / "mqa-formats.toml"
+DEFAULT_VOCABULARIES_PATH = bundled("mappings", "mqa-vocabularies.toml")
+DEFAULT_FORMATS_PATH = bundled("mappings", "mqa-formats.toml")
 VOCABULARY_NAMES = ("file-type", "media-type", "licence", "access-right")
 
 

@@ -25,7 +25,6 @@ a worker process compiles each shapes graph once however many times it unpickles
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
@@ -33,6 +32,7 @@ from typing import Any, ClassVar, Literal
 
 from aggregator.errors import ConfigError, ParseError
 from aggregator.models import Finding, MappedDataset, Severity, Stage, ValidationReport
+from aggregator.resources import data_dir
 from aggregator.validate.base import Validator
 from aggregator.validate.shacl_engines import (
     DEFAULT_ENGINE,
@@ -54,23 +54,8 @@ _SEVERITY_ORDER = {Severity.VIOLATION: 0, Severity.WARNING: 1, Severity.INFO: 2}
 
 
 def shapes_dir() -> Path:
-    """The directory of the bundled shape files.
-
-    ``shapes/`` is a top-level directory of the repository, next to the ``aggregator``
-    package: found there from a source tree or an editable install. An installed copy may
-    ship it as data under ``<prefix>/share/ld-aggregator/shapes``.
-    """
-    here = Path(__file__).resolve()
-    candidates = [
-        here.parents[2] / "shapes",
-        Path(sys.prefix) / "share" / "ld-aggregator" / "shapes",
-        Path(sys.base_prefix) / "share" / "ld-aggregator" / "shapes",
-    ]
-    for candidate in candidates:
-        if (candidate / DEFAULT_SHAPES_FILE).is_file():
-            return candidate
-    tried = ", ".join(str(c) for c in candidates)
-    raise ConfigError(f"cannot find the bundled SHACL shapes {DEFAULT_SHAPES_FILE}; tried {tried}")
+    """The directory of the bundled shape files (see :mod:`aggregator.resources`)."""
+    return data_dir("shapes", DEFAULT_SHAPES_FILE)
 
 
 def default_shapes() -> Path:

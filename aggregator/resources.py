@@ -1,0 +1,53 @@
+"""Where the project's top-level data directories are: ``mappings/``, ``shapes/``, ``schemas/``.
+
+In a source checkout or an editable install they sit next to the ``aggregator`` package. A
+built wheel carries them as data files, installed under ``<prefix>/share/ld-aggregator/``
+(``[tool.setuptools.data-files]`` in ``pyproject.toml``): ``sysconfig``'s data path for the
+running interpreter, which is ``sys.prefix`` for a virtual environment or a system install and
+the user base for ``pip install --user``.
+"""
+
+from __future__ import annotations
+
+import site
+import sys
+import sysconfig
+from pathlib import Path
+
+from aggregator.errors import ConfigError
+
+SHARE = Path("share") / "ld-aggregator"
+_CHECKOUT = Path(__file__).resolve().parents[1]
+
+
+def candidates(name: str) -> list[Path]:
+    """Every place ``name`` (``"mappings"``, ``"shapes"``...) may be, most specific first."""
+    prefixes = [Path(sysconfig.get_path("data")), Path(sys.prefix), Path(sys.base_prefix)]
+    if site.ENABLE_USER_SITE and site.USER_BASE:
+        prefixes.append(Path(site.USER_BASE))
+    found = [_CHECKOUT / name]
+    for prefix in prefixes:
+        path = prefix / SHARE / name
+        if path not in found:
+            found.append(path)
+    return found
+
+
+def data_dir(name: str, marker: str) -> Path:
+    """The first candidate directory for ``name`` that holds the file ``marker``."""
+    tried = candidates(name)
+    for path in tried:
+        if (path / marker).is_file():
+            return path
+    where = ", ".join(str(p) for p in tried)
+    raise ConfigError(f"cannot find the bundled {name}/{marker}; looked in {where}")
+
+
+def bundled(name: str, filename: str) -> Path:
+    """A bundled file, e.g. ``bundled("mappings", "dcat-ap-3.toml")``: where it is found, else
+    where a source checkout would have it (for module-level defaults: reading a missing file
+    then fails with its path)."""
+    for path in candidates(name):
+        if (path / filename).is_file():
+            return path / filename
+    return _CHECKOUT / name / filename
