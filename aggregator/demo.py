@@ -17,7 +17,8 @@ import click
 from aggregator.config import load_settings
 from aggregator.errors import ConfigError
 from aggregator.http import HttpClient
-from aggregator.peers.oaipmh import MemoryItems, OaiItem, OaiPmhPeer
+from aggregator.peers.oaipmh import OaiPmhPeer
+from aggregator.peers.oaipmh_items import MemoryItems, OaiItem
 from aggregator.peers.rdf_files import RdfFilesApp
 from aggregator.peers.sample_data import bundled_dump_path, load_bundled_oai_records
 from aggregator.peers.server import PeerServer

@@ -13,7 +13,8 @@ import pytest
 from click.testing import CliRunner
 
 from aggregator.cli import main
-from aggregator.peers.oaipmh import MemoryItems, OaiItem, OaiPmhPeer
+from aggregator.peers.oaipmh import OaiPmhPeer
+from aggregator.peers.oaipmh_items import MemoryItems, OaiItem
 from aggregator.peers.sample_data import bundled_dump_path, generate_dataset, generate_identifier
 from aggregator.peers.server import PeerServer
 

@@ -19,7 +19,8 @@ from storecheck import assert_consistent
 from aggregator.config import load_settings
 from aggregator.http import HttpClient
 from aggregator.models import JobStatus
-from aggregator.peers.oaipmh import OaiPmhPeer, generated_items
+from aggregator.peers.oaipmh import OaiPmhPeer
+from aggregator.peers.oaipmh_items import generated_items
 from aggregator.peers.sample_data import generate_dataset
 from aggregator.peers.server import PeerServer
 from aggregator.pipeline import RunOptions, run_source

@@ -25,7 +25,8 @@ from aggregator.harvest.base import HarvestRequest, Listing
 from aggregator.harvest.oaipmh import OaiPmhHarvester, parse_datestamp
 from aggregator.http import HttpClient
 from aggregator.models import RawRecord
-from aggregator.peers.oaipmh import DAY, MemoryItems, OaiItem, OaiPmhPeer, generated_items
+from aggregator.peers.oaipmh import DAY, OaiPmhPeer
+from aggregator.peers.oaipmh_items import MemoryItems, OaiItem, generated_items
 from aggregator.peers.server import PeerServer, respond
 from aggregator.xml import parse_xml
 
@@ -766,7 +767,7 @@ def test_page_parser_never_opens_an_external_dtd(tmp_path: Path) -> None:
 
     from lxml import etree
 
-    from aggregator.harvest.oaipmh import page_parser
+    from aggregator.harvest.oaipmh_client import page_parser
 
     fifo = tmp_path / "dtd.fifo"
     os.mkfifo(fifo)

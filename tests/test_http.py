@@ -23,13 +23,8 @@ from aggregator.errors import (
     TooManyRedirectsError,
     TransportError,
 )
-from aggregator.http import (
-    HttpClient,
-    Response,
-    check_address,
-    is_public_address,
-    parse_retry_after,
-)
+from aggregator.http import HttpClient, Response, parse_retry_after
+from aggregator.http_guard import check_address, is_public_address
 from aggregator.peers.http_faults import FaultApp, RawFaultServer, gzip_bomb
 from aggregator.peers.server import PeerServer
 

@@ -13,13 +13,8 @@ import pytest
 import requests
 from lxml import etree
 
-from aggregator.peers.oaipmh import (
-    DAY,
-    MemoryItems,
-    OaiItem,
-    OaiPmhPeer,
-    generated_items,
-)
+from aggregator.peers.oaipmh import DAY, OaiPmhPeer
+from aggregator.peers.oaipmh_items import MemoryItems, OaiItem, generated_items
 from aggregator.peers.server import PeerServer
 
 NS = "http://www.openarchives.org/OAI/2.0/"

@@ -14,7 +14,8 @@ from aggregator.config import HarvestSettings, HttpSettings, Settings, SourceCon
 from aggregator.http import HttpClient
 from aggregator.jobs.journal import JobRow
 from aggregator.models import JobStatus
-from aggregator.peers.oaipmh import MemoryItems, OaiItem, OaiPmhPeer
+from aggregator.peers.oaipmh import OaiPmhPeer
+from aggregator.peers.oaipmh_items import MemoryItems, OaiItem
 from aggregator.peers.sample_data import generate_dataset, generate_identifier
 from aggregator.peers.server import PeerServer
 from aggregator.pipeline import RunOptions, exit_code, run_source

@@ -32,7 +32,8 @@ from starlette.applications import Starlette
 from aggregator.config import HarvestSettings, HttpSettings, ServeSettings, Settings, SourceConfig
 from aggregator.http import HttpClient
 from aggregator.models import JobStatus
-from aggregator.peers.oaipmh import MemoryItems, OaiItem, OaiPmhPeer
+from aggregator.peers.oaipmh import OaiPmhPeer
+from aggregator.peers.oaipmh_items import MemoryItems, OaiItem
 from aggregator.peers.rdf_files import RdfFilesApp
 from aggregator.peers.sample_data import (
     bundled_dump_path,
@@ -42,7 +43,8 @@ from aggregator.peers.sample_data import (
 )
 from aggregator.peers.server import PeerServer
 from aggregator.pipeline import RunOptions, run_source
-from aggregator.serve.catalog import (
+from aggregator.serve.catalog import routes
+from aggregator.serve.catalog_data import (
     FIRST,
     Counter,
     Cursor,
@@ -50,7 +52,6 @@ from aggregator.serve.catalog import (
     decode_cursor,
     load_page,
     parse_since,
-    routes,
 )
 from aggregator.serve.context import ServeContext
 from aggregator.serve.pages import Links, dataset_page

@@ -39,7 +39,8 @@ from aggregator.http import HttpClient
 from aggregator.mapping.base import MappingContext, canonical_ntriples
 from aggregator.mapping.dcat import DcatMapper
 from aggregator.models import RawRecord
-from aggregator.peers.oaipmh import MemoryItems, OaiItem, OaiPmhPeer
+from aggregator.peers.oaipmh import OaiPmhPeer
+from aggregator.peers.oaipmh_items import MemoryItems, OaiItem
 from aggregator.peers.sample_data import generate_dataset, generate_identifier
 from aggregator.peers.server import PeerServer
 from aggregator.pipeline import RunOptions, run_source

@@ -25,7 +25,8 @@ from starlette.applications import Starlette
 
 from aggregator.config import HarvestSettings, HttpSettings, ServeSettings, Settings, SourceConfig
 from aggregator.http import HttpClient
-from aggregator.peers.oaipmh import MemoryItems, OaiItem, OaiPmhPeer
+from aggregator.peers.oaipmh import OaiPmhPeer
+from aggregator.peers.oaipmh_items import MemoryItems, OaiItem
 from aggregator.peers.sample_data import generate_dataset, generate_identifier
 from aggregator.peers.server import PeerServer
 from aggregator.pipeline import RunOptions, run_source

@@ -21,32 +21,34 @@ See docs/protocols/oai-pmh.md for what counts as a complete listing.
 
 from __future__ import annotations
 
-import copy
 import logging
-import queue
 import re
 import threading
-from collections.abc import Callable, Iterator, Mapping
-from concurrent.futures import Future, wait
-from datetime import UTC, datetime
+from collections.abc import Iterator
 from urllib.parse import quote_plus, urlencode, urlsplit
 
 from lxml import etree
-from sickle import Sickle, oaiexceptions
-from sickle.iterator import BaseOAIIterator
+from sickle import oaiexceptions
 from sickle.models import Identify, ResumptionToken
-from sickle.response import OAIResponse
 
 from aggregator.config import SourceConfig
-from aggregator.errors import ConfigError, HarvestError, TransportError
+from aggregator.errors import ConfigError, HarvestError
 from aggregator.harvest.base import Harvester, HarvestRequest, Listing
-from aggregator.http import HttpClient, Response
+from aggregator.harvest.oaipmh_client import (
+    OAI,
+    Cancelled,
+    Fetcher,
+    OaiClient,
+    Pages,
+    parse_datestamp,
+    serialise_record,
+)
+from aggregator.http import HttpClient
 from aggregator.models import RawRecord
 
 log = logging.getLogger(__name__)
 
-OAI_NS = "http://www.openarchives.org/OAI/2.0/"
-_OAI = "{" + OAI_NS + "}"
+_OAI = OAI
 _LIST_RECORDS = _OAI + "ListRecords"
 _RECORD = _OAI + "record"
 _HEADER = _OAI + "header"
@@ -73,7 +75,6 @@ _SICKLE_ERRORS = (
     oaiexceptions.NoRecordsMatch,
     oaiexceptions.OAIError,
 )
-_local = threading.local()
 # a page that ends with its resumption token: read before the page is parsed (see _peek_ahead)
 _TOKEN_AT_END = re.compile(
     rb"<resumptionToken((?:\s[^<>]*)?)>([^<&]*)</resumptionToken>\s*</ListRecords>\s*"
@@ -89,42 +90,6 @@ _QUOTE_PLUS = {
 }
 
 
-def page_parser() -> etree.XMLParser:
-    """Per-thread parser for whole OAI-PMH pages: nothing expanded, loaded or recovered.
-
-    Unlike :func:`aggregator.xml.parse_xml` it does not refuse a page that carries a DOCTYPE:
-    entities stay unexpanded references, so one hostile record reaches the mapper as bytes
-    (and fails there, alone) instead of stopping the whole listing.
-    """
-    parser: etree.XMLParser | None = getattr(_local, "parser", None)
-    if parser is None:
-        parser = etree.XMLParser(
-            resolve_entities=False,
-            no_network=True,
-            load_dtd=False,
-            dtd_validation=False,
-            huge_tree=False,
-            recover=False,
-            remove_blank_text=False,
-        )  # no collect_ids=False: with it libxml2 opens a DOCTYPE's external DTD file
-        _local.parser = parser
-    return parser
-
-
-def parse_datestamp(value: str | None) -> datetime | None:
-    """An OAI datestamp (day or seconds granularity, fractions tolerated) as aware UTC."""
-    if not value:
-        return None
-    text = value.strip()
-    try:
-        if len(text) == 10:
-            return datetime.fromisoformat(text).replace(tzinfo=UTC)
-        when = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return when.replace(tzinfo=UTC) if when.tzinfo is None else when.astimezone(UTC)
-
-
 def _note_once(listing: Listing, key: str, message: str) -> None:
     """Note a fact once per listing (``key`` is a part of the message that identifies it)."""
     if not any(key in note for note in listing.notes):
@@ -136,184 +101,6 @@ def _list_size(value: str) -> int | None:
         return int(value)
     except ValueError:
         return None
-
-
-def serialise_record(element: etree._Element) -> bytes:
-    """The bytes kept for a record: the ``<metadata>`` child, serialised on its own.
-
-    The child is the record document itself (``rdf:RDF`` for ``dcat_ap``); the ``metadata``
-    wrapper and the envelope are protocol. A copy is serialised so that the namespaces the
-    record declares stay as received while those it uses from the envelope are declared on
-    it, and none it does not use are dragged in: the bytes parse on their own, are what the
-    provider embedded (for a self-contained record, byte for byte apart from quoting and
-    character references lxml normalises), and are the same whenever the record is the same,
-    so the store can tell unchanged records by their hash.
-    """
-    return etree.tostring(
-        copy.deepcopy(element), encoding="UTF-8", xml_declaration=False, with_tail=False
-    )
-
-
-class _Page(OAIResponse):  # type: ignore[misc]
-    """One response, parsed once (sickle's ``OAIResponse.xml`` re-parses on every access)."""
-
-    def __init__(self, http_response: Response, params: Mapping[str, str]) -> None:
-        super().__init__(http_response, params)
-        self._xml: etree._Element | None = None
-
-    @property
-    def xml(self) -> etree._Element:
-        if self._xml is None:
-            resp: Response = self.http_response
-            try:
-                root = etree.fromstring(resp.content, parser=page_parser())
-            except etree.XMLSyntaxError as err:
-                raise HarvestError(
-                    f"malformed OAI-PMH response from {resp.url} (line {err.lineno}): {err.msg}",
-                    code="malformedResponse",
-                ) from err
-            if root.tag != _OAI + "OAI-PMH":
-                raise HarvestError(
-                    f"{resp.url} did not answer with an OAI-PMH 2.0 document (root {root.tag})",
-                    code="notOaiPmh",
-                )
-            self._xml = root
-        return self._xml
-
-    @property
-    def has_doctype(self) -> bool:
-        docinfo = self.xml.getroottree().docinfo
-        return docinfo.internalDTD is not None or docinfo.externalDTD is not None
-
-    def text_of(self, name: str) -> str | None:
-        element = self.xml.find(_OAI + name)
-        return None if element is None or element.text is None else element.text.strip()
-
-
-class _Pages(BaseOAIIterator):  # type: ignore[misc]
-    """sickle's iterator reduced to pages: ``page`` is the current one, ``advance()`` fetches
-    the next with the resumption token sickle extracted (and raises sickle's OAI errors)."""
-
-    @property
-    def page(self) -> _Page:
-        page: _Page = self.oai_response
-        return page
-
-    def advance(self) -> None:
-        self._next_response()
-
-    def next_arguments(self) -> dict[str, str]:
-        """The arguments ``advance()`` will send: sickle's ``_next_response`` sends the verb
-        and the resumption token it extracted. Only used to start that request early; should
-        sickle ever send something else, the early response is not used."""
-        token = self.resumption_token
-        return {"resumptionToken": token.token if token is not None else "", "verb": self.verb}
-
-
-class _Cancelled(Exception):
-    """``request.cancel`` was set while the walk waited for a page."""
-
-
-class _Fetcher:
-    """A daemon thread that sends one request at a time for the walk, so that the next page
-    travels while the current one is parsed and consumed. It keeps one HTTP session (the
-    client's sessions are per thread) for the whole listing."""
-
-    def __init__(self) -> None:
-        self._jobs: queue.SimpleQueue[tuple[Future[Response], Callable[[], Response]] | None]
-        self._jobs = queue.SimpleQueue()
-        self._thread = threading.Thread(target=self._run, name="oai-pmh-pages", daemon=True)
-        self._thread.start()
-
-    def submit(self, fn: Callable[[], Response]) -> Future[Response]:
-        future: Future[Response] = Future()
-        self._jobs.put((future, fn))
-        return future
-
-    def _run(self) -> None:
-        while (job := self._jobs.get()) is not None:
-            future, fn = job
-            if not future.set_running_or_notify_cancel():
-                continue
-            try:
-                future.set_result(fn())
-            except BaseException as err:  # handed over with the response, raised there
-                future.set_exception(err)
-
-    def close(self) -> None:
-        """End the thread after the request it may be sending (whose response is dropped)."""
-        self._jobs.put(None)
-
-
-class _Sickle(Sickle):  # type: ignore[misc]
-    """Sickle whose requests go through our HttpClient and come back as :class:`_Page`.
-
-    ``send_ahead`` starts a request in a :class:`_Fetcher` thread before sickle asks for it
-    (at most two are kept: the page about to be read and the one after it); when sickle then
-    asks with exactly the arguments of the oldest, ``harvest`` takes that response (and
-    raises its transport error, if any, then and there), otherwise it drops them and sends its
-    own request. Pages are parsed and read only in the iterating thread, never in the
-    fetcher's."""
-
-    def __init__(self, endpoint: str, http: HttpClient, method: str) -> None:
-        super().__init__(endpoint, http_method=method, iterator=_Pages, max_retries=0)
-        self.http = http
-        self.last: _Page | None = None
-        self._ahead: list[tuple[dict[str, str], Future[Response]]] = []  # oldest first
-
-    def _send(self, params: dict[str, str]) -> Response:
-        if self.http_method == "POST":
-            return self.http.post(self.endpoint, data=params, raise_for_status=False)
-        return self.http.get(self.endpoint, params=params, raise_for_status=False)
-
-    def send_ahead(self, fetcher: _Fetcher, **kwargs: str) -> None:
-        params = {k: str(v) for k, v in kwargs.items()}
-        self._ahead.append((params, fetcher.submit(lambda: self._send(params))))
-        del self._ahead[:-2]
-
-    def sent_ahead(self, **kwargs: str) -> bool:
-        """Whether the newest request sent ahead has exactly these arguments."""
-        return bool(self._ahead) and self._ahead[-1][0] == kwargs
-
-    def wait_ahead(self, cancel: threading.Event, poll: float = 0.1) -> Response | None:
-        """Wait for the oldest request sent ahead; its response (None if it failed or if
-        there is none), or raise :class:`_Cancelled` if ``cancel`` was set meanwhile."""
-        if not self._ahead:
-            return None
-        future = self._ahead[0][1]
-        while not future.done():
-            wait((future,), timeout=poll)
-            if cancel.is_set():
-                raise _Cancelled
-        return None if future.exception() is not None else future.result()
-
-    def drop_ahead(self, keep: int = 0) -> None:
-        """Forget the requests sent ahead but the oldest ``keep`` (their answers are dropped)."""
-        del self._ahead[keep:]
-
-    def harvest(self, **kwargs: str) -> _Page:
-        params = {k: str(v) for k, v in kwargs.items()}
-        if self._ahead and self._ahead[0][0] == params:
-            resp = self._ahead.pop(0)[1].result()
-        else:
-            self._ahead.clear()
-            resp = self._send(params)
-        page = _Page(resp, params)
-        self.last = page
-        if resp.status >= 400:
-            # a few servers send OAI errors with a 4xx status; anything else is transport
-            try:
-                if page.xml.find(_OAI + "error") is not None:
-                    return page
-            except HarvestError:
-                pass
-            excerpt = resp.content[:300].decode("utf-8", errors="replace")
-            raise TransportError(
-                f"{resp.url} returned HTTP {resp.status}: {excerpt}",
-                url=resp.url,
-                status=resp.status,
-            )
-        return page
 
 
 class OaiPmhHarvester(Harvester):
@@ -331,7 +118,7 @@ class OaiPmhHarvester(Harvester):
         super().__init__(source, http)
         self.metadata_prefix: str = source.option("metadata_prefix", "dcat_ap")
         self.set_spec: str | None = source.option("set")
-        self.client = _Sickle(source.url, http, str(source.option("method", "GET")).upper())
+        self.client = OaiClient(source.url, http, str(source.option("method", "GET")).upper())
         self._url_head = f"{source.url}?{urlencode({'verb': 'GetRecord'})}&identifier="
         self._url_tail = "&" + urlencode({"metadataPrefix": self.metadata_prefix})
         rdf_prefix = self.metadata_prefix.lower() in RDF_PREFIXES
@@ -464,7 +251,7 @@ class OaiPmhHarvester(Harvester):
             listing.note("the repository keeps no deleted records: incremental runs miss deletions")
         if request.checkpoint and not request.full:
             params["from"] = self._in_granularity(request.checkpoint)
-        fetcher = _Fetcher()
+        fetcher = Fetcher()
         try:
             yield from self._walk(request, listing, params, fetcher)
         finally:
@@ -476,7 +263,7 @@ class OaiPmhHarvester(Harvester):
         request: HarvestRequest,
         listing: Listing,
         params: dict[str, str],
-        fetcher: _Fetcher,
+        fetcher: Fetcher,
     ) -> Iterator[RawRecord]:
         cancel = request.cancel
         tokens: set[str] = set()
@@ -484,8 +271,8 @@ class OaiPmhHarvester(Harvester):
         self.client.send_ahead(fetcher, verb="ListRecords", **params)
         try:
             self._peek_ahead(fetcher, cancel, listing, tokens, empty_pages)
-            pages: _Pages = self.client.ListRecords(**params)
-        except _Cancelled:
+            pages: Pages = self.client.ListRecords(**params)
+        except Cancelled:
             listing.mark_truncated("cancelled")
             return
         except oaiexceptions.NoRecordsMatch:
@@ -545,10 +332,10 @@ class OaiPmhHarvester(Harvester):
                 tokens.add(token.token)  # a non-empty token, or stop would not be None
             try:
                 if cancel.is_set():
-                    raise _Cancelled
+                    raise Cancelled
                 self._peek_ahead(fetcher, cancel, listing, tokens, empty_pages)
                 pages.advance()
-            except _Cancelled:
+            except Cancelled:
                 listing.mark_truncated("cancelled")
                 return
             except oaiexceptions.NoRecordsMatch:
@@ -566,7 +353,7 @@ class OaiPmhHarvester(Harvester):
 
     def _peek_ahead(
         self,
-        fetcher: _Fetcher,
+        fetcher: Fetcher,
         cancel: threading.Event,
         listing: Listing,
         tokens: set[str],
@@ -581,7 +368,7 @@ class OaiPmhHarvester(Harvester):
         ``MAX_EMPTY_PAGES`` empty pages even if it is empty; ``completeListSize`` cannot be
         exceeded even if every ``record`` in its bytes were a record). Should the parsed page
         then lead elsewhere after all (sickle reads the first token in document order), the
-        early answer is dropped unread. Raises :class:`_Cancelled`."""
+        early answer is dropped unread. Raises :class:`Cancelled`."""
         response = self.client.wait_ahead(cancel)
         if response is None or response.status != 200 or cancel.is_set():
             return

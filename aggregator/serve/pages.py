@@ -24,7 +24,7 @@ from aggregator.store.state import RecordRow
 from aggregator.vocab import DCAT, DCT, FOAF, RDF_TYPE
 
 if TYPE_CHECKING:
-    from aggregator.serve.catalog import CatalogInfo, Cursor, Page
+    from aggregator.serve.catalog_data import CatalogInfo, Cursor, Page
 
 VCARD = "http://www.w3.org/2006/vcard/ns#"
 SKOS = "http://www.w3.org/2004/02/skos/core#"
@@ -351,7 +351,7 @@ def catalog_page(
 ) -> str:
     """One page of the catalogue; ``url`` makes paging links, ``plain`` is this page's URL
     without a format (for the links to its RDF forms)."""
-    from aggregator.serve.catalog import FIRST, LAST
+    from aggregator.serve.catalog_data import FIRST, LAST
     from aggregator.serve.rdf_formats import parse_ntriples
 
     items = []
