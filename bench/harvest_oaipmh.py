@@ -32,7 +32,8 @@ from aggregator.store.records import RecordStore
 
 
 def _serve(count: int, page_size: int, port_q: Any, stop: Any) -> None:
-    from aggregator.peers.oaipmh import OaiPmhPeer, generated_items
+    from aggregator.peers.oaipmh import OaiPmhPeer
+    from aggregator.peers.oaipmh_items import generated_items
     from aggregator.peers.sample_data import generate_dataset
     from aggregator.peers.server import PeerServer
 
@@ -66,6 +67,21 @@ def _proc_stats(pid: int) -> tuple[float, int]:
     return cpu, peak
 
 
+def _thread_times() -> dict[int, tuple[str, float]]:
+    """{thread id: (name, CPU seconds)} of this process's live threads."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    out: dict[int, tuple[str, float]] = {}
+    for task in Path("/proc/self/task").iterdir():
+        try:
+            name = (task / "comm").read_text().strip()
+            fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        name = name.rstrip("0123456789:-_ ") or name
+        out[int(task.name)] = (name, (int(fields[11]) + int(fields[12])) / ticks)
+    return out
+
+
 def rss_mb() -> tuple[int, int]:
     own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
     children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024
@@ -73,16 +89,28 @@ def rss_mb() -> tuple[int, int]:
 
 
 class RssSampler(threading.Thread):
-    """Current RSS of this process every 0.5 s, to show whether memory grows with N."""
+    """Current RSS of this process every 0.5 s, to show whether memory grows with N; and the
+    CPU time of every thread seen (threads that end, such as the graph applier or RocksDB's
+    bulk-load helpers, are kept at their last reading)."""
 
     def __init__(self) -> None:
         super().__init__(daemon=True)
         self.samples: list[tuple[float, int]] = []
+        self.threads: dict[int, tuple[str, float]] = {}
         self.stop = threading.Event()
         self.t0 = time.monotonic()
 
+    def thread_cpu(self) -> dict[str, float]:
+        """CPU seconds summed by thread name, over every thread seen so far."""
+        self.threads.update(_thread_times())
+        by_name: dict[str, float] = {}
+        for name, cpu in self.threads.values():
+            by_name[name] = by_name.get(name, 0.0) + cpu
+        return by_name
+
     def run(self) -> None:
         while not self.stop.wait(0.5):
+            self.threads.update(_thread_times())
             with open("/proc/self/statm") as fh:
                 pages = int(fh.read().split()[1])
             self.samples.append((time.monotonic() - self.t0, pages * 4096 // 2**20))
@@ -136,6 +164,7 @@ def main() -> None:
                 )
                 executor = pool if args.workers > 0 else None
                 cpu0 = _cpu()
+                threads0 = sampler.thread_cpu()
                 t0 = time.perf_counter()
                 job = run_source(settings, store, "bench", opts, http=http, executor=executor)
                 dt = time.perf_counter() - t0
@@ -146,6 +175,11 @@ def main() -> None:
                     worker_cpu += w_cpu
                     worker_peak = max(worker_peak, w_peak)
                 pool.shutdown()
+                threads = {
+                    k: round((v - threads0.get(k, 0.0)) / args.records * 1e6)
+                    for k, v in sampler.thread_cpu().items()
+                }
+                threads = {k: v for k, v in sorted(threads.items(), key=lambda kv: -kv[1]) if v}
                 cpu = [round(own / args.records * 1e6), round(worker_cpu / args.records * 1e6)]
                 counts = {k: v for k, v in job.counters.items() if v}
                 results[name] = {
@@ -154,11 +188,13 @@ def main() -> None:
                     "status": job.status,
                     "counters": counts,
                     "cpu_us_per_record": {"harvester": cpu[0], "workers": cpu[1]},
+                    "harvester_threads_us_per_record": threads,
                 }
                 print(
                     f"{name:10} {args.records / dt:8.0f} records/s  {dt:7.1f} s  {job.status}"
                     f" {counts}  CPU/record: harvester {cpu[0]} us, workers {cpu[1]} us"
                 )
+                print(f"{'':10} harvester threads, CPU us/record: {threads}")
                 if name == "first" and not args.no_settle:
                     t1 = time.perf_counter()
                     store.graphs.store.optimize()  # type: ignore[attr-defined]
