@@ -140,6 +140,12 @@ def main() -> int:
         aggregate.asgi,
         interface="asgi3",
         log_level="warning",
+        # no access log (uvicorn formats each line, URL-decoding the query string, even when
+        # the level drops it) and no proxy-header rewriting of the client address: the
+        # deadline watchdog finds the query's connection by that address, and every URL we
+        # publish comes from the configured base IRI, not from the request
+        access_log=False,
+        proxy_headers=False,
         lifespan="on",
         timeout_graceful_shutdown=max(5, math.ceil(spec.settings.serve.sparql_timeout)),
     )
