@@ -14,7 +14,8 @@ Measured, each server twice (interleaved) and the better run reported:
 - point-query latency (one dataset's title by IRI, a different IRI each time): one client,
   sequential requests on a keep-alive connection, p50/p95/mean;
 - throughput: ``--clients`` client processes, each with a keep-alive connection, for
-  ``--seconds``; requests per second;
+  ``--seconds``; requests per second, and the server's CPU per request (its processes' user
+  and system time over the run, from /proc);
 - the same two with SPARQLWrapper as the client, as an analyst's script uses it (a new
   connection per query, the JSON parsed): the client's own cost is part of every figure, as
   it is for the people who use the endpoint;
@@ -227,6 +228,33 @@ def throughput(
     return {"req_per_s": done / seconds, "errors": sum(r[1] for r in results)}
 
 
+def server_cpu(pid: int) -> float:
+    """CPU seconds (user + system) of a server process and its children (the serving
+    processes under our supervisor), from /proc."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            pid_s, rest = stat.read_text().split(" ", 1)
+        except OSError:
+            continue
+        fields = rest.rsplit(")", 1)[1].split()
+        if int(pid_s) == pid or int(fields[1]) == pid:  # fields[1]: the parent's pid
+            total += (int(fields[11]) + int(fields[12])) / ticks
+    return total
+
+
+def measured_throughput(
+    server: int, port: int, urls: list[str], clients: int, seconds: float
+) -> dict[str, float]:
+    """:func:`throughput` with keep-alive clients, plus the server's CPU per request."""
+    before = server_cpu(server)
+    result = throughput(port, urls, clients, seconds)
+    spent = server_cpu(server) - before
+    result["server_cpu_us_per_request"] = spent / max(1.0, result["req_per_s"] * seconds) * 1e6
+    return result
+
+
 # -- in-process figures ---------------------------------------------------------------------------
 def in_process(store_path: Path, work: Path, iris: list[str]) -> dict[str, float]:
     from pyoxigraph import Store
@@ -341,10 +369,13 @@ def main() -> None:
         tput: dict[str, list[dict[str, float]]] = {"ours": [], "oxigraph": []}
         wruns: dict[str, list[dict[str, float]]] = {"ours": [], "oxigraph": []}
         wtput: dict[str, list[dict[str, float]]] = {"ours": [], "oxigraph": []}
+        pids = {"ours": procs[0].pid, "oxigraph": procs[1].pid}  # as started above
         for _ in range(2):
             for name, (port, urls) in servers.items():
                 runs[name].append(latency(port, urls, args.requests))
-                tput[name].append(throughput(port, urls, args.clients, args.seconds))
+                tput[name].append(
+                    measured_throughput(pids[name], port, urls, args.clients, args.seconds)
+                )
                 wruns[name].append(latency_wrapper(endpoints[name], iris, args.requests // 4))
                 wtput[name].append(
                     throughput(port, iris, args.clients, args.seconds, wrapper=endpoints[name])
