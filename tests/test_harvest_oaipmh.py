@@ -789,3 +789,55 @@ def test_page_parser_never_opens_an_external_dtd(tmp_path: Path) -> None:
         with open(fifo, "w") as fh:
             fh.write("")
     assert done.is_set(), "the parser opened the external DTD"
+
+
+# -- where a page keeps its resumption token -------------------------------------------------
+def _two_pages(token_xml: str) -> dict[str, bytes]:
+    """Two ListRecords pages; the first carries the token as ``token_xml`` puts it."""
+
+    def page(ids: range, token: str) -> bytes:
+        records = "".join(
+            f"<record><header><identifier>oai:t:{i}</identifier>"
+            f"<datestamp>2024-05-01T10:00:0{i}Z</datestamp></header><metadata>"
+            '<rdf:RDF xmlns:rdf="http://www.w3.org/1999/02/22-rdf-syntax-ns#"/>'
+            "</metadata></record>"
+            for i in ids
+        )
+        return (
+            '<OAI-PMH xmlns="http://www.openarchives.org/OAI/2.0/">'
+            "<responseDate>2024-05-06T07:08:09Z</responseDate>"
+            '<request verb="ListRecords">http://127.0.0.1/oai</request>'
+            f"<ListRecords>{token.replace('RECORDS', records)}</ListRecords></OAI-PMH>"
+        ).encode()
+
+    return {
+        "": page(range(3), token_xml),
+        "next-page": page(range(3, 5), 'RECORDS<resumptionToken completeListSize="5"/>'),
+    }
+
+
+@pytest.mark.parametrize(
+    "token_xml",
+    [
+        'RECORDS<resumptionToken completeListSize="5">next-page</resumptionToken>',
+        # not where OAI-PMH puts it (the last child), still a child of the verb element
+        '<resumptionToken completeListSize="5">next-page</resumptionToken>RECORDS',
+        # not a child of the verb element at all: found by searching the whole page
+        'RECORDS<extra><resumptionToken completeListSize="5">next-page</resumptionToken></extra>',
+    ],
+    ids=["last-child", "first-child", "nested"],
+)
+def test_the_resumption_token_is_found_wherever_the_page_puts_it(token_xml: str) -> None:
+    pages = _two_pages(token_xml)
+
+    def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
+        args = parse_qs(environ.get("QUERY_STRING", ""))
+        if args.get("verb") == ["Identify"]:
+            return respond(start_response, 200, (DATA / "Identify-day.xml").read_bytes())
+        body = pages[args.get("resumptionToken", [""])[0]]
+        return respond(start_response, 200, body, "text/xml; charset=utf-8")
+
+    with PeerServer(app) as srv:
+        records, listing = run(harvester(srv.url))
+    assert [r.local_id for r in records] == [f"oai:t:{i}" for i in range(5)]
+    assert listing.complete and listing.pages == 2

@@ -18,8 +18,9 @@ from concurrent.futures import Future, wait
 from datetime import UTC, datetime
 
 from lxml import etree
-from sickle import Sickle
+from sickle import Sickle, oaiexceptions
 from sickle.iterator import BaseOAIIterator
+from sickle.models import ResumptionToken
 from sickle.response import OAIResponse
 
 from aggregator.errors import HarvestError, TransportError
@@ -123,6 +124,8 @@ class Pages(BaseOAIIterator):  # type: ignore[misc]
     """sickle's iterator reduced to pages: ``page`` is the current one, ``advance()`` fetches
     the next with the resumption token sickle extracted (and raises sickle's OAI errors)."""
 
+    resumption_token: ResumptionToken | None
+
     @property
     def page(self) -> Page:
         page: Page = self.oai_response
@@ -130,6 +133,48 @@ class Pages(BaseOAIIterator):  # type: ignore[misc]
 
     def advance(self) -> None:
         self._next_response()
+
+    def _next_response(self) -> None:
+        """sickle's, with the error looked up where OAI-PMH puts it (a child of the root)
+        instead of in the whole page (every element of 100 records); the whole page is
+        searched only when it holds no element of the verb, as sickle did."""
+        params = self.params
+        token = self.resumption_token
+        if token:
+            params = {"resumptionToken": token.token, "verb": self.verb}
+        self.oai_response = self.sickle.harvest(**params)
+        root = self.oai_response.xml
+        error = root.find(OAI + "error")
+        if error is None and root.find(OAI + self.verb) is None:
+            error = root.find(".//" + OAI + "error")
+        if error is not None:
+            code = error.attrib.get("code", "UNKNOWN")
+            exception = getattr(oaiexceptions, code[:1].upper() + code[1:], None)
+            if not isinstance(exception, type) or not issubclass(exception, Exception):
+                exception = oaiexceptions.OAIError
+            raise exception(error.text or "")
+        self.resumption_token = self._get_resumption_token()
+
+    def _get_resumption_token(self) -> ResumptionToken | None:
+        """sickle's, reading the token where OAI-PMH puts it (the last child of the verb
+        element) before searching the whole page for it, as sickle always did."""
+        root = self.oai_response.xml
+        verb = root.find(OAI + self.verb)
+        element = None
+        if verb is not None and len(verb):
+            element = verb[-1] if verb[-1].tag == OAI + "resumptionToken" else None
+            if element is None:
+                element = verb.find(OAI + "resumptionToken")
+        if element is None:
+            element = root.find(".//" + OAI + "resumptionToken")
+            if element is None:
+                return None
+        return ResumptionToken(
+            token=element.text,
+            cursor=element.attrib.get("cursor"),
+            complete_list_size=element.attrib.get("completeListSize"),
+            expiration_date=element.attrib.get("expirationDate"),
+        )
 
     def next_arguments(self) -> dict[str, str]:
         """The arguments ``advance()`` will send: sickle's ``_next_response`` sends the verb
