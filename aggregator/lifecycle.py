@@ -16,9 +16,13 @@ Rules (generalised from the UK DMS collection interface, paragraphs 46-50):
 from __future__ import annotations
 
 import json
+import logging
+import sqlite3
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
+from urllib.parse import quote
 
 from aggregator.config import SourceConfig
 from aggregator.jobs.journal import JobLog, now_iso
@@ -31,7 +35,9 @@ from aggregator.models import (
 )
 from aggregator.processing import Checked, Processed, dataset_ntriples
 from aggregator.store.records import RecordStore
-from aggregator.store.state import DeadLetter, RecordRow, RecordWrite
+from aggregator.store.state import DeadLetter, RecordRow, RecordWrite, read_datestamps
+
+log = logging.getLogger(__name__)
 
 BATCH = 500
 
@@ -48,6 +54,37 @@ def iso(dt: datetime | None) -> str | None:
 def _newer(incoming: str | None, stored: str | None) -> bool:
     """True when the incoming record may replace the stored one by date."""
     return incoming is None or stored is None or incoming > stored
+
+
+class UpToDate:
+    """:attr:`HarvestRequest.up_to_date` for one source: which listed records the store
+    already holds at their datestamp or a newer one, by the rule of the skip-by-date check in
+    :meth:`BatchWriter.prefilter`. It reads through a read-only connection of its own, made in
+    the listing thread that calls it (SQLite in WAL mode lets it read while the writer
+    commits); records written by this run but not committed yet are not seen, so they are
+    delivered whole and the prefilter decides."""
+
+    def __init__(self, db_path: Path, source: str) -> None:
+        self.db_path = db_path
+        self.source = source
+        self._conn: sqlite3.Connection | None = None
+
+    def __call__(self, listed: Sequence[tuple[str, datetime | None]]) -> frozenset[str]:
+        if not listed:
+            return frozenset()
+        if self._conn is None:
+            uri = f"file:{quote(str(self.db_path))}?mode=ro"
+            self._conn = sqlite3.connect(uri, uri=True, check_same_thread=False)
+            self._conn.execute("PRAGMA busy_timeout = 10000")
+        stored = read_datestamps(self._conn, self.source, (lid for lid, _ in listed))
+        return frozenset(
+            lid for lid, when in listed if lid in stored and not _newer(iso(when), stored[lid][0])
+        )
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
 
 
 def _findings_json(findings: Iterable[Finding]) -> str:
@@ -232,6 +269,11 @@ class BatchWriter:
                 continue
             known = stamps.get(local_id)
             if known is not None and not self.force and not _newer(iso(raw.datestamp), known[0]):
+                self._seen.add(local_id)
+                skipped += 1
+                continue
+            if raw.payload_omitted:  # cannot happen (the same rule, on the same or older state)
+                log.warning("%s: listed without its payload but not up to date", local_id)
                 self._seen.add(local_id)
                 skipped += 1
                 continue

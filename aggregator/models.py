@@ -71,6 +71,9 @@ class RawRecord:
     ``payload`` is kept byte for byte. ``is_collection`` marks payloads that describe many
     datasets (an RDF dump page, a catalogue document): each dataset the mapper finds becomes
     its own record, identified by its dataset IRI rather than by ``local_id``.
+    ``payload_omitted``: listed, but the payload was not built (or fetched) because the store
+    already holds this record at this datestamp or a newer one
+    (:attr:`aggregator.harvest.base.HarvestRequest.up_to_date`); it is only counted as seen.
     """
 
     source: str
@@ -82,6 +85,7 @@ class RawRecord:
     datestamp: datetime | None = None
     deleted: bool = False
     is_collection: bool = False
+    payload_omitted: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,7 +30,7 @@ from aggregator.errors import AggregatorError
 from aggregator.harvest.base import HarvestRequest, Listing
 from aggregator.http import HttpClient
 from aggregator.jobs.journal import Heartbeat, JobLog, JobRow
-from aggregator.lifecycle import BatchWriter
+from aggregator.lifecycle import BatchWriter, UpToDate
 from aggregator.mapping.base import MappingContext
 from aggregator.models import JobStatus, Outcome, RawRecord
 from aggregator.plugins import harvesters
@@ -205,12 +205,17 @@ def _run_source(
         )
     status, message = JobStatus.SUCCEEDED, ""
     prefetch: _Prefetch | None = None
+    up_to_date: UpToDate | None = None
     in_flight: deque[tuple[Future[list[Processed]], list[RawRecord]]] = deque()
     vopts = {name: settings.validation.for_validator(name) for name in src.validation}
     beat = Heartbeat(str(store.path / "state.sqlite3"), job.id).start()
     try:
         lister = opts.lister or harvesters.get(src.type)(src, http).list_records
-        request = HarvestRequest(full=opts.full, checkpoint=checkpoint, cancel=opts.cancel)
+        if not opts.force:  # forced runs map every record: they need every payload
+            up_to_date = UpToDate(store.path / "state.sqlite3", src.name)
+        request = HarvestRequest(
+            full=opts.full, checkpoint=checkpoint, cancel=opts.cancel, up_to_date=up_to_date
+        )
         prefetch = _Prefetch(lister(request, listing))
 
         def drain(limit: int) -> None:
@@ -244,6 +249,8 @@ def _run_source(
         beat.stop()
         if prefetch is not None:
             prefetch.close()
+        if up_to_date is not None:
+            up_to_date.close()
         if own_executor:
             executor.shutdown(cancel_futures=True)
     facts: dict[str, Any] = {

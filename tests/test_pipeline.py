@@ -11,8 +11,11 @@ import pytest
 from storecheck import assert_consistent
 
 from aggregator.config import HarvestSettings, HttpSettings, Settings, SourceConfig
+from aggregator.harvest.base import HarvestRequest, Listing
+from aggregator.harvest.oaipmh import OaiPmhHarvester
 from aggregator.http import HttpClient
 from aggregator.jobs.journal import JobRow
+from aggregator.lifecycle import UpToDate
 from aggregator.models import JobStatus
 from aggregator.peers.oaipmh import OaiPmhPeer
 from aggregator.peers.oaipmh_items import MemoryItems, OaiItem
@@ -314,3 +317,33 @@ def test_heartbeat_beats_while_a_slow_source_is_listed(env: Env) -> None:
     _time.sleep(0.3)
     beat.stop()
     assert env.store.jobs.get(log.id).heartbeat > before
+
+
+def test_records_the_store_holds_are_listed_without_their_payload(env: Env) -> None:
+    """A full run asks the store which listed records it holds at their datestamp or a newer
+    one (once per page); the harvester skips serialising those, and still lists them."""
+    env.run()
+    env.items.put(item(4, revision=1))  # newer: delivered whole
+    env.items.put(OaiItem(generate_identifier(5), T0 - timedelta(days=1), (), False, b"<x/>"))
+    env.items.put(item(30))  # new to the store: delivered whole
+    env.items.delete(generate_identifier(6))  # a deleted header: no payload anyway
+    up_to_date = UpToDate(env.store.path / "state.sqlite3", "portal")
+    harvester = OaiPmhHarvester(env.source, env.http)
+    request = HarvestRequest(full=True, checkpoint=None, up_to_date=up_to_date)
+    listing = Listing(incremental=False)
+    try:
+        records = {r.local_id: r for r in harvester.list_records(request, listing)}
+    finally:
+        up_to_date.close()
+    assert listing.complete and len(records) == 26
+    whole = {lid for lid, r in records.items() if not r.payload_omitted}
+    ids = generate_identifier
+    assert whole == {ids(4), ids(6), ids(30)}
+    assert records[ids(4)].payload == generate_dataset(4, revision=1).rstrip(b"\n")
+    assert records[ids(6)].deleted
+    older = records[ids(5)]  # the store holds a newer version: not serialised
+    assert older.payload == b"" and older.datestamp == T0 - timedelta(days=1)
+    # the pipeline counts them as listed and skipped, and withdraws none of them
+    job = env.run(full=True)
+    assert counts(job) == {"updated": 1, "added": 1, "withdrawn": 1, "skipped": 23}
+    assert env.store.db.counts_by_status("portal") == {"active": 25, "withdrawn": 1}

@@ -14,8 +14,9 @@ was stored so far, marks the job failed or partial, and withdraws nothing.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import ClassVar
 
 from aggregator.config import SourceConfig
@@ -30,6 +31,12 @@ class HarvestRequest:
     full: bool  # True: ignore the checkpoint, list everything
     checkpoint: str | None  # opaque per-source value from the last successful run
     cancel: threading.Event = field(default_factory=threading.Event)
+    #: Given (local id, source datestamp) of listed records, the ids the store already holds
+    #: at that datestamp or a newer one; None when every record must be delivered whole (a
+    #: forced run). A harvester may skip the per-record work for those (serialising, fetching
+    #: the payload) and yield them with ``payload_omitted=True``: it must still yield them,
+    #: since they count as listed. Call it once per page, from the listing thread.
+    up_to_date: Callable[[Sequence[tuple[str, datetime | None]]], frozenset[str]] | None = None
 
 
 class Listing:

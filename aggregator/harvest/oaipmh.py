@@ -211,12 +211,45 @@ class OaiPmhHarvester(Harvester):
                 heads.append((element, header, identifier))
         return heads
 
+    @staticmethod
+    def _up_to_date(
+        request: HarvestRequest,
+        heads: list[tuple[etree._Element, etree._Element, str] | None],
+    ) -> frozenset[str]:
+        """The records of a page the store already holds at their datestamp (one question
+        per page); their metadata is not serialised."""
+        if request.up_to_date is None:
+            return frozenset()
+        listed = [
+            (identifier.strip(), parse_datestamp(header.findtext(_DATESTAMP)))
+            for _, header, identifier in filter(None, heads)
+            if header.get("status") != "deleted"
+        ]
+        return request.up_to_date(listed)
+
     def _record(
-        self, element: etree._Element, header: etree._Element, identifier: str, listing: Listing
+        self,
+        element: etree._Element,
+        header: etree._Element,
+        identifier: str,
+        listing: Listing,
+        up_to_date: frozenset[str],
     ) -> RawRecord:
         identifier = identifier.strip()
         deleted = header.get("status") == "deleted"
+        datestamp = parse_datestamp(header.findtext(_DATESTAMP))
         payload, media_type = b"", self._media_type
+        if not deleted and identifier in up_to_date:
+            return RawRecord(
+                source=self.source.name,
+                local_id=identifier,
+                format=self.source.format,
+                payload=b"",
+                media_type=media_type,
+                url=self.record_url(identifier),
+                datestamp=datestamp,
+                payload_omitted=True,
+            )
         if not deleted:
             metadata = element.find(_METADATA)
             child = (
@@ -237,7 +270,7 @@ class OaiPmhHarvester(Harvester):
             payload=payload,
             media_type=media_type,
             url=self.record_url(identifier),
-            datestamp=parse_datestamp(header.findtext(_DATESTAMP)),
+            datestamp=datestamp,
             deleted=deleted,
         )
 
@@ -311,6 +344,7 @@ class OaiPmhHarvester(Harvester):
                     self.client.send_ahead(fetcher, **following)
             else:
                 self.client.drop_ahead()
+            known = self._up_to_date(request, heads)
             for head in heads:
                 if cancel.is_set():
                     listing.mark_truncated("cancelled")
@@ -319,7 +353,7 @@ class OaiPmhHarvester(Harvester):
                     listing.mark_truncated(f"a record on page {listing.pages} has no identifier")
                     continue
                 listing.seen += 1
-                yield self._record(*head, listing)
+                yield self._record(*head, listing, known)
             del heads
             if token is not None and token.complete_list_size:
                 self._expect(listing, token.complete_list_size)

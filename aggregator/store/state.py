@@ -189,19 +189,7 @@ class StateDB:
         self, source: str, local_ids: Iterable[str]
     ) -> dict[str, tuple[str | None, str]]:
         """local_id -> (source datestamp, status): the little the skip-by-date check needs."""
-        ids = list(dict.fromkeys(local_ids))
-        out: dict[str, tuple[str | None, str]] = {}
-        for start in range(0, len(ids), 500):
-            chunk = ids[start : start + 500]
-            marks = ",".join("?" * len(chunk))
-            cur = self.conn.execute(
-                "SELECT local_id, source_datestamp, status FROM records"
-                f" WHERE source = ? AND local_id IN ({marks})",
-                (source, *chunk),
-            )
-            for lid, stamp, status in cur:
-                out[lid] = (stamp, status)
-        return out
+        return read_datestamps(self.conn, source, local_ids)
 
     def record(self, source: str, local_id: str) -> RecordRow | None:
         return self.records_by_local_id(source, [local_id]).get(local_id)
@@ -443,6 +431,26 @@ def insert_dead_letters(conn: sqlite3.Connection, letters: Sequence[DeadLetter],
             for d in letters
         ],
     )
+
+
+def read_datestamps(
+    conn: sqlite3.Connection, source: str, local_ids: Iterable[str]
+) -> dict[str, tuple[str | None, str]]:
+    """local_id -> (source datestamp, status), through any connection (the covering index
+    ``records_stamps`` answers it without reading the rows)."""
+    ids = list(dict.fromkeys(local_ids))
+    out: dict[str, tuple[str | None, str]] = {}
+    for start in range(0, len(ids), 500):
+        chunk = ids[start : start + 500]
+        marks = ",".join("?" * len(chunk))
+        cur = conn.execute(
+            "SELECT local_id, source_datestamp, status FROM records"
+            f" WHERE source = ? AND local_id IN ({marks})",
+            (source, *chunk),
+        )
+        for lid, stamp, status in cur:
+            out[lid] = (stamp, status)
+    return out
 
 
 def clear_pending(conn: sqlite3.Connection, ids: Sequence[int]) -> None:
