@@ -72,11 +72,15 @@ class UpToDate:
     def __call__(self, listed: Sequence[tuple[str, datetime | None]]) -> frozenset[str]:
         if not listed:
             return frozenset()
-        if self._conn is None:
-            uri = f"file:{quote(str(self.db_path))}?mode=ro"
-            self._conn = sqlite3.connect(uri, uri=True, check_same_thread=False)
-            self._conn.execute("PRAGMA busy_timeout = 10000")
-        stored = read_datestamps(self._conn, self.source, (lid for lid, _ in listed))
+        try:
+            if self._conn is None:
+                uri = f"file:{quote(str(self.db_path))}?mode=ro"
+                self._conn = sqlite3.connect(uri, uri=True, check_same_thread=False)
+                self._conn.execute("PRAGMA busy_timeout = 10000")
+            stored = read_datestamps(self._conn, self.source, (lid for lid, _ in listed))
+        except sqlite3.Error as err:  # only a shortcut: deliver every payload instead
+            log.warning("cannot tell which listed records are up to date (%s)", err)
+            return frozenset()
         return frozenset(
             lid for lid, when in listed if lid in stored and not _newer(iso(when), stored[lid][0])
         )

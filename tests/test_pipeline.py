@@ -347,3 +347,11 @@ def test_records_the_store_holds_are_listed_without_their_payload(env: Env) -> N
     job = env.run(full=True)
     assert counts(job) == {"updated": 1, "added": 1, "withdrawn": 1, "skipped": 23}
     assert env.store.db.counts_by_status("portal") == {"active": 25, "withdrawn": 1}
+
+
+def test_up_to_date_answers_nothing_when_it_cannot_read_the_store(tmp_path: Path) -> None:
+    """The question is a shortcut: if the state database cannot be read, every payload is
+    delivered (and the prefilter decides) rather than the listing failing."""
+    missing = UpToDate(tmp_path / "no-such-dir" / "state.sqlite3", "portal")
+    assert missing([("oai:x:1", T0)]) == frozenset()
+    missing.close()
