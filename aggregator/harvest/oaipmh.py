@@ -239,18 +239,8 @@ class OaiPmhHarvester(Harvester):
         deleted = header.get("status") == "deleted"
         datestamp = parse_datestamp(header.findtext(_DATESTAMP))
         payload, media_type = b"", self._media_type
-        if not deleted and identifier in up_to_date:
-            return RawRecord(
-                source=self.source.name,
-                local_id=identifier,
-                format=self.source.format,
-                payload=b"",
-                media_type=media_type,
-                url=self.record_url(identifier),
-                datestamp=datestamp,
-                payload_omitted=True,
-            )
-        if not deleted:
+        omitted = not deleted and identifier in up_to_date  # the store has it: not serialised
+        if not deleted and not omitted:
             metadata = element.find(_METADATA)
             child = (
                 None if metadata is None else next(metadata.iterchildren(tag=etree.Element), None)
@@ -272,6 +262,7 @@ class OaiPmhHarvester(Harvester):
             url=self.record_url(identifier),
             datestamp=datestamp,
             deleted=deleted,
+            payload_omitted=omitted,
         )
 
     # -- the walk ---------------------------------------------------------------------------
