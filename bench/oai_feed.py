@@ -1,5 +1,6 @@
-"""OAI-PMH provider benchmark (not a test): a store of N records, the provider in its own
-process (uvicorn, one worker, like production), a light client on the same machine.
+"""OAI-PMH provider benchmark (not a test): a store of N records, served as ``aggregator serve``
+serves it (a supervisor and its serving processes, ``--processes``, default as many as CPUs, 2
+to 4), a light client on the same machine.
 
     python bench/oai_feed.py --records 100000
     python bench/oai_feed.py --records 20000 --store /tmp/oai-bench   # keep/reuse the store
@@ -11,7 +12,7 @@ datasets made by the sample generator and mapped by the dcat mapper, copied unde
 
 Prints: latency of ListRecords pages (p50/p90 of repeated requests) at the first page, at
 25/50/75 % depth and at the last page; records/s of a whole-feed walk in dcat_ap, oai_dc and
-ListIdentifiers; the server's RSS sampled during the walks.
+ListIdentifiers; the RSS of the largest serving process, sampled during the walks.
 """
 
 from __future__ import annotations
@@ -99,15 +100,9 @@ def fill(path: Path, count: int) -> None:
     store.close()
 
 
-def _serve(path: str, page_size: int, port_q: Any) -> None:
-    import socket
-
-    import uvicorn
-    from starlette.applications import Starlette
-
+def _serve(path: str, page_size: int, processes: int, port_q: Any) -> None:
     from aggregator.config import ServeSettings, Settings
-    from aggregator.serve.context import ServeContext
-    from aggregator.serve.oai import routes
+    from aggregator.serve.supervisor import Supervisor
     from aggregator.store.records import RecordStore
 
     settings = Settings(
@@ -116,16 +111,18 @@ def _serve(path: str, page_size: int, port_q: Any) -> None:
         base_iri=BASE_IRI,
         serve=ServeSettings(oai_page_size=page_size, public_base_url="https://oai.example.org/"),
     )
-    store = RecordStore(Path(path), BASE_IRI)
-    app = Starlette(routes=routes(ServeContext(store, settings)))
-    # proto=IPPROTO_TCP: asyncio sets TCP_NODELAY on accepted connections only when the
-    # listening socket says it is TCP; with socket.socket() every response waits ~40 ms
-    # (Nagle against delayed ACKs) on a keep-alive connection.
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    sock.bind(("127.0.0.1", 0))
-    port_q.put(sock.getsockname()[1])
-    config = uvicorn.Config(app, log_level="warning", lifespan="off")
-    uvicorn.Server(config).run(sockets=[sock])
+    import signal
+
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())  # from server.terminate() below
+    with RecordStore(Path(path), BASE_IRI) as store:
+        supervisor = Supervisor(store, settings, "127.0.0.1", 0, processes=processes or None)
+        supervisor.start()
+        port_q.put((supervisor.port, supervisor.pids))
+        try:
+            stop.wait()
+        finally:
+            supervisor.stop()
 
 
 def rss_mb(pid: int) -> float:
@@ -136,15 +133,20 @@ def rss_mb(pid: int) -> float:
 
 
 class Sampler(threading.Thread):
-    def __init__(self, pid: int) -> None:
+    """The RSS of the largest serving process, every 0.25 s."""
+
+    def __init__(self, pids: list[int]) -> None:
         super().__init__(daemon=True)
-        self.pid = pid
+        self.pids = pids
         self.samples: list[float] = []
         self.stop = threading.Event()
 
+    def largest(self) -> float:
+        return max(rss_mb(pid) for pid in self.pids)
+
     def run(self) -> None:
         while not self.stop.wait(0.25):
-            self.samples.append(rss_mb(self.pid))
+            self.samples.append(self.largest())
 
 
 class Client:
@@ -199,6 +201,7 @@ def main() -> None:
     ap.add_argument("--page-size", type=int, default=100)
     ap.add_argument("--repeats", type=int, default=25)
     ap.add_argument("--store", type=Path, help="store directory (kept; reused if it has the N)")
+    ap.add_argument("--processes", type=int, default=0, help="serving processes (0: auto)")
     args = ap.parse_args()
     tmp = None
     path = args.store
@@ -212,11 +215,10 @@ def main() -> None:
         marker.write_text(json.dumps({"records": args.records}))
     ctx = mp.get_context("spawn")
     port_q: Any = ctx.Queue()
-    server = ctx.Process(target=_serve, args=(str(path), args.page_size, port_q), daemon=True)
+    server = ctx.Process(target=_serve, args=(str(path), args.page_size, args.processes, port_q))
     server.start()
     try:
-        port = port_q.get(timeout=60)
-        assert server.pid is not None
+        port, pids = port_q.get(timeout=120)
         client = Client(port)
         for _ in range(100):
             try:
@@ -233,8 +235,8 @@ def main() -> None:
             "75%": max(2, 3 * pages // 4),
             "last": pages,
         }
-        sampler = Sampler(server.pid)
-        rss_start = rss_mb(server.pid)
+        sampler = Sampler(pids)
+        rss_start = sampler.largest()
         sampler.start()
         results: dict[str, Any] = {"records": args.records, "page_size": args.page_size}
         for verb, prefix in (
@@ -247,7 +249,7 @@ def main() -> None:
             results[key] = {"items": n, "seconds": round(secs, 2), "per_s": round(n / secs)}
             print(
                 f"walk {key}: {n} items in {secs:.1f} s = {n / secs:,.0f}/s; "
-                f"server RSS now {rss_mb(server.pid):.0f} MB"
+                f"server RSS now {sampler.largest():.0f} MB"
             )
             if verb == "ListRecords" and prefix == "dcat_ap":
                 lat = {}
@@ -276,7 +278,7 @@ def main() -> None:
         print(json.dumps(results))
     finally:
         server.terminate()
-        server.join(10)
+        server.join(30)
         if tmp:
             shutil.rmtree(tmp, ignore_errors=True)
 
