@@ -6,7 +6,7 @@ from pathlib import Path
 
 from pyoxigraph import NamedNode
 
-from aggregator.store.graphs import GraphContent, OxigraphGraphs, scope_blank_nodes, to_nquads
+from aggregator.store.graphs import GraphContent, OxigraphGraphs, to_nquads
 
 P = "<http://example.org/p>"
 
@@ -17,14 +17,16 @@ def test_scoping_leaves_lookalikes_in_literals_and_iris_alone() -> None:
         f"<http://example.org/a_:b> {P} _:c14n1 .\n"
         f"_:c14n1 {P} <http://example.org/x> .\n"
     ).encode()
-    out = scope_blank_nodes(nt, "r7d").decode()
+    out = to_nquads(GraphContent("http://example.org/g", ((nt, "r7d"),), False)).decode()
     assert out.splitlines() == [
-        f'_:r7d_c14n0 {P} "text with _:c14n0 inside" .',
-        f"<http://example.org/a_:b> {P} _:r7d_c14n1 .",
-        f"_:r7d_c14n1 {P} <http://example.org/x> .",
+        f'_:r7d_c14n0 {P} "text with _:c14n0 inside" <http://example.org/g> .',
+        f"<http://example.org/a_:b> {P} _:r7d_c14n1 <http://example.org/g> .",
+        f"_:r7d_c14n1 {P} <http://example.org/x> <http://example.org/g> .",
     ]
     plain = f"_:c14n0 {P} _:c14n1 .\n".encode()
-    assert scope_blank_nodes(plain, "s") == f"_:s_c14n0 {P} _:s_c14n1 .\n".encode()
+    assert to_nquads(GraphContent("http://e/g", ((plain, "s"),), False)) == (
+        f"_:s_c14n0 {P} _:s_c14n1 <http://e/g> .\n".encode()
+    )
 
 
 def test_same_labels_in_parts_and_graphs_stay_distinct(tmp_path: Path) -> None:

@@ -64,13 +64,6 @@ class GraphContent:
     nquads: bytes = b""  # more content, already as N-Quads in this graph (prepared elsewhere)
 
 
-def scope_blank_nodes(ntriples: bytes, scope: str) -> bytes:
-    """Prefix every blank node label with ``scope`` (labels inside literals untouched)."""
-    if b"_:" not in ntriples:
-        return ntriples
-    return b"".join(line + b" .\n" for line in _scoped(_statements(ntriples), scope))
-
-
 def to_nquads(content: GraphContent) -> bytes:
     """N-Triples parts -> N-Quads in ``graph_iri`` with blank nodes scoped per part: the
     statements are split once, the few with a "_:" scoped, and all joined again with the
