@@ -56,6 +56,11 @@ def _newer(incoming: str | None, stored: str | None) -> bool:
     return incoming is None or stored is None or incoming > stored
 
 
+def _held(incoming: datetime | None, stored: str | None) -> bool:
+    """The skip-by-date rule: the store holds this record at its source date or a newer one."""
+    return not _newer(iso(incoming), stored)
+
+
 class UpToDate:
     """:attr:`HarvestRequest.up_to_date` for one source: which listed records the store
     already holds at their datestamp or a newer one, by the rule of the skip-by-date check in
@@ -82,7 +87,7 @@ class UpToDate:
             log.warning("cannot tell which listed records are up to date (%s)", err)
             return frozenset()
         return frozenset(
-            lid for lid, when in listed if lid in stored and not _newer(iso(when), stored[lid][0])
+            lid for lid, when in listed if lid in stored and _held(when, stored[lid][0])
         )
 
     def close(self) -> None:
@@ -272,7 +277,7 @@ class BatchWriter:
                     skipped += 1
                 continue
             known = stamps.get(local_id)
-            if known is not None and not self.force and not _newer(iso(raw.datestamp), known[0]):
+            if known is not None and not self.force and _held(raw.datestamp, known[0]):
                 self._seen.add(local_id)
                 skipped += 1
                 continue
@@ -321,11 +326,7 @@ class BatchWriter:
         raw = p.raw
         ds = c.dataset
         local_id = ds.local_id
-        if (
-            prior is not None
-            and not self.force
-            and not _newer(iso(ds.datestamp), prior.source_datestamp)
-        ):
+        if prior is not None and not self.force and _held(ds.datestamp, prior.source_datestamp):
             self._seen.add(local_id)
             self.job.count(Outcome.SKIPPED)
             return

@@ -25,6 +25,8 @@ import logging
 import re
 import threading
 from collections.abc import Iterator
+from datetime import datetime
+from typing import NamedTuple
 from urllib.parse import quote_plus, urlencode, urlsplit
 
 from lxml import etree
@@ -48,13 +50,12 @@ from aggregator.models import RawRecord
 
 log = logging.getLogger(__name__)
 
-_OAI = OAI
-_LIST_RECORDS = _OAI + "ListRecords"
-_RECORD = _OAI + "record"
-_HEADER = _OAI + "header"
-_IDENTIFIER = _OAI + "identifier"
-_DATESTAMP = _OAI + "datestamp"
-_METADATA = _OAI + "metadata"
+_LIST_RECORDS = OAI + "ListRecords"
+_RECORD = OAI + "record"
+_HEADER = OAI + "header"
+_IDENTIFIER = OAI + "identifier"
+_DATESTAMP = OAI + "datestamp"
+_METADATA = OAI + "metadata"
 _RDF = "{http://www.w3.org/1999/02/22-rdf-syntax-ns#}RDF"
 RDF_PREFIXES = frozenset({"dcat_ap", "dcat", "dcat-ap", "rdf", "dcat_ap_de", "dcatap"})
 OPTIONS = frozenset({"metadata_prefix", "set", "method"})
@@ -101,6 +102,15 @@ def _list_size(value: str) -> int | None:
         return int(value)
     except ValueError:
         return None
+
+
+class _Head(NamedTuple):
+    """What a record's header says, read once per record."""
+
+    element: etree._Element  # the whole <record>
+    identifier: str
+    datestamp: datetime | None
+    deleted: bool
 
 
 class OaiPmhHarvester(Harvester):
@@ -155,7 +165,7 @@ class OaiPmhHarvester(Harvester):
         """The repository's datestamp granularity, from one Identify request per harvester."""
         if self._granularity is None:
             page = self.client.harvest(verb="Identify")
-            error = page.xml.find(_OAI + "error")
+            error = page.xml.find(OAI + "error")
             if error is not None:
                 code = error.get("code", "OAIError")
                 raise HarvestError(
@@ -182,7 +192,7 @@ class OaiPmhHarvester(Harvester):
         code = "OAIError"
         last = self.client.last
         if last is not None:
-            element = last.xml.find(".//" + _OAI + "error")
+            element = last.xml.find(".//" + OAI + "error")
             if element is not None:
                 code = element.get("code", code)
         return HarvestError(f"{self.source.url} answered {verb} with {code}: {err}", code=code)
@@ -197,47 +207,38 @@ class OaiPmhHarvester(Harvester):
         return self._url_head + quoted + self._url_tail
 
     @staticmethod
-    def _headers(body: etree._Element) -> list[tuple[etree._Element, etree._Element, str] | None]:
-        """(record, header, identifier) of each record on a page, in page order; None for a
-        record without a header or with an empty identifier. The identifier is the text of
-        the header's first ``identifier``, as sickle's ``Header`` reads it."""
-        heads: list[tuple[etree._Element, etree._Element, str] | None] = []
+    def _headers(body: etree._Element) -> list[_Head | None]:
+        """The header of each record on a page, in page order; None for a record without a
+        header or with an empty identifier. The identifier is the text of the header's first
+        ``identifier``, as sickle's ``Header`` reads it, stripped."""
+        heads: list[_Head | None] = []
         for element in body.iterfind(_RECORD):
             header = element.find(_HEADER)
             identifier = None if header is None else header.findtext(_IDENTIFIER)
             if header is None or not identifier:
                 heads.append(None)
             else:
-                heads.append((element, header, identifier))
+                heads.append(
+                    _Head(
+                        element,
+                        identifier.strip(),
+                        parse_datestamp(header.findtext(_DATESTAMP)),
+                        header.get("status") == "deleted",
+                    )
+                )
         return heads
 
     @staticmethod
-    def _up_to_date(
-        request: HarvestRequest,
-        heads: list[tuple[etree._Element, etree._Element, str] | None],
-    ) -> frozenset[str]:
+    def _up_to_date(request: HarvestRequest, heads: list[_Head | None]) -> frozenset[str]:
         """The records of a page the store already holds at their datestamp (one question
         per page); their metadata is not serialised."""
         if request.up_to_date is None:
             return frozenset()
-        listed = [
-            (identifier.strip(), parse_datestamp(header.findtext(_DATESTAMP)))
-            for _, header, identifier in filter(None, heads)
-            if header.get("status") != "deleted"
-        ]
+        listed = [(h.identifier, h.datestamp) for h in heads if h is not None and not h.deleted]
         return request.up_to_date(listed)
 
-    def _record(
-        self,
-        element: etree._Element,
-        header: etree._Element,
-        identifier: str,
-        listing: Listing,
-        up_to_date: frozenset[str],
-    ) -> RawRecord:
-        identifier = identifier.strip()
-        deleted = header.get("status") == "deleted"
-        datestamp = parse_datestamp(header.findtext(_DATESTAMP))
+    def _record(self, head: _Head, listing: Listing, up_to_date: frozenset[str]) -> RawRecord:
+        element, identifier, datestamp, deleted = head
         payload, media_type = b"", self._media_type
         omitted = not deleted and identifier in up_to_date  # the store has it: not serialised
         if not deleted and not omitted:
@@ -344,7 +345,7 @@ class OaiPmhHarvester(Harvester):
                     listing.mark_truncated(f"a record on page {listing.pages} has no identifier")
                     continue
                 listing.seen += 1
-                yield self._record(*head, listing, known)
+                yield self._record(head, listing, known)
             del heads
             if token is not None and token.complete_list_size:
                 self._expect(listing, token.complete_list_size)
