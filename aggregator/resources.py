@@ -33,21 +33,21 @@ def candidates(name: str) -> list[Path]:
     return found
 
 
+def _holding(name: str, filename: str) -> Path | None:
+    return next((p for p in candidates(name) if (p / filename).is_file()), None)
+
+
 def data_dir(name: str, marker: str) -> Path:
     """The first candidate directory for ``name`` that holds the file ``marker``."""
-    tried = candidates(name)
-    for path in tried:
-        if (path / marker).is_file():
-            return path
-    where = ", ".join(str(p) for p in tried)
-    raise ConfigError(f"cannot find the bundled {name}/{marker}; looked in {where}")
+    found = _holding(name, marker)
+    if found is None:
+        where = ", ".join(str(p) for p in candidates(name))
+        raise ConfigError(f"cannot find the bundled {name}/{marker}; looked in {where}")
+    return found
 
 
 def bundled(name: str, filename: str) -> Path:
     """A bundled file, e.g. ``bundled("mappings", "dcat-ap-3.toml")``: where it is found, else
     where a source checkout would have it (for module-level defaults: reading a missing file
     then fails with its path)."""
-    for path in candidates(name):
-        if (path / filename).is_file():
-            return path / filename
-    return _CHECKOUT / name / filename
+    return (_holding(name, filename) or _CHECKOUT / name) / filename
