@@ -476,7 +476,8 @@ def validate(c: Ctx, fmt: str, profile: str, media_type: str | None, file: Path)
     "--processes",
     type=click.IntRange(min=1),
     default=None,
-    help="Serving processes (default: serve.processes, else CPUs, at least 2, at most 4).",
+    help="Serving processes (default: serve.processes, else CPUs, at least 2, at most 4);"
+    " with two or more, one is a standby that accepts only while another is stuck or gone.",
 )
 @pass_ctx
 def serve(c: Ctx, host: str, port: int, processes: int | None) -> None:

@@ -110,7 +110,8 @@ class ServeSettings:
     sparql_timeout: float = 30.0  # seconds; enforced outside the query engine
     sparql_max_rows: int = 100_000
     sparql_concurrency: int = 4  # queries at once in each serving process
-    processes: int = 0  # serving processes; 0: as many as CPUs, at least 2, at most 4
+    # serving processes, one of them a standby; 0: as many as CPUs, at least 2, at most 4
+    processes: int = 0
     catalog_page_size: int = 100
     catalog_title: str = ""  # the aggregate catalogue's dct:title (default: repository name)
     catalog_description: str = ""

@@ -1,12 +1,14 @@
 """``aggregator serve`` as it runs: a supervisor and real serving processes on a shared socket,
 over a store filled by the real pipeline. Runaway SPARQL queries are stopped by ending the
-process that runs them; the others keep answering and the supervisor replaces it."""
+process that runs them; the others (a standby among them) keep answering and the supervisor
+replaces it."""
 
 from __future__ import annotations
 
 import http.client
 import json
 import os
+import signal
 import socket
 import threading
 import time
@@ -191,7 +193,7 @@ def test_refresh_reaches_every_process_and_old_snapshots_go(tmp_path: Path) -> N
     sup = supervised(h, processes=2)
     try:
         first = sup.shelf.root / str(sup.shelf.current)
-        sessions = [requests.Session() for _ in range(4)]  # spread over both processes
+        sessions = [requests.Session() for _ in range(4)]  # the standby follows while idle
         assert {count(sup, s) for s in sessions} == {"5"}
         h.items.put(*(item(i) for i in range(5, 8)))
         h.run()
@@ -213,5 +215,60 @@ def test_a_killed_serving_process_is_replaced(harvested: Harvested) -> None:
         assert sup.exit_codes == [-9]
         assert victim not in sup.pids and len(sup.pids) == 2
         assert count(sup) == str(N_RECORDS)
+    finally:
+        sup.stop()
+
+
+def test_one_process_accepts_and_the_standby_takes_over_while_it_is_stuck(
+    harvested: Harvested,
+) -> None:
+    """With two processes the first accepts and the second stands by (idle, not woken by
+    each new connection); while the first runs a query inline the standby answers new
+    connections, and once a healthy first process is back the standby stops accepting."""
+    sup = supervised(harvested, processes=2, sparql_timeout=4.0)
+    try:
+        assert sup.acceptors == 1
+        wait_for(lambda: sup.accepting == [True, False], 10, "slot 0 alone should accept")
+        standby = sup.pids[1]
+        before = cpu_ticks(standby)
+        for _ in range(30):  # new connections, all to the accepting process
+            assert count(sup) == str(N_RECORDS)
+        assert sup.accepting == [True, False]
+        assert cpu_ticks(standby) - before <= 5  # it only beats: 50 wake-ups a second
+        results: dict[str, requests.Response] = {}
+
+        def runaway() -> None:
+            results["runaway"] = requests.get(
+                sup.url + "sparql", params={"query": EXPLOSIVE}, timeout=60
+            )
+
+        t = threading.Thread(target=runaway)
+        started = time.monotonic()
+        t.start()
+        time.sleep(0.3)  # slot 0 is stuck in the engine
+        assert count(sup) == str(N_RECORDS)  # answered by the standby, not after the deadline
+        assert time.monotonic() - started < 2.0
+        assert sup.accepting[1]
+        t.join()
+        assert results["runaway"].status_code == 503
+        wait_for(lambda: sup.restarts == 1, 30, "no replacement was started")
+        wait_for(lambda: sup.accepting == [True, False], 10, "the standby should stand by again")
+        assert count(sup) == str(N_RECORDS)
+    finally:
+        sup.stop()
+
+
+def test_the_standby_accepts_while_a_killed_process_is_replaced(harvested: Harvested) -> None:
+    sup = supervised(harvested, processes=2)
+    try:
+        wait_for(lambda: sup.accepting == [True, False], 10, "slot 0 alone should accept")
+        os.kill(sup.pids[0], signal.SIGSTOP)  # stuck: the standby takes over
+        try:
+            wait_for(lambda: sup.accepting[1], 5, "the standby did not take over")
+            assert count(sup) == str(N_RECORDS)
+        finally:
+            os.kill(sup.pids[0], signal.SIGKILL)
+        wait_for(lambda: sup.restarts == 1, 30, "no replacement was started")
+        wait_for(lambda: sup.accepting == [True, False], 10, "the standby should stand by again")
     finally:
         sup.stop()

@@ -3,11 +3,12 @@
 The supervisor owns the read-write store. It opens the listening socket, publishes read-only
 snapshots of the graph store for SPARQL (:mod:`aggregator.serve.snapshots`), and runs
 ``processes`` serving processes (:mod:`aggregator.serve.worker`), each a uvicorn server on the
-shared socket: the kernel hands each new connection to a process that is waiting in
-``accept``. It restarts a serving process that exits, which is how a SPARQL query past its
-deadline is stopped (:mod:`aggregator.serve.sparql_runner`): the process that ran it ends and
-a fresh one takes its place, while the others keep answering. Connections that arrive in the
-meantime wait in the socket's backlog; none is refused.
+shared socket. All but one accept new connections; the last is a hot standby that accepts
+only while one of them is stuck or gone (:mod:`aggregator.serve.accepting`). It restarts a
+serving process that exits, which is how a SPARQL query past its deadline is stopped
+(:mod:`aggregator.serve.sparql_runner`): the process that ran it ends and a fresh one takes
+its place, while the others keep answering. Connections that arrive in the meantime wait in
+the socket's backlog; none is refused.
 
 Each serving process gets a :class:`WorkerSpec` (pickled, on its stdin) and reports on a pipe
 when it is ready: its pid and whether its network sandbox is in force.
@@ -33,6 +34,7 @@ from pathlib import Path
 import aggregator
 from aggregator.config import Settings
 from aggregator.errors import StoreError
+from aggregator.serve.accepting import AcceptBoard, acceptors_for
 from aggregator.serve.oai_tokens import load_key
 from aggregator.serve.snapshots import SnapshotShelf, remove_stale_shelves
 from aggregator.store.graphs import OxigraphGraphs
@@ -58,6 +60,9 @@ class WorkerSpec:
     status_fd: int
     parent: int
     index: int
+    board_fd: int  # the AcceptBoard
+    slots: int
+    acceptors: int
 
 
 @dataclass(eq=False)
@@ -113,6 +118,8 @@ class Supervisor:
         remove_stale_shelves(shelves)
         self.shelf = SnapshotShelf(shelves / f"{os.getpid()}-serve", store.graphs.store)
         self.oai_key = load_key(store, settings.serve.oai_token_key_env)
+        self.board = AcceptBoard.create(self.processes)
+        self.acceptors = acceptors_for(self.processes)
         self.workers: list[ServingProcess] = []
         self.restarts = 0
         self.exit_codes: list[int] = []  # of the serving processes that ended while serving
@@ -167,6 +174,7 @@ class Supervisor:
             w.close_status()
         self.shelf.remove()
         self.sock.close()
+        self.board.close()
 
     def serve_forever(self) -> None:
         """Start, then run until SIGINT or SIGTERM (call from the main thread)."""
@@ -189,6 +197,11 @@ class Supervisor:
             return [w.pid for w in self.workers]
 
     @property
+    def accepting(self) -> list[bool]:
+        """Per serving process (slot order): whether it accepts new connections now."""
+        return self.board.accepting()
+
+    @property
     def sandboxed(self) -> bool:
         """True when every serving process runs with IP networking denied."""
         with self._lock:
@@ -207,6 +220,9 @@ class Supervisor:
             status_fd=status_w,
             parent=os.getpid(),
             index=index,
+            board_fd=self.board.fd,
+            slots=self.processes,
+            acceptors=self.acceptors,
         )
         env = dict(os.environ)
         root = str(Path(aggregator.__file__).resolve().parent.parent)
@@ -214,7 +230,7 @@ class Supervisor:
         try:
             proc = subprocess.Popen(
                 [sys.executable, "-m", "aggregator.serve.worker"],
-                pass_fds=[self.sock.fileno(), status_w],
+                pass_fds=[self.sock.fileno(), status_w, self.board.fd],
                 stdin=subprocess.PIPE,
                 env=env,
                 start_new_session=True,  # Ctrl-C reaches the supervisor only; it stops them
@@ -263,6 +279,7 @@ class Supervisor:
                     EXIT_RETIRED: "retired after a SPARQL query past its deadline",
                 }.get(code, f"exited with {code}")
                 log.warning("serving process %d %s; starting another", old.pid, reason)
+                self.board.clear(old.index)  # the standby accepts now, if it did not yet
                 old.close_status()
                 if time.monotonic() - old.started < 1.0 and code not in (
                     EXIT_OVERRUN,

@@ -1,6 +1,7 @@
 """A serving process of ``aggregator serve``: the whole app under uvicorn on the supervisor's
 listening socket (``python -m aggregator.serve.worker``, a pickled
-:class:`~aggregator.serve.supervisor.WorkerSpec` on stdin).
+:class:`~aggregator.serve.supervisor.WorkerSpec` on stdin). It accepts new connections when
+the accept board says so (:mod:`aggregator.serve.accepting`: all processes but one standby).
 
 Before anything else it asks to die with its supervisor and denies itself IP networking
 (:mod:`aggregator.serve.sparql_sandbox`: it only accepts on the socket it was given, so a
@@ -20,7 +21,9 @@ It gives the SPARQL runner its :class:`~aggregator.serve.sparql_runner.Supervisi
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import functools
 import json
 import logging
 import math
@@ -32,6 +35,7 @@ import socket
 import sys
 from typing import Any, NoReturn
 
+from aggregator.serve.accepting import AcceptBoard, AcceptSwitch
 from aggregator.serve.sparql_sandbox import deny_network, die_with_parent
 from aggregator.serve.supervisor import EXIT_OVERRUN, EXIT_RETIRED, WorkerSpec
 
@@ -149,13 +153,48 @@ def main() -> int:
         lifespan="on",
         timeout_graceful_shutdown=max(5, math.ceil(spec.settings.serve.sparql_timeout)),
     )
-    server = uvicorn.Server(config)
+    board = AcceptBoard(spec.board_fd, spec.slots)
+
+    class Server(uvicorn.Server):
+        """uvicorn, except that an :class:`AcceptSwitch` decides when this process accepts."""
+
+        switch: AcceptSwitch | None = None
+
+        async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+            await super().startup(sockets=[])  # no listening server of uvicorn's own
+            if not self.started:
+                return
+            config = self.config
+            # the protocol factory uvicorn's own startup makes
+            protocol = functools.partial(  # type: ignore[call-arg]
+                config.http_protocol_class,
+                config=config,
+                server_state=self.server_state,
+                app_state=self.lifespan.state,
+            )
+            loop = asyncio.get_running_loop()
+
+            def open_server(sock: socket.socket) -> asyncio.Task[asyncio.Server]:
+                return loop.create_task(
+                    loop.create_server(protocol, sock=sock, backlog=config.backlog)
+                )
+
+            self.switch = AcceptSwitch(
+                board, spec.index, spec.acceptors, spec.listen_fd, open_server, self.servers
+            )
+            self.switch.start()
+
+        async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+            if self.switch is not None:
+                self.switch.stop()  # the standby takes new connections from now on
+            await super().shutdown(sockets)
+
+    server = Server(config)
     hooks.server = server
-    sock = socket.socket(fileno=spec.listen_fd)
     report = {"pid": os.getpid(), "sandboxed": sandboxed, "index": spec.index}
     os.write(spec.status_fd, (json.dumps(report) + "\n").encode())
     os.close(spec.status_fd)
-    server.run(sockets=[sock])
+    server.run()
     # daemon threads may still run a query nobody waits for: do not wait for them
     os._exit(EXIT_RETIRED if hooks.retired else 0)
 
