@@ -44,6 +44,7 @@ from aggregator.peers.oaipmh_items import MemoryItems, OaiItem
 from aggregator.peers.sample_data import generate_dataset, generate_identifier
 from aggregator.peers.server import PeerServer
 from aggregator.pipeline import RunOptions, run_source
+from aggregator.serve import oai_store as oai_db
 from aggregator.serve.context import ServeContext
 from aggregator.serve.oai import OaiProvider, routes
 from aggregator.serve.oai_formats import RdfXmlWriter, dataset_first, embeddable_xml
@@ -742,11 +743,12 @@ def test_token_key_is_made_once_and_kept_in_the_store(tmp_path: Path) -> None:
 
 def test_record_sets_follow_the_records(tmp_path: Path) -> None:
     """The set index: kept in the upsert's transaction, withdrawals keep their theme sets,
-    rejected records are in none, and an older store gets it built when opened."""
+    rejected records are in none, each set's size is kept as records change, and an older
+    store gets the index and the sizes built when opened."""
     assert record_set_specs(
         "p", "http://publications.europa.eu/resource/authority/data-theme/ENVI http://x/y"
     ) == ["source", "source:p", "theme", "theme:ENVI"]
-    items = MemoryItems(item(i) for i in range(6))
+    items = MemoryItems([*(item(i) for i in range(6)), item(REJECTED)])
     with PeerServer(OaiPmhPeer(items)) as upstream:
         source = SourceConfig(name="p", type="oai-pmh", url=f"{upstream.url}oai")
         settings = Settings(
@@ -760,8 +762,10 @@ def test_record_sets_follow_the_records(tmp_path: Path) -> None:
         store = RecordStore(settings.store_path, BASE_IRI)
         http = HttpClient(settings.http)
         run_source(settings, store, "p", RunOptions(), http=http)
+        assert_set_counts(store)
         items.delete(generate_identifier(2), T0 + timedelta(days=9))
         run_source(settings, store, "p", RunOptions(full=True), http=http)
+        assert_set_counts(store)
 
     def sets() -> dict[tuple[int, str], str]:
         cur = store.db.conn.execute("SELECT record_id, set_spec, modified FROM record_sets")
@@ -782,12 +786,29 @@ def test_record_sets_follow_the_records(tmp_path: Path) -> None:
         # an older store: no record_sets yet -> built on open
         store.db.conn.execute("DELETE FROM record_sets")
         store.db.conn.execute("DELETE FROM meta WHERE key = 'record_sets'")
+        store.db.conn.execute("DELETE FROM set_counts")
+        store.db.conn.execute("DELETE FROM meta WHERE key = 'set_counts'")
         store.close()
         store = RecordStore(settings.store_path, BASE_IRI)
         rebuilt = sets()
         assert {k for k in rebuilt if k[0] != gone.id} == {k for k in before if k[0] != gone.id}
+        assert_set_counts(store)
+        # a whole set's completeListSize is read from set_counts; a date range is counted
+        conn = store.db.conn
+        assert oai_db.count(conn, oai_db.Selection("source", False)) == 6
+        assert oai_db.count(conn, oai_db.Selection("theme:NONE", False)) == 0
+        assert oai_db.count(conn, oai_db.Selection("source", False, "0", "1")) == 0
     finally:
         store.close()
+
+
+def assert_set_counts(store: RecordStore) -> None:
+    """``set_counts`` holds exactly the sizes of the sets in ``record_sets``."""
+    conn = store.db.conn
+    counted = dict(conn.execute("SELECT set_spec, count(*) FROM record_sets GROUP BY set_spec"))
+    kept = {k: v for k, v in conn.execute("SELECT set_spec, n FROM set_counts") if v}
+    assert kept == counted
+    assert counted["source"] == 6  # the rejected record is in no set
 
 
 def test_embeddable_xml() -> None:

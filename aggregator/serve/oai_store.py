@@ -144,13 +144,17 @@ def count(conn: sqlite3.Connection, sel: Selection) -> int:
             f" AND r.format = '{ISO_FORMAT}'",
             (sel.set_spec, sel.lo, sel.hi),
         ).fetchone()
+    elif sel.lo == LOWEST and sel.hi == HIGHEST:  # a whole set: counted as it was written
+        row = conn.execute(
+            "SELECT n FROM set_counts WHERE set_spec = ?", (sel.set_spec,)
+        ).fetchone()
     else:
         row = conn.execute(
             "SELECT count(*) FROM record_sets s"
             " WHERE s.set_spec = ? AND s.modified >= ? AND s.modified < ?",
             (sel.set_spec, sel.lo, sel.hi),
         ).fetchone()
-    return int(row[0])
+    return int(row[0]) if row else 0
 
 
 def record(

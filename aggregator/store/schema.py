@@ -3,7 +3,8 @@
 What each table is for: :mod:`aggregator.store.state` (records, payloads, the journal),
 :mod:`aggregator.jobs.journal` (jobs, job errors, checkpoints) and :mod:`aggregator.deadletter`
 (rejections). The indexes serve the keyset paging of the OAI-PMH provider and the catalogue
-(``records_modified``, ``record_sets_page``), the skip-by-date look-up of a re-harvest
+(``records_modified``, ``record_sets_page``, with ``set_counts`` for whole-set sizes), the
+skip-by-date look-up of a re-harvest
 (``records_stamps``, covering) and the journal replay (``records_pending``).
 """
 
@@ -48,6 +49,12 @@ CREATE TABLE IF NOT EXISTS record_sets (
     PRIMARY KEY (record_id, set_spec)
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS record_sets_page ON record_sets (set_spec, modified, record_id);
+-- rows of record_sets per set, kept by StateDB in the same transactions: completeListSize of a
+-- whole set without counting it (8 ms at 100,000 records, on every first page)
+CREATE TABLE IF NOT EXISTS set_counts (
+    set_spec TEXT PRIMARY KEY,
+    n INTEGER NOT NULL
+) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS rejections (
     id INTEGER PRIMARY KEY,
     source TEXT NOT NULL,

@@ -15,6 +15,7 @@ import hashlib
 import json
 import sqlite3
 import zlib
+from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -152,8 +153,12 @@ class StateDB:
             "CREATE TEMP TABLE IF NOT EXISTS seen (job_id INTEGER NOT NULL, source TEXT NOT NULL,"
             " local_id TEXT NOT NULL, PRIMARY KEY (job_id, source, local_id)) WITHOUT ROWID"
         )
+        # rows added to (+) and taken from (-) each set in the open transaction
+        self._set_delta: Counter[str] = Counter()
         if self.get_meta("record_sets") is None:
             self._fill_record_sets()
+        if self.get_meta("set_counts") is None:
+            self._count_sets()
 
     def close(self) -> None:
         self.conn.close()
@@ -163,11 +168,14 @@ class StateDB:
         self.conn.execute("BEGIN IMMEDIATE")
 
     def commit(self) -> None:
+        if self._set_delta:
+            self._apply_set_delta()
         self.conn.execute("COMMIT")
 
     def rollback(self) -> None:
         if self.conn.in_transaction:
             self.conn.execute("ROLLBACK")
+        self._set_delta.clear()
 
     # -- records ----------------------------------------------------------------------------
     def records_by_local_id(self, source: str, local_ids: Iterable[str]) -> dict[str, RecordRow]:
@@ -316,7 +324,7 @@ class StateDB:
         """
         conn = self.conn
         if status not in ("active", "withdrawn"):
-            conn.execute("DELETE FROM record_sets WHERE record_id = ?", (record_id,))
+            self._drop_record_sets(record_id)
             return
         specs = record_set_specs(source, themes)
         if status == "withdrawn" and len(specs) == 2:
@@ -326,11 +334,42 @@ class StateDB:
                 (record_id,),
             )
             specs += [str(r[0]) for r in cur]
-        conn.execute("DELETE FROM record_sets WHERE record_id = ?", (record_id,))
+        self._drop_record_sets(record_id)
         conn.executemany(
             "INSERT INTO record_sets (record_id, set_spec, modified) VALUES (?,?,?)",
             [(record_id, spec, modified) for spec in specs],
         )
+        self._set_delta.update(specs)
+
+    def _drop_record_sets(self, record_id: int) -> None:
+        cur = self.conn.execute(
+            "DELETE FROM record_sets WHERE record_id = ? RETURNING set_spec", (record_id,)
+        )
+        self._set_delta.subtract(str(r[0]) for r in cur)
+
+    def _apply_set_delta(self) -> None:
+        """Add the open transaction's changes to ``set_counts`` (just before it commits)."""
+        self.conn.executemany(
+            "INSERT INTO set_counts (set_spec, n) VALUES (?, ?)"
+            " ON CONFLICT (set_spec) DO UPDATE SET n = n + excluded.n",
+            [(spec, n) for spec, n in self._set_delta.items() if n],
+        )
+        self._set_delta.clear()
+
+    def _count_sets(self) -> None:
+        """Count every set once, for a store made before ``set_counts`` existed."""
+        self.begin()
+        try:
+            self.conn.execute("DELETE FROM set_counts")
+            self.conn.execute(
+                "INSERT INTO set_counts (set_spec, n)"
+                " SELECT set_spec, count(*) FROM record_sets GROUP BY set_spec"
+            )
+            self.set_meta("set_counts", "1")
+            self.commit()
+        except BaseException:
+            self.rollback()
+            raise
 
     def _fill_record_sets(self) -> None:
         """Build the set index once for a store made before it existed."""
