@@ -1,8 +1,9 @@
 """Content negotiation, RDF serialisation and HTTP caching helpers for the republishing routes.
 
 Formats are chosen in this order: a format suffix on the path (``.ttl``, ``.jsonld``, ``.rdf``,
-``.nt``, ``.html``), then a ``format`` query parameter, then the ``Accept`` header (q-values,
-``type/*`` and ``*/*`` ranges; equal preferences go to the route's default).
+``.nt``, ``.html``), then a ``format`` query parameter, then the ``Accept`` header
+(:mod:`aggregator.serve.accept`; equal preferences go to the range listed first, then to the
+route's default).
 
 Serialisation is pyoxigraph's throughout, JSON-LD included: pyoxigraph 0.5 writes expanded
 JSON-LD (full IRIs, ``@value``/``@language``/``@type`` objects), which needs no context and
@@ -24,6 +25,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from aggregator.errors import AggregatorError
+from aggregator.serve.accept import best_offer
 
 PREFIXES = {
     "dcat": "http://www.w3.org/ns/dcat#",
@@ -92,58 +94,18 @@ def split_suffix(segment: str) -> tuple[str, Format | None]:
     return segment, None
 
 
-def _ranges(accept: str) -> list[tuple[str, float]]:
-    out = []
-    for part in accept.split(","):
-        fields = part.strip().split(";")
-        media = fields[0].strip().lower()
-        if not media:
-            continue
-        q = 1.0
-        for param in fields[1:]:
-            name, _, value = param.strip().partition("=")
-            if name.strip().lower() == "q":
-                try:
-                    q = max(0.0, min(1.0, float(value)))
-                except ValueError:
-                    q = 0.0
-        out.append((media, q))
-    return out
-
-
-def _quality(fmt: Format, ranges: list[tuple[str, float]]) -> float | None:
-    """The q the most specific matching range gives ``fmt`` (None: no range matches)."""
-    best: tuple[int, float] | None = None
-    names = (fmt.media_type, *(a for a in fmt.aliases if "/" in a))
-    major = fmt.media_type.split("/")[0]
-    for media, q in ranges:
-        if media in names:
-            rank = 3
-        elif media == f"{major}/*":
-            rank = 2
-        elif media == "*/*":
-            rank = 1
-        else:
-            continue
-        if best is None or rank > best[0] or (rank == best[0] and q > best[1]):
-            best = (rank, q)
-    return None if best is None else best[1]
-
-
 def negotiate(accept: str | None, offered: Sequence[Format], default: Format) -> Format | None:
-    """The offered format the Accept header prefers; ``default`` on ties and without a header.
-
-    Returns None when the header rules out every offered format (answer 406).
-    """
-    ranges = _ranges(accept or "")
-    if not ranges:
-        return default
-    scored = [(fmt, _quality(fmt, ranges)) for fmt in offered]
-    best = max((q for _, q in scored if q is not None), default=0.0)
-    if best <= 0.0:
-        return None
-    winners = [fmt for fmt, q in scored if q == best]
-    return default if default in winners else winners[0]
+    """The offered format the Accept header prefers (:mod:`aggregator.serve.accept`: highest
+    q, then the range listed first, then ``default``, then the order of ``offered``); without
+    a header, ``default``. Returns None when the header rules out every offered format
+    (answer 406)."""
+    ordered = (
+        [default, *(f for f in offered if f is not default)] if default in offered else offered
+    )
+    return best_offer(
+        accept,
+        [(fmt, (fmt.media_type, *(a for a in fmt.aliases if "/" in a))) for fmt in ordered],
+    )
 
 
 @dataclass(frozen=True, slots=True)

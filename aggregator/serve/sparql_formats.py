@@ -13,6 +13,8 @@ from dataclasses import dataclass
 
 from pyoxigraph import QueryResultsFormat, RdfFormat
 
+from aggregator.serve.accept import best_offer
+
 
 @dataclass(frozen=True, slots=True)
 class Offer:
@@ -88,48 +90,16 @@ GRAPH_ALIASES: Mapping[str, str] = {
 }
 
 
-def _ranges(accept: str) -> list[tuple[str, float, int]]:
-    """Parse an Accept header into (range, q, position); malformed parts are skipped."""
-    out = []
-    for pos, part in enumerate(accept.split(",")):
-        fields = part.split(";")
-        media = fields[0].strip().lower()
-        if "/" not in media:
-            continue
-        q = 1.0
-        for param in fields[1:]:
-            key, _, value = param.partition("=")
-            if key.strip().lower() == "q":
-                try:
-                    q = float(value.strip())
-                except ValueError:
-                    q = 0.0
-        out.append((media, min(max(q, 0.0), 1.0), pos))
-    return out
+def _grouped(aliases: Mapping[str, str]) -> list[tuple[str, list[str]]]:
+    """Canonical type -> its accepted names, in the order of ``aliases``."""
+    groups: dict[str, list[str]] = {}
+    for name, canonical in aliases.items():
+        groups.setdefault(canonical, []).append(name)
+    return list(groups.items())
 
 
 def negotiate(accept: str | None, aliases: Mapping[str, str]) -> str | None:
-    """The canonical media type to answer with, or None when nothing acceptable is offered.
-
-    Each offered name gets the quality of the most specific matching range (exact, then
-    ``type/*``, then ``*/*``); the highest quality wins, then the range listed first, then our
-    preference. A missing or empty header means ``*/*``.
-    """
-    ranges = _ranges(accept or "") or [("*/*", 1.0, 0)]
-    best: tuple[float, int, int] | None = None
-    chosen: str | None = None
-    for pref, (name, canonical) in enumerate(aliases.items()):
-        major = name.split("/", 1)[0] + "/*"
-        match: tuple[int, float, int] | None = None  # (specificity, q, position)
-        for media, q, pos in ranges:
-            specificity = (
-                3 if media == name else 2 if media == major else 1 if media == "*/*" else 0
-            )
-            if specificity and (match is None or specificity > match[0]):
-                match = (specificity, q, pos)
-        if match is None or match[1] <= 0:
-            continue
-        key = (match[1], -match[2], -pref)
-        if best is None or key > best:
-            best, chosen = key, canonical
-    return chosen
+    """The canonical media type to answer with, or None when nothing acceptable is offered
+    (:mod:`aggregator.serve.accept`: highest q, then the range listed first, then the order of
+    ``aliases``). A missing or empty header means ``*/*``."""
+    return best_offer(accept, _grouped(aliases))
