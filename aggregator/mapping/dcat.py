@@ -7,9 +7,10 @@ Steps (docs/mappings/dcat.md describes them for metadata specialists):
    DOCTYPEs, truncated RDF/XML and unknown remote JSON-LD contexts refused; known DCAT-AP
    contexts resolved from our copies (:mod:`.dcat_contexts`); illegal IRIs percent-encoded,
    the original kept as ``dct:identifier``.
-2. **Split**: every ``dcat:Dataset``, ``dcat:DataService`` and ``dcat:DatasetSeries`` becomes
-   one description made of its closure: the resources reachable from it through outgoing links
-   that the document describes (blank nodes, distributions, agents, periods, ...). The walk
+2. **Split** (the index and the walk: :mod:`.dcat_document`): every ``dcat:Dataset``,
+   ``dcat:DataService`` and ``dcat:DatasetSeries`` becomes one description made of its
+   closure: the resources reachable from it through outgoing links that the document
+   describes (blank nodes, distributions, agents, periods, ...). The walk
    stops at other datasets, catalogues and catalogue records (the link triple is kept) and at
    ``MAX_CLOSURE`` triples. Shared resources are copied into every description (up to
    ``MAX_AMPLIFICATION`` times the document in all).
@@ -35,7 +36,7 @@ Steps (docs/mappings/dcat.md describes them for metadata specialists):
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import Path
 
@@ -52,6 +53,7 @@ from pyoxigraph import (
 
 from aggregator.errors import MappingError
 from aggregator.mapping.base import Mapper, MappingContext, content_hash, mint_iri
+from aggregator.mapping.dcat_document import DCT_TITLE, MAX_CLOSURE, Document, Node, show
 from aggregator.mapping.dcat_input import ParsedDocument, parse_document
 from aggregator.mapping.dcat_rule_table import DEFAULT_RULES_PATH, load_rules
 from aggregator.mapping.dcat_rules import RuleSet, findings_from
@@ -60,35 +62,17 @@ from aggregator.vocab import DCAT, DCT
 
 __all__ = ["MAX_CLOSURE", "DcatMapper", "canonical_quads"]
 
-RDF_TYPE = NamedNode("http://www.w3.org/1999/02/22-rdf-syntax-ns#type")
 DCT_IDENTIFIER = NamedNode(DCT + "identifier")
-DCAT_THEME = NamedNode(DCAT + "theme")
-FOAF_PRIMARY_TOPIC = NamedNode("http://xmlns.com/foaf/0.1/primaryTopic")
-DATASET_CLASSES = frozenset(
-    NamedNode(DCAT + name) for name in ("Dataset", "DataService", "DatasetSeries")
-)
-CATALOG_CLASS = NamedNode(DCAT + "Catalog")
-RECORD_CLASS = NamedNode(DCAT + "CatalogRecord")
 # A catalogue's lists of its members: not catalogue facts (they would copy every dataset's IRI
 # into every dataset's catalogue record).
 CATALOG_LISTS = frozenset(NamedNode(DCAT + p) for p in ("dataset", "service", "record"))
-CATALOG_LINKS = frozenset(NamedNode(DCAT + p) for p in ("dataset", "service"))
-DCAT_RECORD = NamedNode(DCAT + "record")
 
-MAX_CLOSURE = 50_000  # triples in one dataset description; more is a MappingError
 # Output triples (all descriptions of a document together) may be at most this many times the
 # input's, plus AMPLIFICATION_SLACK: shared resources are copied into every description that
 # uses them, and a document built to multiply them (a "bomb") is refused instead of mapped.
 MAX_AMPLIFICATION = 50
 AMPLIFICATION_SLACK = 200_000
-DCT_TITLE = NamedNode(DCT + "title")
 MAX_REPORTED = 5  # example subjects/terms named in a finding
-# A subject with more triples than this has its triples deduplicated when the document is
-# indexed: a triple repeated N times would be walked N times by every description that
-# includes its subject (quadratic on a catalogue that repeats a shared agent N times).
-DEDUPLICATE_ABOVE = 64
-
-Node = NamedNode | BlankNode
 
 
 def canonical_quads(quads: Iterable[Quad], ground: Iterable[str] = ()) -> bytes:
@@ -111,110 +95,7 @@ def canonical_quads(quads: Iterable[Quad], ground: Iterable[str] = ()) -> bytes:
     return b"\n".join(lines) + b"\n"
 
 
-class _Document:
-    """The parsed document indexed by subject, with its datasets, catalogues and records."""
-
-    def __init__(self, quads: Sequence[Quad]) -> None:
-        self.by_subject: dict[object, list[Quad]] = {}
-        self.visited: set[object] = set()  # subjects some closure has entered
-        self.titled: set[object] = set()  # subjects with a dct:title
-        self.datasets: list[Node] = []
-        self.catalogs: list[Node] = []
-        self.records: list[Node] = []
-        by_subject = self.by_subject
-        for quad in quads:  # one pass: index by subject, note typed nodes
-            subject = quad.subject
-            entry = by_subject.get(subject)
-            if entry is None:
-                by_subject[subject] = [quad]
-            else:
-                entry.append(quad)
-            predicate = quad.predicate
-            if predicate == DCT_TITLE:
-                self.titled.add(subject)
-            elif predicate == RDF_TYPE and isinstance(subject, NamedNode | BlankNode):
-                obj = quad.object
-                if obj in DATASET_CLASSES:
-                    self.datasets.append(subject)
-                elif obj == CATALOG_CLASS:
-                    self.catalogs.append(subject)
-                elif obj == RECORD_CLASS:
-                    self.records.append(subject)
-        for node, entry in by_subject.items():
-            if len(entry) > DEDUPLICATE_ABOVE:
-                by_subject[node] = list(dict.fromkeys(entry))
-        # one entry per node, in document order (a node may have several dataset classes)
-        self.datasets = list(dict.fromkeys(self.datasets))
-        self.catalogs = list(dict.fromkeys(self.catalogs))
-        self.records = list(dict.fromkeys(self.records))
-        self.boundary = (
-            frozenset(self.datasets) | frozenset(self.catalogs) | frozenset(self.records)
-        )
-        # dataset -> the records about it / the catalogues listing it (directly or by record)
-        self.records_of: dict[object, list[Node]] = {}
-        # dataset -> the catalogue triples listing it (dcat:dataset/service, dcat:record)
-        self.links_to: dict[object, list[Quad]] = {}
-        for record in self.records:
-            for quad in by_subject.get(record, ()):
-                if quad.predicate == FOAF_PRIMARY_TOPIC:
-                    self.records_of.setdefault(quad.object, []).append(record)
-        topic_of: dict[object, object] = {r: t for t, rs in self.records_of.items() for r in rs}
-        self.catalogs_of: dict[object, list[Node]] = {}
-        for catalog in self.catalogs:
-            for quad in by_subject.get(catalog, ()):
-                predicate = quad.predicate
-                if predicate in CATALOG_LINKS:
-                    member: object = quad.object
-                elif predicate == DCAT_RECORD and quad.object in topic_of:
-                    member = topic_of[quad.object]
-                else:
-                    continue
-                self.links_to.setdefault(member, []).append(quad)
-                listed = self.catalogs_of.setdefault(member, [])
-                if catalog not in listed:
-                    listed.append(catalog)
-
-    def get(self, node: object) -> Sequence[Quad]:
-        """The triples describing ``node`` in a description (none for datasets, catalogues and
-        records, which a description links to but never includes): the range checks' index."""
-        if node in self.boundary:
-            return ()
-        return self.by_subject.get(node, ())
-
-    def closure(self, root: Node, skip: frozenset[NamedNode] = frozenset()) -> list[Quad]:
-        """Triples of ``root`` and of every described resource reachable from it.
-
-        Objects that are datasets, catalogues or catalogue records are not entered (their link
-        triple is kept); ``rdf:type`` objects are not entered; triples of ``root`` itself whose
-        predicate is in ``skip`` are left out.
-        """
-        by_subject = self.by_subject
-        boundary = self.boundary
-        self.visited.add(root)
-        seen: set[object] = {root}
-        stack: list[object] = [root]
-        out: list[Quad] = []
-        while stack:
-            subject = stack.pop()
-            for quad in by_subject.get(subject, ()):
-                if skip and subject is root and quad.predicate in skip:
-                    continue
-                out.append(quad)
-                obj = quad.object
-                if obj in by_subject and obj not in seen and obj not in boundary:
-                    if quad.predicate == RDF_TYPE:
-                        continue
-                    seen.add(obj)
-                    self.visited.add(obj)
-                    stack.append(obj)
-            if len(out) > MAX_CLOSURE:
-                raise MappingError(
-                    f"the description of {_show(root)} has more than {MAX_CLOSURE} triples"
-                )
-        return out
-
-
-def _titled(doc: _Document, node: object) -> bool:
+def _titled(doc: Document, node: object) -> bool:
     return node in doc.titled
 
 
@@ -244,7 +125,7 @@ def _original_iris(quads: list[Quad], repaired: dict[str, str]) -> list[Quad]:
     return [Quad(node, DCT_IDENTIFIER, Literal(fixed[value])) for value, node in nodes.items()]
 
 
-def _document_findings(doc: _Document, parsed: ParsedDocument) -> list[Finding]:
+def _document_findings(doc: Document, parsed: ParsedDocument) -> list[Finding]:
     """What the document held that no description carries: reported, never silently lost."""
     findings = []
     listed = {q for d in doc.datasets for q in doc.links_to.get(d, ())}
@@ -313,10 +194,6 @@ def _document_findings(doc: _Document, parsed: ParsedDocument) -> list[Finding]:
     return findings
 
 
-def _show(node: object) -> str:
-    return f"<{node.value}>" if isinstance(node, NamedNode) else "a blank-node dataset"
-
-
 def _replace(quads: Iterable[Quad], old: BlankNode, new: NamedNode) -> list[Quad]:
     out = []
     for quad in quads:
@@ -343,7 +220,7 @@ class DcatMapper(Mapper):
         quads = parsed.quads
         if parsed.repaired:
             quads = quads + _original_iris(quads, parsed.repaired)
-        doc = _Document(quads)
+        doc = Document(quads)
         where = f" ({raw.url})" if raw.url else ""
         if not doc.datasets:
             raise MappingError(
@@ -371,7 +248,7 @@ class DcatMapper(Mapper):
             results[0] = replace(first, findings=first.findings + tuple(document_findings))
         if single and not _titled(doc, doc.datasets[0]):
             raise MappingError(
-                f"{_show(doc.datasets[0])} in {raw.local_id!r}{where} has no dct:title "
+                f"{show(doc.datasets[0])} in {raw.local_id!r}{where} has no dct:title "
                 "(mandatory in every DCAT-AP version)"
             )
         return results
@@ -382,7 +259,7 @@ class DcatMapper(Mapper):
         self,
         raw: RawRecord,
         ctx: MappingContext,
-        doc: _Document,
+        doc: Document,
         node: Node,
         single: bool,
         catalog_cache: dict[object, tuple[list[Quad], list[Finding]]],
@@ -406,7 +283,7 @@ class DcatMapper(Mapper):
                     stage=Stage.MAP,
                     severity=Severity.VIOLATION,
                     rule="dataset-without-title",
-                    message=f"{_show(node)} has no dct:title (mandatory in every DCAT-AP version)",
+                    message=f"{show(node)} has no dct:title (mandatory in every DCAT-AP version)",
                     location=iri.value,
                     path=DCT_TITLE.value,
                 )
@@ -483,7 +360,7 @@ class DcatMapper(Mapper):
 
     # --- catalogue facts ----------------------------------------------------------------------
 
-    def _records_about(self, doc: _Document, node: Node) -> list[Quad]:
+    def _records_about(self, doc: Document, node: Node) -> list[Quad]:
         """Closures of the source's dcat:CatalogRecords whose foaf:primaryTopic is ``node``."""
         out: list[Quad] = []
         for record in doc.records_of.get(node, ()):
@@ -492,7 +369,7 @@ class DcatMapper(Mapper):
 
     def _catalog_facts(
         self,
-        doc: _Document,
+        doc: Document,
         node: Node,
         cache: dict[object, tuple[list[Quad], list[Finding]]],
     ) -> tuple[list[Quad], list[Finding]]:

@@ -26,9 +26,9 @@ import math
 import re
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from itertools import chain
-from urllib.parse import parse_qs, quote, unquote, urlsplit
+from urllib.parse import quote, unquote, urlsplit
 
 import anyio
 from starlette.concurrency import run_in_threadpool
@@ -40,6 +40,7 @@ from aggregator.errors import StoreError
 from aggregator.serve import oai_store as db
 from aggregator.serve import oai_xml as xml
 from aggregator.serve.context import ServeContext
+from aggregator.serve.oai_args import OaiError, bounds, check_args, parse_args, stamp
 from aggregator.serve.oai_formats import (
     FORMATS,
     ISO19139,
@@ -59,31 +60,9 @@ log = logging.getLogger(__name__)
 GRANULARITY = "YYYY-MM-DDThh:mm:ssZ"
 MAX_BODY = 64 * 1024
 CHUNK = 32 * 1024  # bytes per write of a streamed response
-MAX_FIELDS = 32
 _LIST_VERBS = ("ListIdentifiers", "ListRecords")
-# verb: (required, optional); resumptionToken, where allowed, is exclusive
-_VERBS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
-    "Identify": (frozenset(), frozenset()),
-    "ListMetadataFormats": (frozenset(), frozenset({"identifier"})),
-    "ListSets": (frozenset(), frozenset({"resumptionToken"})),
-    "GetRecord": (frozenset({"identifier", "metadataPrefix"}), frozenset()),
-    "ListIdentifiers": (
-        frozenset({"metadataPrefix"}),
-        frozenset({"from", "until", "set", "resumptionToken"}),
-    ),
-    "ListRecords": (
-        frozenset({"metadataPrefix"}),
-        frozenset({"from", "until", "set", "resumptionToken"}),
-    ),
-}
-# OAI-PMH 2.0 section 3.4 / the schema's patterns for metadataPrefix and setSpec
-_PREFIX = re.compile(r"^[A-Za-z0-9\-_.!~*'()]+$")
-_SET = re.compile(r"^[A-Za-z0-9\-_.!~*'()]+(:[A-Za-z0-9\-_.!~*'()]+)*$")
-_DAY = re.compile(r"^\d{4}-\d{2}-\d{2}$")
-_SECONDS = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$")
 _DOMAIN = re.compile(r"^[a-zA-Z][a-zA-Z0-9\-]*(\.[a-zA-Z][a-zA-Z0-9\-]*)+$")
 _LOCAL_SAFE = "-_.!~*'();/?:@&=+$,"  # oai-identifier: these stay, everything else is %-encoded
-_BOUND = "%Y-%m-%dT%H:%M:%S"
 THEME_NAMES = {
     "AGRI": "Agriculture, fisheries, forestry and food",
     "ECON": "Economy and finance",
@@ -100,68 +79,6 @@ THEME_NAMES = {
     "TRAN": "Transport",
 }
 assert set(THEME_NAMES) == EU_THEME_CODES
-
-
-class OaiError(Exception):
-    """One OAI-PMH error condition; ``code`` is the protocol's error code."""
-
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-
-
-def parse_args(raw: bytes) -> dict[str, list[str]]:
-    """A query string or form body as ``parse_qs`` gives it (repeats kept, blanks kept)."""
-    try:
-        return parse_qs(
-            raw.decode("utf-8", errors="replace"),
-            keep_blank_values=True,
-            errors="replace",
-            max_num_fields=MAX_FIELDS,
-        )
-    except ValueError as err:
-        raise OaiError("badArgument", "too many arguments") from err
-
-
-def _stamp(when: datetime) -> str:
-    return when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def _bound(name: str, value: str) -> tuple[datetime, bool]:
-    """A from/until value as (datetime, day granularity?)."""
-    try:
-        if _DAY.match(value):
-            return datetime.strptime(value, "%Y-%m-%d").replace(tzinfo=UTC), True
-        if _SECONDS.match(value):
-            return datetime.strptime(value, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC), False
-    except ValueError:
-        pass
-    raise OaiError(
-        "badArgument",
-        f"{name} must be a UTC datestamp YYYY-MM-DD or YYYY-MM-DDThh:mm:ssZ (got {value!r})",
-    )
-
-
-def _bounds(from_: str | None, until: str | None) -> tuple[str, str]:
-    """(lo inclusive, hi exclusive) for ``modified``, from the from/until arguments."""
-    lo, hi = db.LOWEST, db.HIGHEST
-    start = end = None
-    if from_ is not None:
-        start, day_from = _bound("from", from_)
-        lo = start.strftime(_BOUND)
-    if until is not None:
-        end, day_until = _bound("until", until)
-        try:
-            hi = (end + (timedelta(days=1) if day_until else timedelta(seconds=1))).strftime(_BOUND)
-        except OverflowError:
-            hi = db.HIGHEST
-    if start is not None and end is not None:
-        if day_from != day_until:
-            raise OaiError("badArgument", "from and until have different granularities")
-        if start > end:
-            raise OaiError("badArgument", "from is later than until")
-    return lo, hi
 
 
 class OaiProvider:
@@ -200,10 +117,10 @@ class OaiProvider:
         """Check and answer one request: every SQLite read happens here, the records are
         written while the returned iterator is consumed."""
         now = self.clock()
-        date = _stamp(datetime.fromtimestamp(now, UTC))
+        date = stamp(datetime.fromtimestamp(now, UTC))
         echo: list[tuple[str, str]] | None = None
         try:
-            verb, flat = self._check(args)
+            verb, flat = check_args(args)
             echo = [("verb", verb), *((k, v) for k, v in flat.items() if k != "verb")]
             body = self._dispatch(verb, flat, now)
         except OaiError as err:
@@ -214,43 +131,12 @@ class OaiProvider:
         self, err: OaiError, echo: list[tuple[str, str]] | None = None, now: float | None = None
     ) -> Iterator[bytes]:
         """An error response; the request is echoed only when it was valid."""
-        date = _stamp(datetime.fromtimestamp(self.clock() if now is None else now, UTC))
+        date = stamp(datetime.fromtimestamp(self.clock() if now is None else now, UTC))
         if err.code in ("badVerb", "badArgument"):
             echo = None
         return iter(
             (xml.head(date, self.base_url, echo), xml.error(err.code, err.message), xml.TAIL)
         )
-
-    def _check(self, args: Mapping[str, Sequence[str]]) -> tuple[str, dict[str, str]]:
-        verbs = args.get("verb", [])
-        if len(verbs) != 1 or verbs[0] not in _VERBS:
-            raise OaiError("badVerb", "the verb argument is missing, repeated or not a verb")
-        verb = verbs[0]
-        repeated = sorted(k for k, v in args.items() if len(v) > 1)
-        if repeated:
-            raise OaiError("badArgument", f"repeated argument(s): {', '.join(repeated)}")
-        flat = {k: v[0] for k, v in args.items()}
-        given = set(flat) - {"verb"}
-        required, optional = _VERBS[verb]
-        unknown = given - required - optional
-        if unknown:
-            raise OaiError("badArgument", f"illegal argument(s): {', '.join(sorted(unknown))}")
-        if "resumptionToken" in given:
-            if given != {"resumptionToken"}:
-                raise OaiError("badArgument", "resumptionToken is an exclusive argument")
-        else:
-            missing = required - given
-            if missing:
-                raise OaiError("badArgument", f"missing argument(s): {', '.join(sorted(missing))}")
-        empty = sorted(k for k in given if not flat[k])
-        if empty:
-            raise OaiError("badArgument", f"empty argument(s): {', '.join(empty)}")
-        if "metadataPrefix" in flat and not _PREFIX.match(flat["metadataPrefix"]):
-            raise OaiError("badArgument", "metadataPrefix has characters it cannot have")
-        if "set" in flat and not _SET.match(flat["set"]):
-            raise OaiError("badArgument", "set is not a setSpec")
-        _bounds(flat.get("from"), flat.get("until"))
-        return verb, flat
 
     def _dispatch(self, verb: str, flat: dict[str, str], now: float) -> Iterator[bytes]:
         if verb == "Identify":
@@ -269,7 +155,7 @@ class OaiProvider:
     def _identify(self) -> bytes:
         conn = self.ctx.read_db()
         first = db.earliest(conn)
-        earliest = first[:19] + "Z" if first else _stamp(datetime.fromtimestamp(self.clock(), UTC))
+        earliest = first[:19] + "Z" if first else stamp(datetime.fromtimestamp(self.clock(), UTC))
         s = self.settings
         parts = [
             "<Identify>\n",
@@ -408,7 +294,7 @@ class OaiProvider:
             prefix, set_spec = flat["metadataPrefix"], flat.get("set")
             from_, until = flat.get("from"), flat.get("until")
         self._format(prefix)
-        lo, hi = _bounds(from_, until)
+        lo, hi = bounds(from_, until)
         conn = self.ctx.read_db()
         if set_spec is not None and not db.has_sets(conn):
             raise OaiError("noSetHierarchy", "the repository holds no records, so no sets")
@@ -451,7 +337,7 @@ class OaiProvider:
                 self.signer.encode(next_state),
                 total,
                 cursor,
-                _stamp(datetime.fromtimestamp(expires, UTC)),
+                stamp(datetime.fromtimestamp(expires, UTC)),
             )
         elif state is not None:
             token = xml.resumption_token("", total, cursor, None)
