@@ -3,14 +3,17 @@ decided from heartbeats in shared memory."""
 
 from __future__ import annotations
 
+import asyncio
 import os
+import socket
 import subprocess
 import sys
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 
 import pytest
 
-from aggregator.serve.accepting import STALE, AcceptBoard, acceptors_for
+from aggregator.serve.accepting import BEAT, STALE, AcceptBoard, AcceptSwitch, acceptors_for
 
 NS = 1_000_000_000
 
@@ -66,3 +69,84 @@ def test_the_board_is_shared_with_a_child_process(board: AcceptBoard) -> None:
     assert board.live() == [False, True, False]
     assert board.accepting() == [False, True, False]
     assert os.fstat(board.fd).st_size >= 3 * 16
+
+
+def _listener() -> socket.socket:
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen()
+    return sock
+
+
+def test_a_switch_retries_and_closes_the_socket_of_a_failed_attempt(board: AcceptBoard) -> None:
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        attempts: list[socket.socket] = []
+
+        def open_server(sock: socket.socket) -> asyncio.Task[asyncio.Server]:
+            attempts.append(sock)
+
+            async def start() -> asyncio.Server:
+                if len(attempts) == 1:
+                    raise OSError("the first attempt fails")
+                return await loop.create_server(asyncio.Protocol, sock=sock)
+
+            return loop.create_task(start())
+
+        servers: list[asyncio.Server] = []
+        with _listener() as listener:
+            switch = AcceptSwitch(board, 0, 1, listener.fileno(), open_server, servers)
+            switch.start()
+            await _until(lambda: switch.accepting)
+            assert len(attempts) == 2
+            assert attempts[0].fileno() == -1  # the failed attempt's duplicate is closed
+            assert servers == [switch.server]
+            assert board.accepting() == [True, False, False]
+            switch.stop()
+            assert servers == [] and not switch.accepting
+            assert board.live() == [False, False, False]
+
+    asyncio.run(main())
+
+
+def test_the_standby_switch_accepts_only_while_the_first_slot_is_stale(
+    board: AcceptBoard,
+) -> None:
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+
+        def open_server(sock: socket.socket) -> asyncio.Task[asyncio.Server]:
+            return loop.create_task(loop.create_server(asyncio.Protocol, sock=sock))
+
+        servers: list[asyncio.Server] = []
+        with _listener() as listener:
+            standby = AcceptSwitch(board, 1, 1, listener.fileno(), open_server, servers)
+            first_beats = True
+
+            async def first() -> None:  # slot 0's heartbeat, while it is healthy
+                while True:
+                    if first_beats:
+                        board.beat(0, accepting=True)
+                    await asyncio.sleep(BEAT)
+
+            beating = loop.create_task(first())
+            await asyncio.sleep(BEAT)
+            standby.start()
+            await asyncio.sleep(5 * BEAT)
+            assert not standby.accepting
+            first_beats = False  # slot 0 is stuck
+            await _until(lambda: standby.accepting)
+            first_beats = True  # and back
+            await _until(lambda: not standby.accepting)
+            assert standby.switches == 2
+            standby.stop()
+            beating.cancel()
+
+    asyncio.run(main())
+
+
+async def _until(predicate: Callable[[], bool], seconds: float = 5.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not predicate():
+        assert time.monotonic() < deadline, "not in time"
+        await asyncio.sleep(0.005)

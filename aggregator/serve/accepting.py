@@ -133,6 +133,7 @@ class AcceptSwitch:
         self._opening: asyncio.Task[asyncio.Server] | None = None
         self._timer: asyncio.TimerHandle | None = None
         self._stopped = False
+        self._failing = False  # the last attempt to accept failed (logged once)
         self.switches = 0  # times it started or stopped accepting
 
     @property
@@ -158,20 +159,22 @@ class AcceptSwitch:
         if want and self.server is None and self._opening is None:
             sock = socket.socket(fileno=os.dup(self.listen_fd))
             self._opening = self.open_server(sock)
-            self._opening.add_done_callback(self._opened)
+            self._opening.add_done_callback(lambda task: self._opened(task, sock))
         elif not want and self.server is not None:
             self._close()
         self.board.beat(self.slot, self.server is not None)
         self._timer = asyncio.get_running_loop().call_later(BEAT, self._tick)
 
-    def _opened(self, task: asyncio.Task[asyncio.Server]) -> None:
+    def _opened(self, task: asyncio.Task[asyncio.Server], sock: socket.socket) -> None:
         self._opening = None
-        if task.cancelled():
+        err = None if task.cancelled() else task.exception()
+        if task.cancelled() or err is not None:  # tried again at the next heartbeat
+            sock.close()
+            if err is not None and not self._failing:
+                log.error("cannot accept on the listening socket (retrying): %s", err)
+            self._failing = err is not None
             return
-        err = task.exception()
-        if err is not None:  # tried again at the next heartbeat
-            log.error("cannot accept on the listening socket: %s", err)
-            return
+        self._failing = False
         server = task.result()
         if self._stopped:
             server.close()
