@@ -14,7 +14,7 @@ streamed.
   granularity ``YYYY-MM-DDThh:mm:ssZ``, day granularity accepted in from/until.
 - Deleted records: persistent. A withdrawn record stays listed as a deleted header.
 - Sets: ``source:NAME`` and ``theme:CODE`` (EU data themes), under parents ``source`` and
-  ``theme``; read from the ``record_sets`` index kept by :class:`aggregator.store.state.StateDB`.
+  ``theme``; read from the ``record_sets`` index (:mod:`aggregator.store.record_sets`).
 - Paging: keyset paging on (modified, id) with signed, self-contained resumption tokens
   (:mod:`aggregator.serve.oai_tokens`).
 """
@@ -52,8 +52,8 @@ from aggregator.serve.oai_formats import (
     oai_dc,
 )
 from aggregator.serve.oai_tokens import TokenError, TokenSigner, TokenState, load_key
+from aggregator.store.record_sets import EU_THEME_CODES
 from aggregator.store.records import RecordStore
-from aggregator.store.state import EU_THEME_CODES
 
 log = logging.getLogger(__name__)
 

@@ -15,46 +15,18 @@ import hashlib
 import json
 import sqlite3
 import zlib
-from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from aggregator.store.record_sets import SetIndex
 from aggregator.store.schema import SCHEMA
 
 RECORD_COLUMNS = (
     "id, source, local_id, record_iri, dataset_iri, status, content_hash, first_seen, modified,"
     " source_datestamp, job_id, seen_job, format, payload_sha, url, themes, findings, pending"
 )
-
-
-EU_THEME_IRIS = (
-    "http://publications.europa.eu/resource/authority/data-theme/",
-    "https://publications.europa.eu/resource/authority/data-theme/",
-)
-EU_THEME_CODES = frozenset(
-    {"AGRI", "ECON", "EDUC", "ENER", "ENVI", "GOVE", "HEAL"}
-    | {"INTR", "JUST", "REGI", "SOCI", "TECH", "TRAN"}
-)
-
-
-def record_set_specs(source: str, themes: str) -> list[str]:
-    """The OAI-PMH sets of a published record: ``source``/``source:NAME`` and, when it has EU
-    data themes, ``theme``/``theme:CODE`` (parents are kept as rows so that a set query is
-    one index range)."""
-    specs = ["source", f"source:{source}"]
-    codes = sorted(
-        {
-            code
-            for iri in themes.split()
-            for base in EU_THEME_IRIS
-            if iri.startswith(base) and (code := iri[len(base) :]) in EU_THEME_CODES
-        }
-    )
-    if codes:
-        specs += ["theme", *(f"theme:{c}" for c in codes)]
-    return specs
 
 
 def pack(data: bytes) -> bytes:
@@ -153,12 +125,11 @@ class StateDB:
             "CREATE TEMP TABLE IF NOT EXISTS seen (job_id INTEGER NOT NULL, source TEXT NOT NULL,"
             " local_id TEXT NOT NULL, PRIMARY KEY (job_id, source, local_id)) WITHOUT ROWID"
         )
-        # rows added to (+) and taken from (-) each set in the open transaction
-        self._set_delta: Counter[str] = Counter()
-        if self.get_meta("record_sets") is None:
-            self._fill_record_sets()
-        if self.get_meta("set_counts") is None:
-            self._count_sets()
+        self.sets = SetIndex(self.conn)
+        if self.get_meta("record_sets") is None:  # a store made before the set index
+            self._build_once("record_sets", self.sets.fill)
+        if self.get_meta("set_counts") is None:  # ... or before the set sizes
+            self._build_once("set_counts", self.sets.count_all)
 
     def close(self) -> None:
         self.conn.close()
@@ -168,14 +139,13 @@ class StateDB:
         self.conn.execute("BEGIN IMMEDIATE")
 
     def commit(self) -> None:
-        if self._set_delta:
-            self._apply_set_delta()
+        self.sets.flush()  # the set sizes this transaction changed
         self.conn.execute("COMMIT")
 
     def rollback(self) -> None:
         if self.conn.in_transaction:
             self.conn.execute("ROLLBACK")
-        self._set_delta.clear()
+        self.sets.discard()
 
     # -- records ----------------------------------------------------------------------------
     def records_by_local_id(self, source: str, local_ids: Iterable[str]) -> dict[str, RecordRow]:
@@ -311,77 +281,15 @@ class StateDB:
                 ),
             ).fetchone()
             ids.append(int(row[0]))
-            self._put_record_sets(int(row[0]), w.source, w.status, w.themes, w.modified)
+            self.sets.put(int(row[0]), w.source, w.status, w.themes, w.modified)
         return ids
 
-    def _put_record_sets(
-        self, record_id: int, source: str, status: str, themes: str, modified: str
-    ) -> None:
-        """Keep ``record_sets`` (the OAI-PMH set index) in step with one record's new state.
-
-        Rejected records are in no set. A withdrawal keeps the theme sets the record was in
-        (its themes go with its content), so selective harvesters see the deleted header.
-        """
-        conn = self.conn
-        if status not in ("active", "withdrawn"):
-            self._drop_record_sets(record_id)
-            return
-        specs = record_set_specs(source, themes)
-        if status == "withdrawn" and len(specs) == 2:
-            cur = conn.execute(
-                "SELECT set_spec FROM record_sets WHERE record_id = ?"
-                " AND set_spec >= 'theme' AND set_spec < 'theme;'",
-                (record_id,),
-            )
-            specs += [str(r[0]) for r in cur]
-        self._drop_record_sets(record_id)
-        conn.executemany(
-            "INSERT INTO record_sets (record_id, set_spec, modified) VALUES (?,?,?)",
-            [(record_id, spec, modified) for spec in specs],
-        )
-        self._set_delta.update(specs)
-
-    def _drop_record_sets(self, record_id: int) -> None:
-        cur = self.conn.execute(
-            "DELETE FROM record_sets WHERE record_id = ? RETURNING set_spec", (record_id,)
-        )
-        self._set_delta.subtract(str(r[0]) for r in cur)
-
-    def _apply_set_delta(self) -> None:
-        """Add the open transaction's changes to ``set_counts`` (just before it commits)."""
-        self.conn.executemany(
-            "INSERT INTO set_counts (set_spec, n) VALUES (?, ?)"
-            " ON CONFLICT (set_spec) DO UPDATE SET n = n + excluded.n",
-            [(spec, n) for spec, n in self._set_delta.items() if n],
-        )
-        self._set_delta.clear()
-
-    def _count_sets(self) -> None:
-        """Count every set once, for a store made before ``set_counts`` existed."""
+    def _build_once(self, meta_key: str, build: Callable[[], None]) -> None:
+        """Run ``build`` and note ``meta_key`` in one transaction."""
         self.begin()
         try:
-            self.conn.execute("DELETE FROM set_counts")
-            self.conn.execute(
-                "INSERT INTO set_counts (set_spec, n)"
-                " SELECT set_spec, count(*) FROM record_sets GROUP BY set_spec"
-            )
-            self.set_meta("set_counts", "1")
-            self.commit()
-        except BaseException:
-            self.rollback()
-            raise
-
-    def _fill_record_sets(self) -> None:
-        """Build the set index once for a store made before it existed."""
-        self.begin()
-        try:
-            rows = self.conn.execute(
-                "SELECT id, source, status, themes, modified FROM records"
-                " WHERE status IN ('active', 'withdrawn')"
-            ).fetchall()
-            for rid, source, status, themes, modified in rows:
-                self._put_record_sets(int(rid), source, status, themes or "", modified)
-            self.set_meta("record_sets", "1")
+            build()
+            self.set_meta(meta_key, "1")
             self.commit()
         except BaseException:
             self.rollback()
