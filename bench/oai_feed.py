@@ -42,7 +42,7 @@ _HEADER = re.compile(rb"<header[ >]")
 def fill(path: Path, count: int) -> None:
     from aggregator.mapping.base import MappingContext
     from aggregator.mapping.dcat import DcatMapper
-    from aggregator.models import RawRecord
+    from aggregator.models import JobStatus, RawRecord
     from aggregator.peers.sample_data import generate_dataset, generate_identifier
     from aggregator.store.records import RecordStore
     from aggregator.store.state import RecordWrite
@@ -96,6 +96,7 @@ def fill(path: Path, count: int) -> None:
             db.clear_pending(ids)  # no graph store work: the provider reads SQLite only
             db.commit()
             batch.clear()
+    store.jobs.finish(job, JobStatus.SUCCEEDED, {"complete": True}, "bench fill")
     print(f"filled {count} records in {time.perf_counter() - t0:.1f} s (SQLite journal only)")
     store.close()
 

@@ -1,0 +1,71 @@
+"""Every benchmark script runs, at a small size (the full sizes run outside CI; their figures
+are in docs/benchmarks.md). This catches a benchmark that no longer matches the code."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+BENCH = Path(__file__).resolve().parent.parent / "bench"
+
+
+def run(script: str, *args: str, timeout: float = 300) -> str:
+    done = subprocess.run(
+        [sys.executable, str(BENCH / script), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
+    return done.stdout
+
+
+def last_json(out: str) -> dict[str, object]:
+    """The figures a benchmark prints last: a JSON object on one line or indented."""
+    lines = out.splitlines()
+    start = max(i for i, line in enumerate(lines) if line.startswith("{"))
+    parsed: dict[str, object] = json.loads("\n".join(lines[start:]))
+    return parsed
+
+
+def test_harvest_and_bulk_load_benchmarks(tmp_path: Path) -> None:
+    out = run("harvest_oaipmh.py", "--records", "300", "--skip-forced", "--dir", str(tmp_path))
+    assert "first" in out and "unchanged" in out and "peak RSS" in out
+    out = run("oxigraph_bulk_load.py", "--store", str(tmp_path / "store"), "--settle", "0.2")
+    assert "us" in out
+
+
+def test_oai_feed_benchmark() -> None:
+    figures = last_json(run("oai_feed.py", "--records", "600", "--repeats", "2"))
+    assert figures["records"] == 600
+    assert figures["ListRecords dcat_ap"]["items"] == 600  # type: ignore[index]
+
+
+def test_sparql_latency_benchmark(tmp_path: Path) -> None:
+    out = run(
+        "sparql_latency.py",
+        "--records", "150", "--store", str(tmp_path / "store"),
+        "--clients", "2", "--seconds", "0.3", "--requests", "40",
+    )  # fmt: skip
+    figures = last_json(out)
+    assert figures["records"] == 150
+    assert "ours" in figures and "oxigraph" in figures
+
+
+@pytest.mark.parametrize(
+    ("script", "args"),
+    [
+        ("map_dcat.py", ("--datasets", "50", "--records", "50")),
+        ("mqa.py", ("--datasets", "50", "--runs", "1")),
+        ("shacl_engines.py", ("--records", "30", "--reference-records", "3", "--repeats", "1")),
+    ],
+)
+def test_in_process_benchmarks(script: str, args: tuple[str, ...]) -> None:
+    assert run(script, *args).strip()
