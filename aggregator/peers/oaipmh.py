@@ -34,20 +34,13 @@ from wsgiref.util import request_uri
 
 from aggregator.peers.oaipmh_items import ItemSource, MemoryItems, OaiItem, Query
 from aggregator.peers.server import respond
+from aggregator.serve.oai_args import OaiError, verb_arguments
 
 OAI_NS = "http://www.openarchives.org/OAI/2.0/"
 Granularity = Literal["YYYY-MM-DD", "YYYY-MM-DDThh:mm:ssZ"]
 DAY: Final = "YYYY-MM-DD"
 SECONDS: Final = "YYYY-MM-DDThh:mm:ssZ"
 LIST_VERBS = ("ListIdentifiers", "ListRecords")
-_ARGS: dict[str, tuple[frozenset[str], frozenset[str]]] = {  # verb: (required, optional)
-    "Identify": (frozenset(), frozenset()),
-    "ListMetadataFormats": (frozenset(), frozenset({"identifier"})),
-    "ListSets": (frozenset(), frozenset({"resumptionToken"})),
-    "GetRecord": (frozenset({"identifier", "metadataPrefix"}), frozenset()),
-    "ListIdentifiers": (frozenset({"metadataPrefix"}), frozenset({"from", "until", "set"})),
-    "ListRecords": (frozenset({"metadataPrefix"}), frozenset({"from", "until", "set"})),
-}
 _STAMP = re.compile(r"^(\d{4})-(\d{2})-(\d{2})(?:T(\d{2}):(\d{2}):(\d{2})Z)?$")
 _BAD_CHARS = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
 _XML_DECL = re.compile(rb"^\s*<\?xml[^>]*\?>\s*")
@@ -99,13 +92,6 @@ class Faults:
     hostile_kind: Literal["entity", "escaped", "malformed"] = "entity"  # ... like this
     hostile_entity_url: str = "file:///etc/passwd"
     delay: float = 0.0  # seconds before every response
-
-
-class OaiError(Exception):
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
 
 
 def _parse_stamp(value: str, *, end: bool, granularity: str) -> tuple[datetime, bool]:
@@ -204,7 +190,7 @@ class OaiPmhPeer:
         """Answer one request; ``args`` as from ``urllib.parse.parse_qs``."""
         echo: Mapping[str, str] | None = None
         try:
-            flat = self._check_args(args)
+            _, flat = verb_arguments(args)
             echo = flat
             verb = flat["verb"]
             if verb == "Identify":
@@ -227,29 +213,6 @@ class OaiPmhPeer:
                 echo = None
             error = f'<error code="{err.code}">{_esc(err.message)}</error>'.encode()
             return self._envelope(base_url, echo, error)
-
-    def _check_args(self, args: Mapping[str, list[str]]) -> dict[str, str]:
-        verbs = args.get("verb", [])
-        if len(verbs) != 1 or verbs[0] not in _ARGS:
-            raise OaiError("badVerb", "missing, repeated or illegal verb")
-        verb = verbs[0]
-        repeated = sorted(k for k, v in args.items() if len(v) > 1)
-        if repeated:
-            raise OaiError("badArgument", f"repeated argument(s): {', '.join(repeated)}")
-        flat = {k: v[0] for k, v in args.items()}
-        given = set(flat) - {"verb"}
-        required, optional = _ARGS[verb]
-        if "resumptionToken" in given and verb in (*LIST_VERBS, "ListSets"):
-            if given != {"resumptionToken"}:
-                raise OaiError("badArgument", "resumptionToken is an exclusive argument")
-            return flat
-        unknown = given - required - optional
-        if unknown:
-            raise OaiError("badArgument", f"illegal argument(s): {', '.join(sorted(unknown))}")
-        missing = required - given
-        if missing:
-            raise OaiError("badArgument", f"missing argument(s): {', '.join(sorted(missing))}")
-        return flat
 
     def _format(self, prefix: str) -> MetadataFormat:
         try:

@@ -96,9 +96,11 @@ def bounds(from_: str | None, until: str | None) -> tuple[str, str]:
     return lo, hi
 
 
-def check_args(args: Mapping[str, Sequence[str]]) -> tuple[str, dict[str, str]]:
-    """(verb, its arguments) once every protocol rule on the arguments holds, else
-    :class:`OaiError` with the protocol's code."""
+def verb_arguments(args: Mapping[str, Sequence[str]]) -> tuple[str, dict[str, str]]:
+    """(verb, its arguments) when the verb exists and its arguments are the ones it takes
+    (none repeated, the required ones there, ``resumptionToken`` alone), else
+    :class:`OaiError` (badVerb, badArgument). Also used by the fixture provider
+    (:mod:`aggregator.peers.oaipmh`)."""
     verbs = args.get("verb", [])
     if len(verbs) != 1 or verbs[0] not in _VERBS:
         raise OaiError("badVerb", "the verb argument is missing, repeated or not a verb")
@@ -119,6 +121,14 @@ def check_args(args: Mapping[str, Sequence[str]]) -> tuple[str, dict[str, str]]:
         missing = required - given
         if missing:
             raise OaiError("badArgument", f"missing argument(s): {', '.join(sorted(missing))}")
+    return verb, flat
+
+
+def check_args(args: Mapping[str, Sequence[str]]) -> tuple[str, dict[str, str]]:
+    """(verb, its arguments) once every protocol rule on the arguments holds, else
+    :class:`OaiError` with the protocol's code."""
+    verb, flat = verb_arguments(args)
+    given = set(flat) - {"verb"}
     empty = sorted(k for k in given if not flat[k])
     if empty:
         raise OaiError("badArgument", f"empty argument(s): {', '.join(empty)}")
