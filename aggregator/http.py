@@ -67,6 +67,17 @@ class Response:
         return self.headers.get("content-type", "").split(";")[0].strip().lower()
 
     @property
+    def excerpt(self) -> str:
+        """The start of the body, for error messages."""
+        return self.content[:300].decode("utf-8", errors="replace")
+
+    def status_error(self, what: str) -> TransportError:
+        """The error for an HTTP error status: ``what`` (the request or the peer) returned it."""
+        return TransportError(
+            f"{what} returned HTTP {self.status}: {self.excerpt}", url=self.url, status=self.status
+        )
+
+    @property
     def charset(self) -> str | None:
         """The ``charset`` parameter of Content-Type, if any (not checked against codecs)."""
         for part in self.headers.get("content-type", "").split(";")[1:]:
@@ -398,12 +409,7 @@ class HttpClient:
         except requests.RequestException as err:
             raise TransportError(f"{method} {url} failed: {err}", url=url) from err
         if raise_for_status and result.status >= 400:
-            excerpt = result.content[:300].decode("utf-8", errors="replace")
-            raise TransportError(
-                f"{method} {result.url} returned HTTP {result.status}: {excerpt}",
-                url=result.url,
-                status=result.status,
-            )
+            raise result.status_error(f"{method} {result.url}")
         return result
 
     def get(

@@ -23,7 +23,7 @@ from sickle.iterator import BaseOAIIterator
 from sickle.models import ResumptionToken
 from sickle.response import OAIResponse
 
-from aggregator.errors import HarvestError, TransportError
+from aggregator.errors import HarvestError
 from aggregator.http import HttpClient, Response
 
 OAI_NS = "http://www.openarchives.org/OAI/2.0/"
@@ -281,10 +281,5 @@ class OaiClient(Sickle):  # type: ignore[misc]
                     return page
             except HarvestError:
                 pass
-            excerpt = resp.content[:300].decode("utf-8", errors="replace")
-            raise TransportError(
-                f"{resp.url} returned HTTP {resp.status}: {excerpt}",
-                url=resp.url,
-                status=resp.status,
-            )
+            raise resp.status_error(resp.url)
         return page

@@ -25,7 +25,7 @@ from urllib.parse import urlsplit
 from SPARQLWrapper import GET, JSON, POST, TURTLE, SPARQLWrapper
 
 from aggregator.config import SourceConfig
-from aggregator.errors import ConfigError, HarvestError, TransportError
+from aggregator.errors import ConfigError, HarvestError
 from aggregator.harvest.base import Harvester, HarvestRequest, Listing
 from aggregator.harvest.rdf_dump import SYNTAXES, RdfSyntax, syntax_for_media_type
 from aggregator.http import HttpClient, Response
@@ -349,16 +349,11 @@ class SparqlHarvester(Harvester):
             built.get_method(), url, data=data, headers=headers, raise_for_status=False
         )
         if response.status >= 400:
-            excerpt = response.content[:300].decode("utf-8", errors="replace")
             if response.status >= 500 or response.status == 429:
-                raise TransportError(
-                    f"SPARQL endpoint {self.source.url} returned HTTP {response.status}: {excerpt}",
-                    url=url,
-                    status=response.status,
-                )
+                raise response.status_error(f"SPARQL endpoint {self.source.url}")
             raise HarvestError(
                 f"SPARQL endpoint {self.source.url} refused the query "
-                f"(HTTP {response.status}): {excerpt}",
+                f"(HTTP {response.status}): {response.excerpt}",
                 code="sparqlQueryError",
             )
         return response, url
