@@ -12,7 +12,6 @@ import logging
 import os
 import sys
 import time
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +20,8 @@ import click
 from aggregator.cli_context import Ctx, fail, job_line, pass_ctx
 from aggregator.cli_files import map_file, validate
 from aggregator.cli_records import record, records, rejected
-from aggregator.errors import AggregatorError
+from aggregator.cli_sources import orphan_line, orphans, source
+from aggregator.errors import AggregatorError, ConfigError
 from aggregator.harvest.base import Listing
 from aggregator.jobs.journal import JobLog
 
@@ -51,7 +51,11 @@ class _Group(click.Group):
 def main(ctx: click.Context, config: Path, log_level: str) -> None:
     """Harvest catalogues into DCAT-AP 3, validate, store and republish them."""
     logging.basicConfig(level=log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
-    ctx.obj = Ctx(config)
+    if ctx.get_parameter_source("config") is click.core.ParameterSource.COMMANDLINE:
+        given = "-c"
+    else:
+        given = "$AGGREGATOR_CONFIG" if os.environ.get("AGGREGATOR_CONFIG") else ""
+    ctx.obj = Ctx(config, given)
 
 
 # -- config ---------------------------------------------------------------------------------
@@ -63,129 +67,24 @@ def config() -> None:
 @config.command("check")
 @pass_ctx
 def config_check(c: Ctx) -> None:
-    """Validate aggregator.toml (plugins, options, secrets) without harvesting."""
+    """Validate aggregator.toml (plugins, options, secrets) without harvesting; report
+    records of sources no longer configured. Exit 2 if a source's secret is unset."""
     s = c.settings
     click.echo(f"{c.config_path}: OK")
     click.echo(f"  store: {s.store_path}  base IRI: {s.base_iri}")
+    unset: list[str] = []
     for src in s.sources.values():
         click.echo(f"  source {src.name}: {src.type} -> {src.format} ({src.url})")
-
-
-# -- sources --------------------------------------------------------------------------------
-@main.group()
-def source() -> None:
-    """Register, list, show and remove sources (edits aggregator.toml)."""
-
-
-def _parse_options(pairs: Sequence[str]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep:
-            raise click.BadParameter(f"{pair!r} is not KEY=VALUE", param_hint="--option")
-        lowered = value.lower()
-        out[key] = (
-            int(value)
-            if value.isdigit()
-            else (lowered == "true" if lowered in ("true", "false") else value)
-        )
-    return out
-
-
-@source.command("add")
-@click.argument("name")
-@click.option("--type", "kind", required=True, help="Harvester: oai-pmh, rdf-dump, sparql, ...")
-@click.option("--url", required=True)
-@click.option("--format", "fmt", default=None, help="Mapper key (default depends on the type).")
-@click.option("--publisher", default=None)
-@click.option("--schedule", default="daily", show_default=True)
-@click.option("--lenient", is_flag=True, help="Store records with violations, flagged.")
-@click.option("--option", "options", multiple=True, help="Harvester option KEY=VALUE.")
-@click.option("--secret", "secrets", multiple=True, help="KEY=ENV_VAR_NAME (never the value).")
-@pass_ctx
-def source_add(
-    c: Ctx,
-    name: str,
-    kind: str,
-    url: str,
-    fmt: str | None,
-    publisher: str | None,
-    schedule: str,
-    lenient: bool,
-    options: tuple[str, ...],
-    secrets: tuple[str, ...],
-) -> None:
-    """Register a source. Registration does not harvest."""
-    from aggregator.sources_file import add_source
-
-    table: dict[str, Any] = {"type": kind, "url": url, "schedule": schedule}
-    if fmt:
-        table["format"] = fmt
-    if publisher:
-        table["publisher"] = publisher
-    if lenient:
-        table["lenient"] = True
-    if options:
-        table["options"] = _parse_options(options)
-    if secrets:
-        table["secrets"] = {k: str(v) for k, v in _parse_options(secrets).items()}
-    add_source(c.config_path, name, table)
-    click.echo(f"source {name} added to {c.config_path}")
-
-
-@source.command("list")
-@pass_ctx
-def source_list(c: Ctx) -> None:
-    """List sources with their record counts and last job."""
-    s = c.settings
-    if not s.sources:
-        click.echo("no sources (add one with: aggregator source add)")
-        return
-    with c.store() as store:
-        for src in s.sources.values():
-            counts = store.db.counts_by_status(src.name)
-            jobs = store.jobs.recent(src.name, limit=1)
-            last = f"job {jobs[0].id} {jobs[0].status}" if jobs else "never harvested"
-            click.echo(
-                f"{src.name:20} {src.type:10} active={counts.get('active', 0)}"
-                f" withdrawn={counts.get('withdrawn', 0)} rejected={counts.get('rejected', 0)}"
-                f"  {last}  {src.url}"
-            )
-
-
-@source.command("show")
-@click.argument("name")
-@pass_ctx
-def source_show(c: Ctx, name: str) -> None:
-    """Show one source's configuration (secrets masked) and state."""
-    src = c.settings.source(name)
-    with c.store() as store:
-        info = {
-            "name": src.name,
-            "type": src.type,
-            "url": src.url,
-            "format": src.format,
-            "publisher": src.publisher,
-            "schedule": src.schedule,
-            "validation": list(src.validation),
-            "lenient": src.lenient,
-            "options": dict(src.options),
-            "secrets": {k: f"${v.env_name}" for k, v in src.secrets.items()},
-            "records": store.db.counts_by_status(src.name),
-            "checkpoint": store.checkpoint(src.name),
-        }
-    click.echo(json.dumps(info, indent=2, default=str))
-
-
-@source.command("remove")
-@click.argument("name")
-@pass_ctx
-def source_remove(c: Ctx, name: str) -> None:
-    """Remove a source from aggregator.toml (its stored records stay until purged)."""
-    from aggregator.sources_file import remove_source
-
-    remove_source(c.config_path, name)
-    click.echo(f"source {name} removed from {c.config_path}")
+        try:
+            src.require_secrets()
+        except ConfigError as err:
+            unset.append(err.message)
+    for name, counts in sorted(orphans(c).items()):
+        click.echo(f"  warning: {orphan_line(name, counts)}")
+    for message in unset:
+        click.echo(f"error: {message}", err=True)
+    if unset:
+        sys.exit(2)
 
 
 # -- harvesting -----------------------------------------------------------------------------
@@ -282,7 +181,7 @@ def harvest(
 @pass_ctx
 def jobs(c: Ctx, source: str | None, limit: int) -> None:
     """List recent jobs, newest first."""
-    with c.store() as store:
+    with c.store(create=False) as store:
         for job in store.jobs.recent(source, limit):
             click.echo(f"{job.started}  {job_line(job)}")
 
@@ -298,7 +197,7 @@ def job() -> None:
 @pass_ctx
 def job_show(c: Ctx, job_id: int, as_json: bool) -> None:
     """Show a job with its listing facts and every per-record error."""
-    with c.store() as store:
+    with c.store(create=False) as store:
         j = store.jobs.get(job_id)
         errors = store.jobs.errors(job_id)
     if as_json:
@@ -326,7 +225,7 @@ def job_show(c: Ctx, job_id: int, as_json: bool) -> None:
         click.echo(f"  - {e['local_id']} [{e['stage']}/{e['rule']}]{where}: {e['message']}")
 
 
-for _command in (records, record, rejected, map_file, validate):
+for _command in (source, records, record, rejected, map_file, validate):
     main.add_command(_command)
 
 
@@ -344,7 +243,7 @@ def quality(c: Ctx, source: str | None, check_links: bool, no_store: bool, as_js
     """
     from aggregator.quality.runner import run_quality
 
-    with c.store() as store:
+    with c.store(create=False) as store:
         run = run_quality(
             c.settings,
             store,
@@ -370,8 +269,13 @@ def quality(c: Ctx, source: str | None, check_links: bool, no_store: bool, as_js
 
 # -- serving and the demo -------------------------------------------------------------------
 @main.command()
-@click.option("--host", default="127.0.0.1", show_default=True)
-@click.option("--port", default=8000, show_default=True)
+@click.option("--host", default=None, help="Address to listen on  [default: serve.host]")
+@click.option(
+    "--port",
+    type=click.IntRange(1, 65535),
+    default=None,
+    help="Port to listen on  [default: serve.port]",
+)
 @click.option(
     "--processes",
     type=click.IntRange(min=1),
@@ -384,7 +288,11 @@ def serve(c: Ctx, host: str, port: int, processes: int | None) -> None:
     """Serve the aggregate (SPARQL endpoint, OAI-PMH, catalogue, records, payloads)."""
     from aggregator.serve.app import run_server
 
+    host = host or c.settings.serve.host
+    port = port or c.settings.serve.port
+    base = f"http://{f'[{host}]' if ':' in host else host}:{port}/"
     with c.store() as store:
+        click.echo(f"serving {base}  SPARQL: {base}sparql  OAI-PMH: {base}oai")
         run_server(store, c.settings, host, port, processes)
 
 

@@ -12,23 +12,53 @@ import click
 from aggregator.config import Settings, load_settings
 from aggregator.errors import AggregatorError, ConfigError
 from aggregator.jobs.journal import JobRow
-from aggregator.store.records import RecordStore
+from aggregator.store.records import STATE_FILE, RecordStore
 
 
 class Ctx:
-    def __init__(self, config: Path) -> None:
+    """``config_given`` says how the configuration was named: ``"-c"``, ``"$AGGREGATOR_CONFIG"``
+    or ``""`` (the default ``aggregator.toml`` of the working directory)."""
+
+    def __init__(self, config: Path, config_given: str = "") -> None:
         self.config_path = config
+        self.config_given = config_given
         self._settings: Settings | None = None
+
+    def missing_config(self) -> ConfigError:
+        """The error for a configuration file that does not exist, saying what was looked for."""
+        path = self.config_path
+        if self.config_given:
+            return ConfigError(
+                f"{self.config_given} names {path}, which does not exist"
+                " (create it with `aggregator source add`, or fix the path)"
+            )
+        return ConfigError(
+            f"no aggregator.toml in {Path.cwd()} (looked for {path.absolute()}): run in a data"
+            " directory, name one with -c FILE or $AGGREGATOR_CONFIG, or create one with"
+            " `aggregator source add`"
+        )
 
     @property
     def settings(self) -> Settings:
         if self._settings is None:
+            if not self.config_path.exists():
+                raise self.missing_config()
             self._settings = load_settings(self.config_path)
         return self._settings
 
+    def store_exists(self) -> bool:
+        return (self.settings.store_path / STATE_FILE).is_file()
+
     @contextmanager
-    def store(self) -> Iterator[RecordStore]:
+    def store(self, *, create: bool = True) -> Iterator[RecordStore]:
+        """Open the record store; with ``create=False`` (the read commands) a store that does
+        not exist yet is an error instead of an empty store made on the spot."""
         s = self.settings
+        if not create and not self.store_exists():
+            raise ConfigError(
+                f"no store at {s.store_path} yet (looked for {STATE_FILE} there, per"
+                f" {self.config_path}): nothing has been harvested"
+            )
         store = RecordStore(s.store_path, s.base_iri)
         try:
             yield store

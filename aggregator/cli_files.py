@@ -90,7 +90,7 @@ def validate(c: Ctx, fmt: str, profile: str, media_type: str | None, file: Path)
         validators.get(name)
     raw = _raw_from_file(file, fmt, media_type)
     options = None
-    if c.config_path.exists():
+    if c.config_path.exists() or c.config_given:  # a named file must exist
         options = {name: c.settings.validation.for_validator(name) for name in chain}
     result = process(raw, MappingContext("http://localhost:8000/", "file"), chain, options)
     conforms = not result.failure

@@ -34,24 +34,37 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from aggregator.errors import ConfigError
 
 SOURCE_NAME = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,62}$")
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 SCHEDULES = ("manual", "hourly", "daily", "weekly", "monthly")
 DEFAULT_FORMATS = {"oai-pmh": "dcat", "rdf-dump": "dcat", "sparql": "dcat"}
 
 
 class Secret:
-    """A secret value read from the environment at load time; never printed."""
+    """A secret value read from the environment at load time; never printed.
+
+    An unset variable does not stop the configuration from loading (one source's missing
+    secret must not block every other source): the secret is then *missing*, and
+    :meth:`SourceConfig.require_secrets` fails that source's job, naming the variable.
+    """
 
     __slots__ = ("_value", "env_name")
 
-    def __init__(self, env_name: str, value: str) -> None:
+    def __init__(self, env_name: str, value: str | None) -> None:
         self.env_name = env_name
         self._value = value
 
+    @property
+    def missing(self) -> bool:
+        return self._value is None
+
     def reveal(self) -> str:
+        if self._value is None:
+            raise ConfigError(f"environment variable {self.env_name!r} is not set")
         return self._value
 
     def __repr__(self) -> str:
@@ -136,6 +149,20 @@ class SourceConfig:
     def option(self, key: str, default: Any = None) -> Any:
         return self.options.get(key, default)
 
+    def missing_secrets(self) -> list[str]:
+        """The secrets whose environment variable was not set at load time."""
+        return [key for key, secret in self.secrets.items() if secret.missing]
+
+    def require_secrets(self) -> None:
+        """Raise ConfigError naming the first secret whose variable is unset (a harvest of
+        this source cannot run; the others can)."""
+        for key in self.missing_secrets():
+            env_name = self.secrets[key].env_name
+            raise ConfigError(
+                f"[sources.{self.name}]: secret {key!r} needs environment variable"
+                f" {env_name!r}, which is not set"
+            )
+
 
 @dataclass(frozen=True, slots=True)
 class Settings:
@@ -167,6 +194,43 @@ def _typed(table: Mapping[str, Any], key: str, kind: type | tuple[type, ...], wh
     return value
 
 
+# The range of each numeric setting: (lowest, highest, whether the lowest is excluded).
+# A zero timeout, page or pool would hang, loop or refuse everything; negatives mean nothing.
+RANGES: dict[str, tuple[float, float | None, bool]] = {
+    "http.timeout": (0, None, True),
+    "http.connect_timeout": (0, None, True),
+    "http.max_bytes": (0, None, True),
+    "http.max_redirects": (0, 100, False),
+    "http.retries": (0, 100, False),
+    "http.backoff": (0, None, False),
+    "http.max_backoff": (0, None, False),
+    "http.per_host_concurrency": (1, None, False),
+    "harvest.withdraw_brake": (0, 1, False),
+    "harvest.batch_size": (1, None, False),
+    "harvest.workers": (0, 256, False),
+    "serve.port": (1, 65535, False),
+    "serve.oai_page_size": (1, 100_000, False),
+    "serve.oai_token_ttl": (1, None, False),
+    "serve.sparql_timeout": (0, None, True),
+    "serve.sparql_max_rows": (1, None, False),
+    "serve.sparql_concurrency": (1, None, False),
+    "serve.processes": (0, 64, False),
+    "serve.catalog_page_size": (1, 100_000, False),
+}
+
+
+def _check_range(name: str, value: float) -> None:
+    bounds = RANGES.get(name)
+    if bounds is None:
+        return
+    low, high, open_low = bounds
+    if value < low or (open_low and value == low):
+        relation = "greater than" if open_low else "at least"
+        raise ConfigError(f"{name} = {value}: must be {relation} {low:g}")
+    if high is not None and value > high:
+        raise ConfigError(f"{name} = {value}: must be at most {high:g}")
+
+
 def _dataclass_from(cls: type[Any], table: Mapping[str, Any], where: str) -> Any:
     known = {f for f in cls.__dataclass_fields__}
     unknown = set(table) - known
@@ -174,6 +238,9 @@ def _dataclass_from(cls: type[Any], table: Mapping[str, Any], where: str) -> Any
         raise ConfigError(f"[{where}]: unknown key(s) {', '.join(sorted(unknown))}")
     defaults = cls()
     values = {k: _typed(table, k, type(getattr(defaults, k)), where) for k in table}
+    for key, value in values.items():
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            _check_range(f"{where}.{key}", value)
     return cls(**values)
 
 
@@ -193,6 +260,17 @@ def parse_source(
     for required in ("type", "url"):
         if not isinstance(table.get(required), str) or not table[required]:
             raise ConfigError(f"[{where}]: '{required}' is required")
+    url = table["url"]
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname
+    except ValueError:
+        host = None
+    if parts.scheme not in ("http", "https") or not host:
+        raise ConfigError(
+            f"[{where}]: url must be an http(s) URL with a host, not {url!r}"
+            " (every harvester fetches over HTTP; serve a local file with any web server)"
+        )
     kind = table["type"]
     if kind not in harvesters:
         raise ConfigError(f"[{where}]: unknown type {kind!r} (known: {', '.join(harvesters)})")
@@ -208,17 +286,22 @@ def parse_source(
         raise ConfigError(f"[{where}]: schedule must be one of {SCHEDULES} or a cron expression")
     env = os.environ if environ is None else environ
     secrets: dict[str, Secret] = {}
-    for key, env_name in dict(table.get("secrets", {})).items():
-        if not isinstance(env_name, str) or env_name not in env:
-            raise ConfigError(f"[{where}]: secret {key!r} needs environment variable {env_name!r}")
-        secrets[key] = Secret(env_name, env[env_name])
+    raw_secrets = table.get("secrets", {})
+    if not isinstance(raw_secrets, Mapping):
+        raise ConfigError(f'[{where}]: secrets must be a table of KEY = "ENV_VAR_NAME"')
+    for key, env_name in dict(raw_secrets).items():
+        if not isinstance(env_name, str) or not ENV_NAME.match(env_name):
+            raise ConfigError(
+                f"[{where}]: secret {key!r} must name an environment variable, not {env_name!r}"
+            )
+        secrets[key] = Secret(env_name, env.get(env_name))
     options = table.get("options", {})
     if not isinstance(options, Mapping):
         raise ConfigError(f"[{where}]: options must be a table")
     source = SourceConfig(
         name=name,
         type=kind,
-        url=table["url"],
+        url=url,
         format=fmt,
         publisher=table.get("publisher"),
         schedule=str(schedule),
@@ -233,13 +316,16 @@ def parse_source(
 
 
 def load_settings(path: Path, environ: Mapping[str, str] | None = None) -> Settings:
-    """Read and validate ``aggregator.toml``. A missing file gives the defaults."""
-    doc: dict[str, Any] = {}
-    if path.exists():
-        try:
-            doc = tomllib.loads(path.read_text(encoding="utf-8"))
-        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as err:
-            raise ConfigError(f"{path}: {err}") from err
+    """Read and validate ``aggregator.toml``. A missing file is an error (never silently the
+    defaults: a mistyped ``-c`` would otherwise open, and create, a store somewhere else)."""
+    try:
+        doc: dict[str, Any] = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such configuration file") from None
+    except IsADirectoryError:
+        raise ConfigError(f"{path}: is a directory, not a configuration file") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as err:
+        raise ConfigError(f"{path}: {err}") from err
     unknown = set(doc) - {"store", "http", "harvest", "sources", "serve", "validation"}
     if unknown:
         raise ConfigError(f"{path}: unknown section(s) {', '.join(sorted(unknown))}")
@@ -255,8 +341,6 @@ def load_settings(path: Path, environ: Mapping[str, str] | None = None) -> Setti
     harvest = _dataclass_from(HarvestSettings, doc.get("harvest", {}), "harvest")
     serve = _dataclass_from(ServeSettings, doc.get("serve", {}), "serve")
     validation = _validation_settings(doc.get("validation", {}), root)
-    if not 0 <= harvest.withdraw_brake <= 1:
-        raise ConfigError("harvest.withdraw_brake must be between 0 and 1")
     sources = {
         name: parse_source(name, table, environ)
         for name, table in dict(doc.get("sources", {})).items()

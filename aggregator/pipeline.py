@@ -210,6 +210,7 @@ def _run_source(
     vopts = {name: settings.validation.for_validator(name) for name in src.validation}
     beat = Heartbeat(str(store.path / "state.sqlite3"), job.id).start()
     try:
+        src.require_secrets()  # an unset secret fails this source's job only
         lister = opts.lister or harvesters.get(src.type)(src, http).list_records
         if not opts.force:  # forced runs map every record: they need every payload
             up_to_date = UpToDate(store.path / "state.sqlite3", src.name)

@@ -1,4 +1,5 @@
-"""Add and remove ``[sources.NAME]`` tables in aggregator.toml, keeping the operator's comments.
+"""Add, edit and remove ``[sources.NAME]`` tables in aggregator.toml, keeping the operator's
+comments.
 
 The file stays the single source of truth for configuration; every edit is validated by
 loading the result before it is written.
@@ -8,7 +9,8 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +45,65 @@ def add_source(path: Path, name: str, table: Mapping[str, Any], *, replace: bool
         else:
             entry[key] = value
     sources[name] = entry
+    text = tomlkit.dumps(doc)
+    _check(path, text)
+    _write_atomically(path, text)
+
+
+@dataclass(frozen=True, slots=True)
+class SourceEdit:
+    """Changes to one source table: keys to set, keys to drop, and entries of its
+    ``options``/``secrets`` tables to set or drop."""
+
+    set: Mapping[str, Any] = field(default_factory=dict)
+    unset: tuple[str, ...] = ()
+    options: Mapping[str, Any] = field(default_factory=dict)
+    unset_options: tuple[str, ...] = ()
+    secrets: Mapping[str, str] = field(default_factory=dict)
+    unset_secrets: tuple[str, ...] = ()
+
+    def __bool__(self) -> bool:
+        subtables = (self.options, self.unset_options, self.secrets, self.unset_secrets)
+        return any((self.set, self.unset, *subtables))
+
+
+def _edit_subtable(
+    entry: Any, key: str, put: Mapping[str, Any], drop: Sequence[str], where: str
+) -> None:
+    table = entry.get(key)
+    for k in drop:
+        if table is None or k not in table:
+            raise ConfigError(f"[{where}]: no {key[:-1]} {k!r} to remove")
+        del table[k]
+    if put:
+        if table is None:
+            table = tomlkit.inline_table()
+            entry[key] = table
+        for k, v in put.items():
+            table[k] = v
+    if table is not None and not table:
+        del entry[key]
+
+
+def edit_source(path: Path, name: str, edit: SourceEdit) -> None:
+    """Change one source in place (its comments and the rest of the file stay); the result
+    is checked by loading it before it is written."""
+    if not path.exists():
+        raise ConfigError(f"{path} does not exist")
+    doc = tomlkit.parse(path.read_text(encoding="utf-8"))
+    sources = doc.get("sources")
+    if sources is None or name not in sources:
+        raise ConfigError(f"no source named {name!r} in {path}")
+    entry = sources[name]
+    where = f"sources.{name}"
+    for key in edit.unset:
+        if key in entry:
+            del entry[key]
+    for key, value in edit.set.items():
+        entry[key] = value
+    _edit_subtable(entry, "options", edit.options, edit.unset_options, where)
+    _edit_subtable(entry, "secrets", edit.secrets, edit.unset_secrets, where)
+    parse_source(name, entry.unwrap())  # the source's own error first
     text = tomlkit.dumps(doc)
     _check(path, text)
     _write_atomically(path, text)

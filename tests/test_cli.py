@@ -90,8 +90,9 @@ def test_source_lifecycle_and_harvest(config: Path, oai: tuple[OaiPmhPeer, str])
     code, out = run(config, "source", "show", "portal")
     shown = json.loads(out)
     assert shown["records"] == {"active": 12} and shown["checkpoint"]
-    code, out = run(config, "source", "remove", "portal")
+    code, out = run(config, "source", "remove", "portal", "--keep-records")
     assert code == 0 and "portal" not in config.read_text().split("comment")[1]
+    assert "12 active record(s) stay published" in out
 
 
 def test_exit_codes_separate_rejections_from_failures(

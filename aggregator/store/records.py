@@ -57,6 +57,8 @@ from aggregator.vocab import (
 
 log = logging.getLogger(__name__)
 
+STATE_FILE = "state.sqlite3"  # the state database, in the store directory
+
 
 def _iri(value: str) -> str:
     return str(NamedNode(value))
