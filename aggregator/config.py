@@ -224,11 +224,12 @@ def _check_range(name: str, value: float) -> None:
     if bounds is None:
         return
     low, high, open_low = bounds
+    shown = f"{value:g}" if isinstance(value, float) else str(value)
     if value < low or (open_low and value == low):
         relation = "greater than" if open_low else "at least"
-        raise ConfigError(f"{name} = {value}: must be {relation} {low:g}")
+        raise ConfigError(f"{name} = {shown}: must be {relation} {low:g}")
     if high is not None and value > high:
-        raise ConfigError(f"{name} = {value}: must be at most {high:g}")
+        raise ConfigError(f"{name} = {shown}: must be at most {high:g}")
 
 
 def _dataclass_from(cls: type[Any], table: Mapping[str, Any], where: str) -> Any:
@@ -263,10 +264,10 @@ def parse_source(
     url = table["url"]
     try:
         parts = urlsplit(url)
-        host = parts.hostname
-    except ValueError:
-        host = None
-    if parts.scheme not in ("http", "https") or not host:
+        scheme, host = parts.scheme, parts.hostname
+    except ValueError:  # e.g. an unclosed IPv6 bracket
+        scheme, host = "", None
+    if scheme not in ("http", "https") or not host:
         raise ConfigError(
             f"[{where}]: url must be an http(s) URL with a host, not {url!r}"
             " (every harvester fetches over HTTP; serve a local file with any web server)"

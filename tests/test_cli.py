@@ -208,3 +208,77 @@ def test_demo_runs_offline_and_harvests(tmp_path: Path) -> None:
         check=False,
     )
     assert refused.returncode == 2 and (tmp_path / "mine" / "precious.txt").exists()
+
+
+def test_a_missing_configuration_is_an_error_and_creates_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("AGGREGATOR_CONFIG", raising=False)
+    missing = tmp_path / "typo.toml"
+    for args in (["config", "check"], ["jobs"], ["source", "list"], ["harvest", "--all"]):
+        code, out = run(missing, *args)
+        assert code == 2 and f"-c names {missing}, which does not exist" in out, (args, out)
+    result = CliRunner().invoke(main, ["-c", str(missing), "validate", str(bundled_dump_path())])
+    assert result.exit_code == 2 and "does not exist" in result.output
+    # no -c: outside a data directory, say what was looked for
+    for args in (["jobs"], ["records"], ["serve"], ["harvest", "--all"], ["quality"]):
+        result = CliRunner().invoke(main, args)
+        assert result.exit_code == 2, (args, result.output)
+        assert f"no aggregator.toml in {tmp_path}" in result.output
+        assert str(tmp_path / "aggregator.toml") in result.output
+    monkeypatch.setenv("AGGREGATOR_CONFIG", str(missing))
+    result = CliRunner().invoke(main, ["jobs"])
+    assert result.exit_code == 2 and "$AGGREGATOR_CONFIG names" in result.output
+    assert list(tmp_path.iterdir()) == []  # nothing created anywhere
+    # the file commands need no configuration; `source add` creates one
+    monkeypatch.delenv("AGGREGATOR_CONFIG")
+    result = CliRunner().invoke(main, ["validate", str(bundled_dump_path())])
+    assert result.exit_code in (0, 1) and "aggregator.toml" not in result.output
+    assert (
+        CliRunner().invoke(main, ["map", "--from", "dcat", str(bundled_dump_path())]).exit_code == 0
+    )
+    code, out = run(missing, "source", "add", "p", "--type", "oai-pmh", "--url", "http://e.org/")
+    assert code == 0 and missing.is_file()
+
+
+def test_read_commands_do_not_create_a_store(config: Path) -> None:
+    data = config.parent / "data"
+    for args in (["jobs"], ["records"], ["rejected", "list"], ["job", "show", "1"]):
+        code, out = run(config, *args)
+        assert code == 2 and f"no store at {data} yet" in out, (args, out)
+    code, out = run(config, "source", "add", "p", "--type", "oai-pmh", "--url", "http://e.org/")
+    code, out = run(config, "source", "list")
+    assert code == 0 and "never harvested" in out
+    code, out = run(config, "source", "show", "p")
+    assert code == 0 and json.loads(out)["records"] == {}
+    code, out = run(config, "config", "check")
+    assert code == 0
+    assert not data.exists()
+
+
+def test_an_unset_secret_fails_only_its_source(
+    config: Path, oai: tuple[OaiPmhPeer, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _, url = oai
+    monkeypatch.delenv("AGG_TEST_UNSET_TOKEN", raising=False)
+    run(config, "source", "add", "open", "--type", "oai-pmh", "--url", url)
+    code, out = run(
+        config, "source", "add", "locked", "--type", "oai-pmh", "--url", url,
+        "--secret", "token=AGG_TEST_UNSET_TOKEN",
+    )  # fmt: skip
+    assert code == 0, out  # registering names the variable; its value is needed to harvest
+    code, out = run(config, "config", "check")
+    assert code == 2 and "source open: oai-pmh" in out and "source locked: oai-pmh" in out
+    assert "secret 'token' needs environment variable 'AGG_TEST_UNSET_TOKEN'" in out
+    code, out = run(config, "harvest", "open")
+    assert code == 0 and "added=12" in out, out
+    code, out = run(config, "harvest", "--all")
+    assert code == 1
+    assert "open: succeeded" in out
+    assert "locked: failed" in out and "'AGG_TEST_UNSET_TOKEN', which is not set" in out
+    code, out = run(config, "source", "list")
+    assert "secret token unset ($AGG_TEST_UNSET_TOKEN)" in out
+    monkeypatch.setenv("AGG_TEST_UNSET_TOKEN", "t0ken")
+    code, out = run(config, "harvest", "locked")
+    assert code == 0 and "added=12" in out, out

@@ -132,3 +132,90 @@ def test_operator_shapes_are_configured_checked_and_applied(tmp_path: Path) -> N
     national = process(raw, ctx, ("shacl",), {"shacl": s.validation.for_validator("shacl")})
     assert not national.checked[0].conforms
     assert any("mustHave" in f.message for f in national.checked[0].findings)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("[http]\ntimeout = -1\n", "http.timeout = -1: must be greater than 0"),
+        ("[http]\ntimeout = 0\n", "http.timeout = 0: must be greater than 0"),
+        ("[http]\nconnect_timeout = 0.0\n", "http.connect_timeout"),
+        ("[http]\nmax_bytes = 0\n", "http.max_bytes"),
+        ("[http]\nretries = -1\n", "http.retries = -1: must be at least 0"),
+        ("[http]\nbackoff = -0.5\n", "http.backoff"),
+        ("[http]\nmax_backoff = -1\n", "http.max_backoff"),
+        ("[http]\nmax_redirects = -2\n", "http.max_redirects"),
+        ("[http]\nper_host_concurrency = 0\n", "http.per_host_concurrency = 0: must be at least 1"),
+        ("[harvest]\nbatch_size = 0\n", "harvest.batch_size"),
+        ("[harvest]\nworkers = -1\n", "harvest.workers"),
+        ("[harvest]\nwithdraw_brake = -0.1\n", "harvest.withdraw_brake"),
+        ("[serve]\nport = 0\n", "serve.port = 0: must be at least 1"),
+        ("[serve]\nport = 70000\n", "serve.port = 70000: must be at most 65535"),
+        ("[serve]\nsparql_timeout = 0\n", "serve.sparql_timeout"),
+        ("[serve]\nsparql_max_rows = 0\n", "serve.sparql_max_rows"),
+        ("[serve]\nsparql_concurrency = 0\n", "serve.sparql_concurrency"),
+        ("[serve]\noai_page_size = 0\n", "serve.oai_page_size"),
+        ("[serve]\ncatalog_page_size = -5\n", "serve.catalog_page_size"),
+        ("[serve]\noai_token_ttl = 0\n", "serve.oai_token_ttl"),
+        ("[serve]\nprocesses = -1\n", "serve.processes"),
+    ],
+)
+def test_numeric_settings_out_of_range_are_refused(tmp_path: Path, text: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message.replace(".", r"\.")):
+        load_settings(write(tmp_path, text))
+
+
+def test_numeric_settings_at_their_bounds_load(tmp_path: Path) -> None:
+    s = load_settings(
+        write(
+            tmp_path,
+            "[http]\nretries = 0\nbackoff = 0\nmax_redirects = 0\n"
+            "[harvest]\nworkers = 0\nbatch_size = 1\nwithdraw_brake = 1.0\n"
+            "[serve]\nport = 65535\nprocesses = 0\n",
+        )
+    )
+    assert (s.http.retries, s.harvest.workers, s.serve.port) == (0, 0, 65535)
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "file:///srv/catalogue.ttl",
+        "/srv/catalogue.ttl",
+        "ftp://portal.example.org/catalogue.ttl",
+        "portal.example.org/oai",
+        "http:///no-host",
+        "http://[::1/oai",
+    ],
+)
+def test_source_urls_must_be_http_or_https(tmp_path: Path, url: str) -> None:
+    for kind in ("oai-pmh", "rdf-dump", "sparql"):
+        with pytest.raises(ConfigError, match=r"url must be an http\(s\) URL with a host"):
+            load_settings(write(tmp_path, f"[sources.a]\ntype = '{kind}'\nurl = '{url}'\n"))
+
+
+def test_a_missing_configuration_file_is_an_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="no such configuration file"):
+        load_settings(tmp_path / "aggregator.toml")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_an_unset_secret_does_not_stop_loading(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        "[sources.a]\ntype = 'oai-pmh'\nurl = 'http://e.org/oai'\n"
+        "secrets = { api_key = 'AGG_TEST_UNSET_VAR' }\n"
+        "[sources.b]\ntype = 'oai-pmh'\nurl = 'http://e.org/oai'\n",
+    )
+    s = load_settings(path, environ={})
+    a = s.source("a")
+    assert a.missing_secrets() == ["api_key"] and s.source("b").missing_secrets() == []
+    with pytest.raises(ConfigError, match="'AGG_TEST_UNSET_VAR', which is not set"):
+        a.require_secrets()
+    with pytest.raises(ConfigError, match="AGG_TEST_UNSET_VAR"):
+        a.secrets["api_key"].reveal()
+    s.source("b").require_secrets()
+    with pytest.raises(ConfigError, match="must name an environment variable"):
+        load_settings(
+            write(tmp_path, "[sources.a]\ntype='oai-pmh'\nurl='http://e.org/'\nsecrets={k='a b'}\n")
+        )
