@@ -4,6 +4,8 @@ on-disk store and `aggregator serve` itself."""
 from __future__ import annotations
 
 import json
+import os
+import signal
 import socket
 import sqlite3
 import subprocess
@@ -18,12 +20,15 @@ import pytest
 import requests
 from click.testing import CliRunner
 from lxml import etree
+from storecheck import assert_consistent
 
 from aggregator.cli import main
+from aggregator.config import load_settings
 from aggregator.peers.oaipmh import OaiPmhPeer
-from aggregator.peers.oaipmh_items import MemoryItems, OaiItem
+from aggregator.peers.oaipmh_items import MemoryItems, OaiItem, generated_items
 from aggregator.peers.sample_data import generate_dataset, generate_identifier
 from aggregator.peers.server import PeerServer
+from aggregator.store.records import RecordStore
 
 T0 = datetime(2024, 5, 1, tzinfo=UTC)
 OAI = "{http://www.openarchives.org/OAI/2.0/}"
@@ -258,3 +263,67 @@ def test_edit_changes_a_source_in_place_and_checks_it_first(config: Path, oai: s
     shown = json.loads(run(config, "source", "show", "portal")[1])
     assert shown["publisher"] is None and not shown["lenient"] and shown["enabled"]
     assert shown["options"] == {} and shown["secrets"] == {}
+
+
+@pytest.mark.slow
+def test_a_purge_killed_midway_leaves_a_consistent_store_and_finishes_when_run_again(
+    tmp_path: Path,
+) -> None:
+    n = 100
+    items = generated_items(
+        n,
+        generate_dataset,
+        identifier="oai:data.example.org:dataset-{:06d}",
+        start=T0,
+        step=timedelta(minutes=1),
+    )
+    with PeerServer(OaiPmhPeer(items, page_size=100)) as server:
+        config = tmp_path / "aggregator.toml"
+        config.write_text(
+            '[store]\npath = "store"\n[http]\nallow_private = true\n'
+            "[harvest]\nworkers = 0\nbatch_size = 500\n"
+            f'[sources.portal]\ntype = "oai-pmh"\nurl = "{server.url}oai"\n',
+            encoding="utf-8",
+        )
+        code, out = run(config, "harvest", "portal")
+        assert code == 0 and f"added={n}" in out, out
+    # purge in many small journalled batches, so that the kill lands in the middle
+    config.write_text(config.read_text().replace("batch_size = 500", "batch_size = 2"))
+    db = tmp_path / "store" / "state.sqlite3"
+    cmd = [sys.executable, "-m", "aggregator.cli", "-c", str(config)]
+    proc = subprocess.Popen(
+        [*cmd, "source", "remove", "portal", "--purge"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 60
+    while withdrawn_by(db, 2) < 10 and time.monotonic() < deadline:
+        assert proc.poll() is None, "the purge ended before it could be killed"
+        time.sleep(0.002)
+    assert proc.poll() is None, "the purge ended before it could be killed"
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=10)
+    assert "[sources.portal]" in config.read_text()  # still registered: run it again
+
+    settings = load_settings(config)
+    with RecordStore(settings.store_path, settings.base_iri) as store:
+        assert_consistent(store)  # every record wholly active or wholly withdrawn
+        counts = store.db.counts_by_status("portal")
+        assert 0 < counts["withdrawn"] < n and counts["withdrawn"] + counts["active"] == n
+        assert store.jobs.get(2).status == "failed"
+    code, out = run(config, "source", "remove", "portal", "--purge")
+    assert code == 0 and f"withdrew {counts['active']} record(s)" in out, out
+    with RecordStore(settings.store_path, settings.base_iri) as store:
+        assert_consistent(store)
+        assert store.db.counts_by_status("portal") == {"withdrawn": n}
+    assert "[sources.portal]" not in config.read_text()
+
+
+def withdrawn_by(db: Path, job_id: int) -> int:
+    """Records the given job has withdrawn so far (its counters, written with each batch)."""
+    try:
+        with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=1) as con:
+            row = con.execute("SELECT counters FROM jobs WHERE id = ?", (job_id,)).fetchone()
+    except sqlite3.Error:
+        return -1
+    return int(json.loads(row[0]).get("withdrawn", 0)) if row else -1
