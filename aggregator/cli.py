@@ -70,15 +70,16 @@ def config_check(c: Ctx) -> None:
     """Validate aggregator.toml (plugins, options, secrets) without harvesting; report
     records of sources no longer configured. Exit 2 if a source's secret is unset."""
     s = c.settings
-    click.echo(f"{c.config_path}: OK")
-    click.echo(f"  store: {s.store_path}  base IRI: {s.base_iri}")
     unset: list[str] = []
     for src in s.sources.values():
-        click.echo(f"  source {src.name}: {src.type} -> {src.format} ({src.url})")
         try:
             src.require_secrets()
         except ConfigError as err:
             unset.append(err.message)
+    click.echo(f"{c.config_path}: {f'{len(unset)} source(s) cannot harvest' if unset else 'OK'}")
+    click.echo(f"  store: {s.store_path}  base IRI: {s.base_iri}")
+    for src in s.sources.values():
+        click.echo(f"  source {src.name}: {src.type} -> {src.format} ({src.url})")
     for name, counts in sorted(orphans(c).items()):
         click.echo(f"  warning: {orphan_line(name, counts)}")
     for message in unset:

@@ -269,7 +269,8 @@ def test_an_unset_secret_fails_only_its_source(
     )  # fmt: skip
     assert code == 0, out  # registering names the variable; its value is needed to harvest
     code, out = run(config, "config", "check")
-    assert code == 2 and "source open: oai-pmh" in out and "source locked: oai-pmh" in out
+    assert code == 2 and "1 source(s) cannot harvest" in out
+    assert "source open: oai-pmh" in out and "source locked: oai-pmh" in out
     assert "secret 'token' needs environment variable 'AGG_TEST_UNSET_TOKEN'" in out
     code, out = run(config, "harvest", "open")
     assert code == 0 and "added=12" in out, out
