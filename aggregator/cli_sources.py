@@ -239,6 +239,9 @@ def source_show(c: Ctx, name: str) -> None:
         "enabled": src.enabled,
         "options": dict(src.options),
         "secrets": {k: f"${v.env_name}" for k, v in src.secrets.items()},
+        "headers": {
+            k: v if isinstance(v, str) else f"${v.env_name}" for k, v in src.headers.items()
+        },
         "unset_secrets": src.missing_secrets(),
         "records": {},
         "checkpoint": None,

@@ -40,6 +40,7 @@ from aggregator.errors import ConfigError
 
 SOURCE_NAME = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,62}$")
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")  # an RFC 9110 token
 SCHEDULES = ("manual", "hourly", "daily", "weekly", "monthly")
 DEFAULT_FORMATS = {"oai-pmh": "dcat", "rdf-dump": "dcat", "sparql": "dcat"}
 
@@ -145,6 +146,8 @@ class SourceConfig:
     enabled: bool = True
     options: Mapping[str, Any] = field(default_factory=dict)
     secrets: Mapping[str, Secret] = field(default_factory=dict)
+    # default HTTP headers of this source's session only; a Secret value is a credential
+    headers: Mapping[str, str | Secret] = field(default_factory=dict)
 
     def option(self, key: str, default: Any = None) -> Any:
         return self.options.get(key, default)
@@ -245,6 +248,33 @@ def _dataclass_from(cls: type[Any], table: Mapping[str, Any], where: str) -> Any
     return cls(**values)
 
 
+def _source_headers(
+    table: Any, secrets: Mapping[str, Secret], where: str
+) -> dict[str, str | Secret]:
+    """``headers = { "X-API-Key" = { secret = "api_key" }, "Accept-Language" = "en" }``:
+    each value a string or a reference to one of the source's ``secrets``."""
+    if not isinstance(table, Mapping):
+        raise ConfigError(f"[{where}]: headers must be a table")
+    headers: dict[str, str | Secret] = {}
+    for name, value in table.items():
+        if not HEADER_NAME.match(name):
+            raise ConfigError(f"[{where}]: {name!r} is not an HTTP header name")
+        if isinstance(value, str) and "\r" not in value and "\n" not in value:
+            headers[name] = value
+        elif isinstance(value, Mapping) and set(value) == {"secret"}:
+            if value["secret"] not in secrets:
+                raise ConfigError(
+                    f"[{where}]: header {name!r} names secret {value['secret']!r},"
+                    " which is not in the source's secrets"
+                )
+            headers[name] = secrets[value["secret"]]
+        else:
+            raise ConfigError(
+                f'[{where}]: header {name!r} must be a string or {{ secret = "KEY" }}'
+            )
+    return headers
+
+
 def parse_source(
     name: str, table: Mapping[str, Any], environ: Mapping[str, str] | None = None
 ) -> SourceConfig:
@@ -296,6 +326,7 @@ def parse_source(
                 f"[{where}]: secret {key!r} must name an environment variable, not {env_name!r}"
             )
         secrets[key] = Secret(env_name, env.get(env_name))
+    headers = _source_headers(table.get("headers", {}), secrets, where)
     options = table.get("options", {})
     if not isinstance(options, Mapping):
         raise ConfigError(f"[{where}]: options must be a table")
@@ -311,6 +342,7 @@ def parse_source(
         enabled=bool(table.get("enabled", True)),
         options=dict(options),
         secrets=secrets,
+        headers=headers,
     )
     harvesters.get(kind).check_config(source)
     return source

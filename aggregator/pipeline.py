@@ -28,7 +28,7 @@ from typing import Any
 from aggregator.config import Settings, SourceConfig
 from aggregator.errors import AggregatorError
 from aggregator.harvest.base import HarvestRequest, Listing
-from aggregator.http import HttpClient
+from aggregator.http import HttpClient, HttpSession
 from aggregator.jobs.journal import Heartbeat, JobLog, JobRow
 from aggregator.lifecycle import BatchWriter, UpToDate
 from aggregator.mapping.base import MappingContext
@@ -208,10 +208,12 @@ def _run_source(
     up_to_date: UpToDate | None = None
     in_flight: deque[tuple[Future[list[Processed]], list[RawRecord]]] = deque()
     vopts = {name: settings.validation.for_validator(name) for name in src.validation}
+    session: HttpSession | None = None
     beat = Heartbeat(str(store.path / "state.sqlite3"), job.id).start()
     try:
         src.require_secrets()  # an unset secret fails this source's job only
-        lister = opts.lister or harvesters.get(src.type)(src, http).list_records
+        session = http.session(src)  # this source's cookies and headers only
+        lister = opts.lister or harvesters.get(src.type)(src, session).list_records
         if not opts.force:  # forced runs map every record: they need every payload
             up_to_date = UpToDate(store.path / "state.sqlite3", src.name)
         request = HarvestRequest(
@@ -250,6 +252,8 @@ def _run_source(
         beat.stop()
         if prefetch is not None:
             prefetch.close()
+        if session is not None:
+            session.close()
         if up_to_date is not None:
             up_to_date.close()
         if own_executor:

@@ -13,6 +13,8 @@ from aggregator.config import load_settings
 from aggregator.errors import ConfigError, RegistryError
 from aggregator.registry import Registry
 
+SRC = "[sources.a]\ntype = 'oai-pmh'\nurl = 'http://e.org/'\n"
+
 
 def write(tmp_path: Path, text: str) -> Path:
     path = tmp_path / "aggregator.toml"
@@ -48,6 +50,11 @@ def test_defaults_and_paths_relative_to_the_file(tmp_path: Path) -> None:
         ),
         ("[sources.a]\ntype = 'oai-pmh'\nurl = 'http://e.org/'\ncolour = 1\n", "unknown key"),
         ("not toml [", "aggregator.toml"),
+        (SRC + "headers = { 'X Key' = 'v' }\n", "not an HTTP header name"),
+        (SRC + 'headers = { X-Key = "a\\r\\nInjected: 1" }\n', "must be a string or"),
+        (SRC + "headers = { 'X-Key' = 3 }\n", "must be a string or"),
+        (SRC + "headers = { 'X-Key' = { secret = 'nope' } }\n", "names secret 'nope'"),
+        (SRC + "headers = 'X-Key: v'\n", "headers must be a table"),
     ],
 )
 def test_invalid_configuration_is_refused_with_a_clear_message(
@@ -64,11 +71,13 @@ def test_secrets_come_from_the_environment_and_are_never_shown(
     path = write(
         tmp_path,
         "[sources.a]\ntype = 'oai-pmh'\nurl = 'http://e.org/oai'\n"
-        "secrets = { api_key = 'PORTAL_KEY' }\n",
+        "secrets = { api_key = 'PORTAL_KEY' }\n"
+        "headers = { 'X-API-Key' = { secret = 'api_key' }, 'Accept-Language' = 'en' }\n",
     )
     s = load_settings(path)
     secret = s.source("a").secrets["api_key"]
     assert secret.reveal() == "s3cr3t-value"
+    assert s.source("a").headers == {"X-API-Key": secret, "Accept-Language": "en"}
     assert "s3cr3t" not in repr(secret) and "s3cr3t" not in str(s)
     for args in (["config", "check"], ["source", "show", "a"]):
         out = CliRunner().invoke(main, ["-c", str(path), *args]).output

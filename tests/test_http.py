@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import ipaddress
 import json
-import random
 import socket
 import threading
 import time
@@ -15,15 +14,16 @@ from typing import Any
 from urllib.parse import quote
 
 import pytest
+import requests
 
-from aggregator.config import HttpSettings
+from aggregator.config import HttpSettings, Secret, SourceConfig
 from aggregator.errors import (
     BlockedAddressError,
     ResponseTooLargeError,
     TooManyRedirectsError,
     TransportError,
 )
-from aggregator.http import HttpClient, Response, parse_retry_after
+from aggregator.http import HttpClient, HttpSession, Response
 from aggregator.http_guard import check_address, is_public_address
 from aggregator.peers.http_faults import FaultApp, RawFaultServer, gzip_bomb
 from aggregator.peers.server import PeerServer
@@ -44,17 +44,6 @@ class Sleeps(list[float]):
 
     def __call__(self, seconds: float) -> None:
         self.append(seconds)
-
-
-class FixedRandom(random.Random):
-    """``uniform(a, b)`` always returns ``b`` (or ``a``): makes the jitter deterministic."""
-
-    def __init__(self, high: bool = True) -> None:
-        super().__init__(0)
-        self.high = high
-
-    def uniform(self, a: float, b: float) -> float:
-        return b if self.high else a
 
 
 @pytest.fixture(scope="module")
@@ -161,35 +150,44 @@ def test_total_timeout_bounds_a_slow_trickle(server: PeerServer, app: FaultApp) 
     assert app.hits(path) == 1  # a deadline is not retried
 
 
+def backoff_bounds(attempt: int, backoff: float, cap: float) -> tuple[float, float]:
+    """urllib3's schedule: the first retry at once, then backoff * 2**n plus a jitter of up
+    to ``backoff`` (we pass backoff as backoff_jitter), every delay capped."""
+    if attempt == 0:
+        return 0.0, 0.0
+    base = backoff * 2.0**attempt
+    return min(cap, base), min(cap, base + backoff)
+
+
 def test_backoff_grows_exponentially_and_is_capped(server: PeerServer, app: FaultApp) -> None:
     path = unique("/status/503")
     sleeps = Sleeps()
     settings = replace(BASE, retries=5, backoff=1.0, max_backoff=5.0)
-    client = HttpClient(settings, sleep=sleeps, rng=FixedRandom(high=True))
+    client = HttpClient(settings, sleep=sleeps)
     with pytest.raises(TransportError) as info:
         client.get(server.url + path.lstrip("/"))
     assert info.value.status == 503
     assert app.hits(path) == 6
-    assert sleeps == [1.0, 2.0, 4.0, 5.0, 5.0]
+    assert len(sleeps) == 5
+    for attempt, delay in enumerate(sleeps):
+        low, high = backoff_bounds(attempt, 1.0, 5.0)
+        assert low <= delay <= high
+    assert sleeps[0] == 0.0  # urllib3 retries once at once: most faults clear at once
+    assert sleeps[3:] == [5.0, 5.0]  # 8 and 16 (plus jitter) capped
 
 
-def test_backoff_jitter_stays_within_half_and_full_delay(server: PeerServer) -> None:
+def test_backoff_jitter_stays_within_bounds(server: PeerServer) -> None:
     sleeps = Sleeps()
-    settings = replace(BASE, retries=4, backoff=1.0, max_backoff=6.0)
-    client = HttpClient(settings, sleep=sleeps, rng=random.Random(1234))
+    settings = replace(BASE, retries=4, backoff=1.0, max_backoff=60.0)
+    client = HttpClient(settings, sleep=sleeps)
     with pytest.raises(TransportError):
         client.get(server.url + unique("status/500"))
     assert len(sleeps) == 4
     for attempt, delay in enumerate(sleeps):
-        full = min(6.0, 2.0**attempt)
-        assert full / 2 <= delay <= full
-    assert len(set(sleeps)) == 4  # jittered, not constant
-    low = Sleeps()
-    HttpClient(settings, sleep=low, rng=FixedRandom(high=False))
-    client_low = HttpClient(settings, sleep=low, rng=FixedRandom(high=False))
-    with pytest.raises(TransportError):
-        client_low.get(server.url + unique("status/502"))
-    assert low == [0.5, 1.0, 2.0, 3.0]
+        low, high = backoff_bounds(attempt, 1.0, 60.0)
+        assert low <= delay <= high
+    # jittered, not a fixed schedule: the fractional parts differ
+    assert len({round(d % 1.0, 9) for d in sleeps[1:]}) == 3
 
 
 def test_retry_after_seconds_is_honoured(server: PeerServer, app: FaultApp, sleeps: Sleeps) -> None:
@@ -211,6 +209,44 @@ def test_retry_after_http_date_is_honoured(server: PeerServer, sleeps: Sleeps) -
     assert client_for(sleeps, max_backoff=60.0).get(url).content == b"recovered"
     assert len(sleeps) == 1
     assert 27.0 <= sleeps[0] <= 31.0  # the date has one-second resolution
+
+
+def test_an_unreadable_retry_after_falls_back_to_the_backoff(
+    server: PeerServer, app: FaultApp, sleeps: Sleeps
+) -> None:
+    path = unique("/flaky/bad-retry-after")
+    resp = client_for(sleeps).get(server.url + path.lstrip("/") + "?fails=2&retry_after=soon")
+    assert resp.content == b"recovered"
+    assert app.hits(path) == 3
+    assert len(sleeps) == 2 and sleeps[0] == 0.0 and 0.02 <= sleeps[1] <= 0.03
+
+
+def test_413_with_retry_after_is_not_retried(
+    server: PeerServer, app: FaultApp, sleeps: Sleeps
+) -> None:
+    """urllib3 alone retries a 413 that carries Retry-After; a 4xx other than 429 is final."""
+    path = unique("/flaky/413")
+    with pytest.raises(TransportError) as info:
+        client_for(sleeps).get(server.url + path.lstrip("/") + "?fails=5&status=413&retry_after=1")
+    assert info.value.status == 413
+    assert app.hits(path) == 1
+    assert sleeps == []
+
+
+def test_post_is_retried_too(server: PeerServer, app: FaultApp, sleeps: Sleeps) -> None:
+    path = unique("/flaky/post")
+    resp = client_for(sleeps).post(server.url + path.lstrip("/") + "?fails=2", data={"q": "x"})
+    assert resp.content == b"recovered"
+    assert app.hits(path) == 3
+
+
+def test_errors_carry_status_url_and_body_excerpt(server: PeerServer) -> None:
+    url = server.url + unique("status/502").lstrip("/")
+    with pytest.raises(TransportError) as info:
+        client_for(retries=1).get(url)
+    assert info.value.status == 502
+    assert info.value.url == url
+    assert str(info.value).startswith(f"GET {url} returned HTTP 502: status 502")
 
 
 def test_429_then_success(server: PeerServer, app: FaultApp, sleeps: Sleeps) -> None:
@@ -305,12 +341,15 @@ def test_303_turns_post_into_get(server: PeerServer) -> None:
     assert doc["headers"].get("content-type", "text/plain") == "text/plain"
 
 
-@pytest.mark.parametrize("code", [307, 308])
-def test_307_and_308_keep_post_and_body(server: PeerServer, code: int) -> None:
+@pytest.mark.parametrize("code", [301, 302, 307, 308])
+def test_other_redirects_keep_post_and_body(server: PeerServer, code: int) -> None:
+    """Only 303 turns a POST into a GET (requests alone, like browsers, does it on 301/302
+    too, and drops the body)."""
     url = server.url + f"redirect-to/{code}?code={code}&url=" + quote("/echo/k", safe="")
     doc = json.loads(client_for().post(url, data={"query": "x"}).text)
     assert doc["method"] == "POST"
     assert doc["body"] == "query=x"
+    assert doc["headers"]["content-type"] == "application/x-www-form-urlencoded"
 
 
 def test_params_are_not_appended_again_after_a_redirect(server: PeerServer) -> None:
@@ -715,15 +754,125 @@ def test_text_charset_edge_cases(content: bytes, ctype: str, expected: str) -> N
     assert make(content, ctype).text == expected
 
 
-def test_parse_retry_after() -> None:
-    now = 1_700_000_000.0
-    assert parse_retry_after("120") == 120.0
-    assert parse_retry_after(" 5 ") == 5.0
-    assert parse_retry_after("Tue, 14 Nov 2023 22:15:00 GMT", now=now) == 100.0
-    assert parse_retry_after("Tue, 14 Nov 2023 22:15:00 -0000", now=now) == 100.0
-    assert parse_retry_after("Tue, 14 Nov 2023 22:00:00 GMT", now=now) == 0.0  # past
-    for bad in (None, "", "soon", "-5", "1.5e3", "Tue, 99 Foo 2023"):
-        assert parse_retry_after(bad, now=now) is None
+# -- one session per source ------------------------------------------------------------------
+def source(name: str, url: str, headers: dict[str, str | Secret] | None = None) -> SourceConfig:
+    return SourceConfig(name=name, type="oai-pmh", url=url, headers=headers or {})
+
+
+def echoed(http: HttpSession | HttpClient, url: str) -> dict[str, str]:
+    headers: dict[str, str] = json.loads(http.get(url).text)["headers"]
+    return headers
+
+
+def test_cookies_are_never_shared_between_sources(server: PeerServer) -> None:
+    client = client_for()
+    echo = server.url + "echo/cookies"
+    with client.session(source("a", server.url)) as a, client.session(source("b", server.url)) as b:
+        a.get(server.url + "cookie/a?name=token&value=A")
+        assert echoed(a, echo)["cookie"] == "token=A"
+        assert "cookie" not in echoed(b, echo)  # same host, another source
+        b.get(server.url + "cookie/b?name=token&value=B")
+        assert echoed(a, echo)["cookie"] == "token=A"
+        assert echoed(b, echo)["cookie"] == "token=B"
+        assert "cookie" not in echoed(client, echo)  # nor the client's own session
+        # a cookie of this host does not follow a redirect to another host
+        other = f"http://localhost:{server.port}/echo/other"
+        assert "cookie" not in echoed(a, server.url + "redirect-to/c?url=" + quote(other, safe=""))
+
+
+def test_source_headers_and_secrets_go_only_to_their_source(server: PeerServer) -> None:
+    key = Secret("PORTAL_KEY", "s3cr3t")
+    a = source("a", server.url, {"X-API-Key": key, "Accept-Language": "en"})
+    client = client_for()
+    with client.session(a) as sa, client.session(source("b", server.url)) as sb:
+        mine = echoed(sa, server.url + "echo/a")
+        assert mine["x-api-key"] == "s3cr3t" and mine["accept-language"] == "en"
+        assert mine["user-agent"] == BASE.user_agent
+        theirs = echoed(sb, server.url + "echo/b")
+        assert "x-api-key" not in theirs and "accept-language" not in theirs
+        same = server.url + "redirect-to/s?url=" + quote("/echo/same", safe="")
+        assert echoed(sa, same)["x-api-key"] == "s3cr3t"
+        other = f"http://localhost:{server.port}/echo/other"
+        cross = echoed(sa, server.url + "redirect-to/x?url=" + quote(other, safe=""))
+        assert "x-api-key" not in cross  # a credential does not leave the host
+        assert cross["accept-language"] == "en"  # a plain header does
+
+
+def test_a_library_calling_session_get_is_retried_capped_and_timed_out(
+    server: PeerServer, app: FaultApp
+) -> None:
+    """What zeep (``Transport(session=http.session)``) or OWSLib do: plain session calls."""
+    sleeps = Sleeps()
+    with client_for(sleeps, max_bytes=100_000, retries=2).session() as http:
+        session = http.session
+        path = unique("/flaky/library")
+        resp = session.get(server.url + path.lstrip("/") + "?fails=2&retry_after=1")
+        assert (resp.status_code, resp.content) == (200, b"recovered")
+        assert app.hits(path) == 3 and sleeps == [1.0, 1.0]
+        path = unique("/flaky/library-post")
+        resp = session.post(server.url + path.lstrip("/") + "?fails=1&status=502", data=b"<x/>")
+        assert resp.content == b"recovered" and app.hits(path) == 2
+        for url in (
+            server.url + "big/library?size=200000",  # declared
+            server.url + "big/library-chunked?size=200000&chunked=1",  # counted
+            server.url + "gzip/library-bomb?bomb=1&size=20000000",  # decoded bytes counted
+        ):
+            with pytest.raises(ResponseTooLargeError):
+                session.get(url)
+        path = unique("/slow/library")
+        started = time.monotonic()
+        with pytest.raises(requests.ConnectionError):  # no timeout given: 0.5 s applies
+            session.get(server.url + path.lstrip("/") + "?delay=2")
+        assert app.hits(path) == 3
+        assert time.monotonic() - started < 4
+
+
+def test_a_library_calling_session_get_is_guarded(server: PeerServer, app: FaultApp) -> None:
+    path = unique("/ok/library-guarded")
+    with client_for(allow_private=False).session() as http:
+        with pytest.raises(BlockedAddressError):
+            http.session.get(server.url + path.lstrip("/"))
+        assert app.hits(path) == 0
+    trusted = HttpClient(
+        replace(BASE, allow_private=False),
+        sleep=Sleeps(),
+        trusted_hosts=[f"127.0.0.1:{server.port}"],
+    )
+    with trusted.session() as http:
+        assert http.session.get(server.url + "ok/library-trusted").content == b"ok"
+        for target in (f"http://localhost:{server.port}{path}", "file:///etc/passwd"):
+            url = server.url + "redirect-to/lib?url=" + quote(target, safe="")
+            with pytest.raises(BlockedAddressError):
+                http.session.get(url)
+    assert app.hits(path) == 0
+
+
+def test_per_host_limit_is_shared_by_every_session(server: PeerServer, app: FaultApp) -> None:
+    """Six sources (and a library call through one of them) on one host: two at a time."""
+    path = unique("/slow/shared")
+    client = client_for(per_host_concurrency=2, timeout=5.0)
+    sessions = [client.session(source(f"s{i}", server.url)) for i in range(6)]
+    url = server.url + path.lstrip("/") + "?delay=0.2"
+    errors: list[BaseException] = []
+
+    def work(http: HttpSession, library: bool) -> None:
+        try:
+            http.session.get(url).close() if library else http.get(url)
+        except BaseException as err:
+            errors.append(err)
+
+    threads = [
+        threading.Thread(target=work, args=(http, i % 2 == 0)) for i, http in enumerate(sessions)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=20)
+    for http in sessions:
+        http.close()
+    assert errors == []
+    assert app.hits(path) == 6
+    assert app.peak(path) == 2
 
 
 def test_client_close_releases_sessions(server: PeerServer) -> None:

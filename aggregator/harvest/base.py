@@ -20,7 +20,7 @@ from datetime import datetime
 from typing import ClassVar
 
 from aggregator.config import SourceConfig
-from aggregator.http import HttpClient
+from aggregator.http import HttpSession
 from aggregator.models import RawRecord
 
 
@@ -78,7 +78,7 @@ class Harvester:
     #: whether a checkpoint makes incremental listing possible
     supports_incremental: ClassVar[bool] = False
 
-    def __init__(self, source: SourceConfig, http: HttpClient) -> None:
+    def __init__(self, source: SourceConfig, http: HttpSession) -> None:
         self.source = source
         self.http = http
 

@@ -3,7 +3,7 @@
 sickle does the protocol: request parameters, resumption tokens, mapping OAI error codes to
 exceptions, the ``Identify`` model. Everything under it is ours:
 
-- transport goes through :class:`aggregator.http.HttpClient` (timeouts, retries honouring
+- transport goes through :class:`aggregator.http.HttpSession` (timeouts, retries honouring
   ``Retry-After``, size cap, SSRF guard) by overriding ``Sickle.harvest``;
 - each page is parsed once by a hardened lxml parser (no entity expansion, no DTD loading, no
   network, no recovery from broken XML; sickle's own parser has ``recover=True`` and would
@@ -45,7 +45,7 @@ from aggregator.harvest.oaipmh_client import (
     parse_datestamp,
     serialise_record,
 )
-from aggregator.http import HttpClient
+from aggregator.http import HttpSession
 from aggregator.models import RawRecord
 
 log = logging.getLogger(__name__)
@@ -124,7 +124,7 @@ class OaiPmhHarvester(Harvester):
     formats = ("dcat",)
     supports_incremental = True
 
-    def __init__(self, source: SourceConfig, http: HttpClient) -> None:
+    def __init__(self, source: SourceConfig, http: HttpSession) -> None:
         super().__init__(source, http)
         self.metadata_prefix: str = source.option("metadata_prefix", "dcat_ap")
         self.set_spec: str | None = source.option("set")

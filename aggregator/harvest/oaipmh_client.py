@@ -1,6 +1,6 @@
 """The HTTP side of the OAI-PMH harvester: sickle, adapted.
 
-- :class:`OaiClient` is sickle whose requests go through :class:`aggregator.http.HttpClient`
+- :class:`OaiClient` is sickle whose requests go through :class:`aggregator.http.HttpSession`
   (timeouts, retries honouring ``Retry-After``, size cap, SSRF guard) and can be sent one page
   ahead from a :class:`Fetcher` thread;
 - :class:`Page` is a response parsed once, by a hardened parser (:func:`page_parser`);
@@ -24,7 +24,7 @@ from sickle.models import ResumptionToken
 from sickle.response import OAIResponse
 
 from aggregator.errors import HarvestError
-from aggregator.http import HttpClient, Response
+from aggregator.http import HttpSession, Response
 
 OAI_NS = "http://www.openarchives.org/OAI/2.0/"
 OAI = "{" + OAI_NS + "}"
@@ -220,7 +220,7 @@ class Fetcher:
 
 
 class OaiClient(Sickle):  # type: ignore[misc]
-    """Sickle whose requests go through our HttpClient and come back as :class:`Page`.
+    """Sickle whose requests go through the source's HttpSession and come back as :class:`Page`.
 
     ``send_ahead`` starts a request in a :class:`Fetcher` thread before sickle asks for it
     (at most two are kept: the page about to be read and the one after it); when sickle then
@@ -229,7 +229,7 @@ class OaiClient(Sickle):  # type: ignore[misc]
     own request. Pages are parsed and read only in the iterating thread, never in the
     fetcher's."""
 
-    def __init__(self, endpoint: str, http: HttpClient, method: str) -> None:
+    def __init__(self, endpoint: str, http: HttpSession, method: str) -> None:
         super().__init__(endpoint, http_method=method, iterator=Pages, max_retries=0)
         self.http = http
         self.last: Page | None = None

@@ -9,7 +9,7 @@
    :class:`~aggregator.models.RawRecord` per dataset.
 
 Transport: SPARQLWrapper builds every protocol request (query encoding, GET or form POST,
-headers) but never sends it: the request is handed to :class:`aggregator.http.HttpClient`, so
+headers) but never sends it: the request is handed to :class:`aggregator.http.HttpSession`, so
 the SSRF guard, timeouts, retries with ``Retry-After``, size caps and per-host limits all apply
 exactly as for every other harvester. See docs/protocols/sparql.md.
 """
@@ -28,7 +28,7 @@ from aggregator.config import SourceConfig
 from aggregator.errors import ConfigError, HarvestError
 from aggregator.harvest.base import Harvester, HarvestRequest, Listing
 from aggregator.harvest.rdf_dump import SYNTAXES, RdfSyntax, syntax_for_media_type
-from aggregator.http import HttpClient, Response
+from aggregator.http import HttpSession, Response
 from aggregator.models import RawRecord
 from aggregator.vocab import DCAT, SKOS
 
@@ -207,7 +207,7 @@ class SparqlHarvester(Harvester):
     formats: ClassVar[tuple[str, ...]] = ("dcat",)
     supports_incremental: ClassVar[bool] = False
 
-    def __init__(self, source: SourceConfig, http: HttpClient) -> None:
+    def __init__(self, source: SourceConfig, http: HttpSession) -> None:
         super().__init__(source, http)
         self.options = SparqlOptions.from_source(source)
 
@@ -330,7 +330,7 @@ class SparqlHarvester(Harvester):
         return rows
 
     def _send(self, query: str, return_format: str, accept: str) -> tuple[Response, str]:
-        """Build the protocol request with SPARQLWrapper; send it with our HttpClient."""
+        """Build the protocol request with SPARQLWrapper; send it with the source's HttpSession."""
         opts = self.options
         wrapper = SPARQLWrapper(self.source.url, agent=self.http.settings.user_agent)
         wrapper.setOnlyConneg(True)  # content negotiation only, no format=/output= parameters

@@ -24,6 +24,7 @@ counter, so each test can use a fresh one)::
     /gzip/...?size=N&bomb=1 gzip content-encoding; a bomb is N zero bytes (tiny compressed)
     /charset/...?cs=NAME&text=T&declare=0   T encoded in NAME, charset declared or not
     /dtd/...                a DTD (for XXE tests: any hit means the parser fetched it)
+    /cookie/...?name=N&value=V  200 "set", with Set-Cookie N=V (Path=/)
 
 Raw-socket paths (:class:`RawFaultServer`)::
 
@@ -239,6 +240,12 @@ class FaultApp(_Counters):
         body = q.get("text", "caf\u00e9").encode(cs)
         ctype = "text/plain" if q.get("declare") == "0" else f"text/plain; charset={cs}"
         return respond(sr, 200, body, ctype)
+
+    def _route_cookie(
+        self, env: dict[str, Any], sr: StartResponse, path: str, q: dict[str, str], _: int
+    ) -> list[bytes]:
+        cookie = f"{q.get('name', 'session')}={q.get('value', '1')}; Path=/"
+        return respond(sr, 200, b"set", headers=[("Set-Cookie", cookie)])
 
     def _route_dtd(self, env: dict[str, Any], sr: StartResponse, *_: Any) -> list[bytes]:
         return respond(sr, 200, b'<!ENTITY leak "LEAKED-FROM-DTD">', "application/xml-dtd")
