@@ -182,7 +182,12 @@ class HttpSession:
         except TransportError:
             raise
         except (requests.RequestException, urllib3.exceptions.HTTPError, ValueError) as err:
-            raise self._failure(method, url, err) from err
+            # after retries, the cause is urllib3's last reason (a read timeout, a refused
+            # connection ...), not requests' wrapper, which calls a read timeout a
+            # ConnectionError: callers classify failures by the cause's type
+            inner = err.args[0] if err.args else None
+            cause = inner.reason if isinstance(inner, urllib3.exceptions.MaxRetryError) else err
+            raise self._failure(method, url, err) from cause
         try:
             yield resp
         finally:
@@ -222,29 +227,31 @@ class HttpSession:
             kwargs["data"] = data
         retry: PoliteRetry = self.client.retry
         while True:
-            try:
-                with self._send(method, url, **kwargs) as resp:
+            with self._send(method, url, **kwargs) as resp:  # its failures were retried
+                try:
+                    content = b"".join(self._chunks(resp))
+                except TransportError as err:
+                    if type(err) is not TransportError or not isinstance(err.__cause__, _CUT_OFF):
+                        raise  # the cap, the deadline, a corrupt encoding: final
+                    cut, cause = err, err.__cause__
+                else:
                     result = Response(
                         url=resp.url,
                         status=resp.status_code,
                         headers={k.lower(): v for k, v in resp.headers.items()},
-                        content=b"".join(self._chunks(resp)),
+                        content=content,
                     )
-                break
-            except TransportError as err:
-                cause = err.__cause__
-                if type(err) is not TransportError or not isinstance(cause, _CUT_OFF):
-                    raise  # the cap, the deadline, a corrupt encoding: final
-                try:
-                    retry = retry.increment(method, url, error=cause)
-                except urllib3.exceptions.MaxRetryError:
-                    attempts = len(retry.history) + 1
-                    raise TransportError(
-                        f"{method} {url} failed after {attempts} attempt(s): {err.message}",
-                        url=url,
-                    ) from err
-                log.info("retrying %s after %s", url, err.message)
-                retry.sleep()
+                    break
+            # the body was cut off mid-read: the response is closed, its host slot free
+            try:
+                retry = retry.increment(method, url, error=cause)
+            except urllib3.exceptions.MaxRetryError:
+                attempts = len(retry.history) + 1
+                raise TransportError(
+                    f"{method} {url} failed after {attempts} attempt(s): {cut.message}", url=url
+                ) from cut
+            log.info("retrying %s after %s", url, cut.message)
+            retry.sleep()
         if raise_for_status and result.status >= 400:
             raise result.status_error(f"{method} {result.url}")
         return result
