@@ -14,7 +14,9 @@ Parsers are kept per thread (lxml parsers must not be shared by concurrent parse
 
 from __future__ import annotations
 
+import re
 import threading
+from dataclasses import dataclass
 from typing import Any
 
 from lxml import etree
@@ -113,3 +115,200 @@ def parse_xml(data: bytes, *, url: str | None = None) -> etree._Element:
     if docinfo.internalDTD is not None or docinfo.externalDTD is not None or docinfo.doctype:
         raise UnsafeInputError(f"XML with a DOCTYPE declaration is refused{where}")
     return root
+
+
+# -- internal entities (RDF/XML's <!ENTITY xsd "http://www.w3.org/2001/XMLSchema#">) ---------
+
+MAX_ENTITIES = 64  # declarations in one internal subset
+MAX_ENTITY_LENGTH = 4096  # bytes one entity expands to, nested references included
+MAX_SUBSET = 65_536  # bytes of the internal subset
+EXPANSION_SLACK = 1 << 20  # bytes all references may add, besides 4x the document
+
+_DOCTYPE_START = re.compile(rb"<!DOCTYPE\s+([^\s\[>]+)\s*", re.IGNORECASE)
+_ENTITY_DECL = re.compile(rb"<!ENTITY\s+(%\s*)?([^\s%;&<>\"']+)\s+")
+_REFERENCE = re.compile(rb"&([^\s&;#<>\"']+);")
+_BARE_AMPERSAND = re.compile(rb"&(?![^\s&;#<>\"']+;|#x[0-9A-Fa-f]+;|#[0-9]+;)")
+_PREDEFINED = frozenset({b"lt", b"gt", b"amp", b"quot", b"apos"})
+
+
+@dataclass(frozen=True, slots=True)
+class Doctype:
+    """A DOCTYPE declaration: where it is and the internal entities it declares."""
+
+    start: int
+    end: int  # just past its closing '>'
+    entities: dict[bytes, bytes]  # name -> literal value (references not expanded)
+
+
+def read_doctype(data: bytes, where: str = "") -> Doctype | None:
+    """The document's DOCTYPE, if it has one that only declares internal string entities.
+
+    None when there is no DOCTYPE. :class:`UnsafeInputError` for anything else: an external
+    DTD (``SYSTEM``/``PUBLIC``), an external or parameter entity, markup inside an entity
+    value, any other declaration (``ELEMENT``, ``ATTLIST``, ``NOTATION``), more than
+    ``MAX_ENTITIES`` entities or an internal subset over ``MAX_SUBSET`` bytes.
+    """
+    found = _DOCTYPE_START.search(data)
+    if found is None:
+        return None
+    pos = found.end()
+    if data.startswith((b"SYSTEM", b"PUBLIC"), pos):
+        raise UnsafeInputError(
+            f"XML{where} names an external DTD ({data[pos : pos + 6].decode()}): refused, "
+            "only internal entity declarations are read"
+        )
+    entities: dict[bytes, bytes] = {}
+    if data.startswith(b"[", pos):
+        pos += 1
+        limit = pos + MAX_SUBSET
+        while True:
+            while pos < len(data) and data[pos : pos + 1].isspace():
+                pos += 1
+            if pos >= limit:
+                raise UnsafeInputError(
+                    f"XML{where}: the DOCTYPE's internal subset is longer than {MAX_SUBSET} bytes"
+                )
+            if data.startswith(b"]", pos):
+                pos += 1
+                break
+            if data.startswith(b"<!--", pos):
+                end = data.find(b"-->", pos)
+                if end < 0:
+                    raise ParseError(f"malformed XML{where}: unclosed comment in the DOCTYPE")
+                pos = end + 3
+                continue
+            decl = _ENTITY_DECL.match(data, pos)
+            if decl is None:
+                text = data[pos : pos + 40].decode("utf-8", "replace")
+                raise UnsafeInputError(
+                    f"XML{where}: the DOCTYPE declares {text!r}...: refused, only internal "
+                    'entity declarations (<!ENTITY name "value">) are read'
+                )
+            name = decl.group(2)
+            shown = name.decode("utf-8", "replace")
+            if decl.group(1):
+                raise UnsafeInputError(f"XML{where}: parameter entity %{shown} refused")
+            pos = decl.end()
+            quote = data[pos : pos + 1]
+            if quote not in (b'"', b"'"):
+                raise UnsafeInputError(
+                    f"XML{where}: external entity {shown!r} "
+                    f"({data[pos : pos + 6].decode('utf-8', 'replace')}) refused"
+                )
+            end = data.find(quote, pos + 1)
+            if end < 0:
+                raise ParseError(f"malformed XML{where}: unclosed value of entity {shown!r}")
+            value = data[pos + 1 : end]
+            if b"<" in value or b"%" in value:
+                raise UnsafeInputError(
+                    f"XML{where}: entity {shown!r} holds markup or a parameter reference: "
+                    "refused, only string entities are read"
+                )
+            pos = end + 1
+            while pos < len(data) and data[pos : pos + 1].isspace():
+                pos += 1
+            if not data.startswith(b">", pos):
+                raise ParseError(f"malformed XML{where}: declaration of {shown!r} not closed")
+            pos += 1
+            entities.setdefault(name, value)  # the first declaration binds (XML 1.0, 4.2)
+            if len(entities) > MAX_ENTITIES:
+                raise UnsafeInputError(
+                    f"XML{where}: the DOCTYPE declares more than {MAX_ENTITIES} entities"
+                )
+        while pos < len(data) and data[pos : pos + 1].isspace():
+            pos += 1
+    if not data.startswith(b">", pos):
+        raise ParseError(f"malformed XML{where}: the DOCTYPE declaration is not closed")
+    return Doctype(found.start(), pos + 1, entities)
+
+
+def _expansions(entities: dict[bytes, bytes], where: str) -> dict[bytes, bytes]:
+    """Each entity's replacement text, nested references expanded, quotes escaped (so that it
+    may stand in an attribute value as well as in text); UnsafeInputError past
+    MAX_ENTITY_LENGTH bytes or on a reference loop."""
+    done: dict[bytes, bytes] = {}
+    active: set[bytes] = set()
+
+    def expand(name: bytes) -> bytes:
+        known = done.get(name)
+        if known is not None:
+            return known
+        shown = name.decode("utf-8", "replace")
+        if name in active:
+            raise UnsafeInputError(f"XML{where}: entity {shown!r} is part of a reference loop")
+        active.add(name)
+        value = entities[name]
+        if _BARE_AMPERSAND.search(value):
+            raise ParseError(f"malformed XML{where}: a bare '&' in the value of entity {shown!r}")
+
+        def nested(ref: re.Match[bytes]) -> bytes:
+            inner = ref.group(1)
+            if inner in _PREDEFINED or inner not in entities:
+                return ref.group(0)  # left to the XML parser (undeclared: its error)
+            return expand(inner)
+
+        text = _REFERENCE.sub(nested, value)
+        active.discard(name)
+        if len(text) > MAX_ENTITY_LENGTH:
+            raise UnsafeInputError(
+                f"XML{where}: entity {shown!r} expands to more than {MAX_ENTITY_LENGTH} "
+                "bytes: refused as a possible entity expansion bomb"
+            )
+        done[name] = text
+        return text
+
+    for name in entities:
+        expand(name)
+    return {
+        name: text.replace(b'"', b"&quot;").replace(b"'", b"&apos;") for name, text in done.items()
+    }
+
+
+_LITERAL_SECTIONS = re.compile(rb"<!--.*?-->|<!\[CDATA\[.*?\]\]>", re.DOTALL)
+
+
+def expand_internal_entities(data: bytes, where: str = "") -> bytes:
+    """The document with its DOCTYPE removed and its internal entities expanded.
+
+    For documents (RDF/XML) whose DOCTYPE only declares string entities, the common
+    ``<!ENTITY xsd "http://www.w3.org/2001/XMLSchema#">`` used as ``rdf:datatype="&xsd;date"``.
+    The declarations are checked first (:func:`read_doctype`: no external DTD or entity, no
+    parameter entity, no markup in a value); each entity may expand to at most
+    ``MAX_ENTITY_LENGTH`` bytes and all references together may add at most 4 times the
+    document's size plus ``EXPANSION_SLACK`` bytes, else :class:`UnsafeInputError` ("entity
+    expansion bomb"). References are then replaced in the text (not inside comments or CDATA
+    sections; references to undeclared entities are left for the parser to report), so that
+    a document broken elsewhere is still read as far as it can be; the DOCTYPE is replaced by
+    as many newlines as it spanned, so line numbers still point into the document as
+    published. Documents without a DOCTYPE are returned unchanged (the same object).
+    """
+    doctype = read_doctype(data, where)
+    if doctype is None:
+        return data
+    expansions = _expansions(doctype.entities, where)
+    budget = 4 * len(data) + EXPANSION_SLACK
+    added = 0
+
+    def replace(ref: re.Match[bytes]) -> bytes:
+        nonlocal added
+        text = expansions.get(ref.group(1))
+        if text is None:
+            return ref.group(0)
+        added += len(text)
+        if added > budget:
+            raise UnsafeInputError(
+                f"XML{where}: entity references expand to more than {budget} bytes: "
+                "refused as a possible entity expansion bomb"
+            )
+        return text
+
+    body = data[doctype.end :]
+    parts: list[bytes] = []
+    pos = 0
+    for section in _LITERAL_SECTIONS.finditer(body):
+        parts.append(_REFERENCE.sub(replace, body[pos : section.start()]))
+        parts.append(section.group())
+        pos = section.end()
+    parts.append(_REFERENCE.sub(replace, body[pos:]))
+    newlines = b"\n" * data.count(b"\n", doctype.start, doctype.end)
+    return data[: doctype.start] + newlines + b"".join(parts)

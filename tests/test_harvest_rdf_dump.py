@@ -384,21 +384,37 @@ def test_json_ld_remote_context_is_never_fetched(
     assert app.hits("/context.jsonld") == 0
 
 
-def test_rdf_xml_with_entities_is_refused(
+def test_rdf_xml_entity_bomb_is_refused(
     app: RdfFilesApp, server: PeerServer, http: HttpClient
 ) -> None:
+    levels = "".join(f'<!ENTITY l{i} "{f"&l{i - 1};" * 10}">' for i in range(1, 10))
     bomb = (
-        b'<?xml version="1.0"?>\n<!DOCTYPE rdf:RDF [ <!ENTITY a "aaaaaaaaaa">'
-        b' <!ENTITY b "&a;&a;&a;&a;&a;&a;&a;&a;&a;&a;"> ]>\n'
-        b'<rdf:RDF xmlns:rdf="http://www.w3.org/1999/02/22-rdf-syntax-ns#"'
-        b' xmlns:dct="http://purl.org/dc/terms/">'
-        b'<rdf:Description rdf:about="http://ex/a"><dct:title>&b;</dct:title>'
-        b"</rdf:Description></rdf:RDF>"
-    )
+        f'<?xml version="1.0"?>\n<!DOCTYPE rdf:RDF [ <!ENTITY l0 "lol">{levels} ]>\n'
+        '<rdf:RDF xmlns:rdf="http://www.w3.org/1999/02/22-rdf-syntax-ns#"'
+        ' xmlns:dct="http://purl.org/dc/terms/">'
+        '<rdf:Description rdf:about="http://ex/a"><dct:title>&l9;</dct:title>'
+        "</rdf:Description></rdf:RDF>"
+    ).encode()
     app.put("/bomb.rdf", bomb, "application/rdf+xml")
     with pytest.raises(HarvestError) as caught:
         harvest(http, server.url + "bomb.rdf")
     assert caught.value.code == "unsafeInput"
+    assert "expansion bomb" in caught.value.message
+
+
+def test_rdf_xml_internal_string_entities_are_read(
+    app: RdfFilesApp, server: PeerServer, http: HttpClient
+) -> None:
+    doc = (
+        b'<?xml version="1.0"?>\n<!DOCTYPE rdf:RDF [\n'
+        b'  <!ENTITY dcat "http://www.w3.org/ns/dcat#">\n]>\n'
+        b'<rdf:RDF xmlns:rdf="http://www.w3.org/1999/02/22-rdf-syntax-ns#">'
+        b'<rdf:Description rdf:about="http://ex/a"><rdf:type rdf:resource="&dcat;Dataset"/>'
+        b"</rdf:Description></rdf:RDF>"
+    )
+    app.put("/entities.rdf", doc, "application/rdf+xml")
+    records, listing = harvest(http, server.url + "entities.rdf")
+    assert len(records) == 1 and listing.complete
 
 
 def test_ssrf_guard_applies(app: RdfFilesApp, server: PeerServer) -> None:

@@ -16,7 +16,7 @@ from lxml import etree
 from aggregator.errors import ParseError, UnsafeInputError
 from aggregator.peers.http_faults import FaultApp
 from aggregator.peers.server import PeerServer
-from aggregator.xml import parse_xml, safe_parser
+from aggregator.xml import expand_internal_entities, parse_xml, safe_parser
 
 
 @pytest.fixture(scope="module")
@@ -321,3 +321,58 @@ def test_external_dtd_file_is_never_opened(tmp_path: Path) -> None:
     # the probe works: lxml's collect_ids=False makes libxml2 load the external subset
     leaky = etree.XMLParser(resolve_entities=False, load_dtd=False, collect_ids=False)
     assert _opens(fifo, lambda doc: etree.fromstring(doc, parser=leaky))
+
+
+# -- internal string entities (expand_internal_entities, for RDF/XML) -----------------------
+XSD_DOCTYPE = b"""<?xml version="1.0"?>
+<!DOCTYPE rdf:RDF [
+  <!-- the usual pattern -->
+  <!ENTITY xsd "http://www.w3.org/2001/XMLSchema#">
+  <!ENTITY quoted 'a "b" &amp; &#38; &xsd;'>
+]>
+<r a="&quoted;">&xsd;date <![CDATA[&xsd;]]><!-- &xsd; --> &undeclared;</r>"""
+
+
+def test_internal_string_entities_are_expanded_in_text_and_attributes() -> None:
+    out = expand_internal_entities(XSD_DOCTYPE)
+    assert b"DOCTYPE" not in out and b"ENTITY" not in out
+    assert out.count(b"\n") == XSD_DOCTYPE.count(b"\n")  # line numbers kept
+    root = etree.fromstring(out.replace(b"&undeclared;", b""), parser=safe_parser())
+    assert root.get("a") == 'a "b" & & http://www.w3.org/2001/XMLSchema#'
+    assert root.text == "http://www.w3.org/2001/XMLSchema#date &xsd;"  # CDATA untouched
+    assert b"<!-- &xsd; -->" in out  # comments untouched
+    assert b"&undeclared;" in out  # left for the parser to report
+
+
+def test_a_document_without_doctype_is_returned_as_is() -> None:
+    doc = b"<r>&amp;</r>"
+    assert expand_internal_entities(doc) is doc
+
+
+@pytest.mark.parametrize(
+    ("doc", "message"),
+    [
+        (f"<!DOCTYPE r [{LOL}]><r>&lol9;</r>", "expansion bomb"),
+        ('<!DOCTYPE r [<!ENTITY a "' + "x" * 4000 + '">]><r>' + "&a;" * 5000 + "</r>", "bomb"),
+        ('<!DOCTYPE r [<!ENTITY x SYSTEM "file:///etc/passwd">]><r>&x;</r>', "external entity"),
+        ('<!DOCTYPE r [<!ENTITY x PUBLIC "-//x" "http://x/">]><r>&x;</r>', "external entity"),
+        ('<!DOCTYPE r SYSTEM "http://127.0.0.1:1/d.dtd"><r/>', "external DTD"),
+        ('<!DOCTYPE r PUBLIC "-//W3C//DTD X//EN" "x.dtd"><r/>', "external DTD"),
+        ('<!DOCTYPE r [<!ENTITY % p "x">]><r/>', "parameter entity"),
+        ('<!DOCTYPE r [<!ENTITY a "<b/>">]><r>&a;</r>', "markup"),
+        ("<!DOCTYPE r [<!ELEMENT r ANY>]><r/>", "only internal entity declarations"),
+        ('<!DOCTYPE r [<!ENTITY a "&b;"><!ENTITY b "&a;">]><r>&a;</r>', "loop"),
+        ("<!DOCTYPE r [" + "".join(f'<!ENTITY e{i} "x">' for i in range(65)) + "]><r/>", "64"),
+    ],
+)
+def test_unsafe_doctypes_are_refused_with_a_clear_error(doc: str, message: str) -> None:
+    started = time.monotonic()
+    with pytest.raises(UnsafeInputError, match=message):
+        expand_internal_entities(doc.encode())
+    assert time.monotonic() - started < 1.0
+
+
+def test_parse_xml_still_refuses_every_doctype() -> None:
+    """Protocol responses (OAI-PMH ...) need no entities: parse_xml keeps refusing them."""
+    with pytest.raises(UnsafeInputError):
+        parse_xml(XSD_DOCTYPE)

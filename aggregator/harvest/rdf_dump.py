@@ -14,17 +14,19 @@ option win over both. See docs/protocols/rdf-dump.md.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 from urllib.parse import urldefrag, urljoin, urlsplit
 
-from pyoxigraph import BlankNode, Literal, NamedNode, RdfFormat, parse
+from pyoxigraph import BlankNode, Literal, NamedNode, Quad, RdfFormat, parse
 
 from aggregator.config import SourceConfig
-from aggregator.errors import ConfigError, HarvestError
+from aggregator.errors import ConfigError, HarvestError, ParseError, UnsafeInputError
 from aggregator.harvest.base import Harvester, HarvestRequest, Listing
 from aggregator.http import Response
+from aggregator.mapping.dcat_input import check_rdf_xml
+from aggregator.mapping.rdf_xml import MAX_DROPPED_REPORTED, RdfXmlRead, read_rdf_xml
 from aggregator.models import RawRecord
 
 HYDRA = "http://www.w3.org/ns/hydra/core#"
@@ -141,6 +143,22 @@ class PageFacts:
     dataset_iris: set[str] = field(default_factory=set)
     blank_datasets: int = 0
     notes: list[str] = field(default_factory=list)
+    dropped: list[str] = field(default_factory=list)  # RDF/XML nodes not read, with position
+
+
+def _read_rdf_xml(payload: bytes, base_url: str) -> RdfXmlRead:
+    where = f" ({base_url})"
+    try:
+        data = check_rdf_xml(payload, where)
+        return read_rdf_xml(
+            data,
+            lambda d: list(parse(d, RdfFormat.RDF_XML, base_iri=base_url, lenient=True)),
+            where,
+        )
+    except UnsafeInputError as err:
+        raise HarvestError(err.message, code="unsafeInput") from err
+    except ParseError as err:
+        raise HarvestError(err.message, code="parseError") from err
 
 
 def scan_page(payload: bytes, syntax: RdfSyntax, base_url: str) -> PageFacts:
@@ -148,25 +166,34 @@ def scan_page(payload: bytes, syntax: RdfSyntax, base_url: str) -> PageFacts:
     (dcat:Dataset, dcat:DataService, dcat:DatasetSeries subjects).
 
     Raises HarvestError (code ``parseError``) if the page is not valid in ``syntax``, and
-    HarvestError (code ``unsafeInput``) for RDF/XML with a DOCTYPE (entity expansion).
+    HarvestError (code ``unsafeInput``) for RDF/XML whose DOCTYPE is more than internal
+    string entities, or whose entities expand too far (:func:`aggregator.xml.
+    expand_internal_entities`). RDF/XML is read node by node when it does not parse whole
+    (:mod:`aggregator.mapping.rdf_xml`): the nodes that cannot be read are listed in
+    ``dropped`` and the rest is scanned.
     JSON-LD remote contexts are never fetched: pyoxigraph has no document loader unless one is
     given, so a remote ``@context`` is a parse error.
     """
-    if syntax.key == "rdfxml" and b"<!DOCTYPE" in payload:
-        raise HarvestError(
-            f"RDF/XML with a DOCTYPE declaration is refused ({base_url})", code="unsafeInput"
-        )
     facts = PageFacts()
     nexts: list[tuple[str, str]] = []  # (subject key, resolved next URL)
     view_nodes: set[str] = {base_url, urldefrag(base_url)[0]}
     totals: set[int] = set()
     blank_datasets: set[str] = set()
     try:
-        for quad in parse(payload, syntax.rdf_format, base_iri=base_url):
+        if syntax.key == "rdfxml":
+            read = _read_rdf_xml(payload, base_url)
+            quads: Iterable[Quad] = read.quads
+            facts.dropped = [str(node) for node in read.dropped]
+        else:
+            quads = parse(payload, syntax.rdf_format, base_iri=base_url)
+        for quad in quads:
             pred = quad.predicate.value
             subj = quad.subject
             obj = quad.object
-            skey = f"_:{subj.value}" if isinstance(subj, BlankNode) else str(subj.value)
+            if isinstance(subj, BlankNode):
+                skey = f"_:{subj.value}"
+            else:
+                skey = subj.value if isinstance(subj, NamedNode) else str(subj)
             if pred == RDF_TYPE and isinstance(obj, NamedNode):
                 if obj.value in DESCRIBED_TYPES:
                     if isinstance(subj, NamedNode):
@@ -308,6 +335,13 @@ class RdfDumpHarvester(Harvester):
                 raise
             for note in facts.notes:
                 listing.note(note)
+            if facts.dropped:  # its datasets are unknown: nothing may be withdrawn
+                for node in facts.dropped[:MAX_DROPPED_REPORTED]:
+                    listing.note(f"RDF/XML node not read in {response.url}: {node}")
+                listing.mark_truncated(
+                    f"{len(facts.dropped)} RDF/XML node(s) of {response.url} could not be "
+                    f"read, the first at {facts.dropped[0]}"
+                )
             listing.pages += 1
             if facts.total_items is not None:
                 if listing.expected_total is None:

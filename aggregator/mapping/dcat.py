@@ -4,7 +4,9 @@ Steps (docs/mappings/dcat.md describes them for metadata specialists):
 
 1. **Parse** the payload safely (:mod:`aggregator.mapping.dcat_input`): format from the media
    type, the URL's extension or the first bytes; relative IRIs resolved against ``raw.url``;
-   DOCTYPEs, truncated RDF/XML and unknown remote JSON-LD contexts refused; known DCAT-AP
+   DOCTYPEs other than internal string entities, entity bombs, truncated RDF/XML and unknown
+   remote JSON-LD contexts refused; an RDF/XML node that cannot be read is dropped and
+   reported, the rest of the document kept (:mod:`.rdf_xml`); known DCAT-AP
    contexts resolved from our copies (:mod:`.dcat_contexts`); illegal IRIs percent-encoded,
    the original kept as ``dct:identifier``.
 2. **Split** (the index and the walk: :mod:`.dcat_document`): every ``dcat:Dataset``,
@@ -178,6 +180,22 @@ def _document_findings(doc: Document, parsed: ParsedDocument) -> list[Finding]:
                 rule="iri-percent-encoded",
                 message=f"{len(parsed.repaired)} illegal IRIs percent-encoded, the original "
                 f"string kept as dct:identifier: {examples}",
+            )
+        )
+    if parsed.dropped:
+        shown = "; ".join(str(node) for node in parsed.dropped[:MAX_REPORTED])
+        more = (
+            f" and {len(parsed.dropped) - MAX_REPORTED} more"
+            if len(parsed.dropped) > MAX_REPORTED
+            else ""
+        )
+        findings.append(
+            Finding(
+                stage=Stage.PARSE,
+                severity=Severity.WARNING,
+                rule="rdf-xml-node-unreadable",
+                message=f"{len(parsed.dropped)} top-level RDF/XML element(s) could not be read "
+                f"and are not kept (the rest of the document is): {shown}{more}",
             )
         )
     if parsed.undefined_terms:

@@ -2,10 +2,16 @@
 
 What is checked before pyoxigraph sees the bytes, and why (measured on pyoxigraph 0.5):
 
-* **RDF/XML with a DOCTYPE is refused** (:class:`UnsafeInputError`). pyoxigraph's RDF/XML
-  parser expands internal entities (``<!ENTITY a "x">`` then ``&a;`` becomes ``x``), so a
-  billion-laughs document would be expanded; external entities are not loaded, but nothing
-  legitimate in RDF/XML needs a DOCTYPE, so any declaration is refused.
+* **RDF/XML DOCTYPEs: internal string entities only.** The common
+  ``<!ENTITY xsd "http://www.w3.org/2001/XMLSchema#">`` (used as ``rdf:datatype="&xsd;date"``)
+  is expanded by :func:`aggregator.xml.expand_internal_entities`, with limits (an entity bomb
+  is refused with :class:`UnsafeInputError`); an external DTD, an external or parameter entity
+  or any other declaration is refused. pyoxigraph's own parser would expand internal entities
+  without limits, so it never sees a DOCTYPE.
+* **One broken node loses only itself** (:mod:`aggregator.mapping.rdf_xml`): RDF/XML that does
+  not parse whole, or holds a character XML forbids (a NUL, which pyoxigraph would accept), is
+  read node by node; the nodes that fail are dropped and listed (``dropped``, with line and
+  column), the mapper reports them.
 * **Truncated RDF/XML is refused** (:class:`ParseError`). pyoxigraph returns the triples read
   so far, without an error, when a document ends inside open elements; the root element must
   be closed.
@@ -38,6 +44,8 @@ from pyoxigraph import DefaultGraph, Literal, NamedNode, Quad, RdfFormat, parse
 
 from aggregator.errors import ParseError, UnsafeInputError
 from aggregator.mapping.dcat_contexts import known_context
+from aggregator.mapping.rdf_xml import DroppedNode, read_rdf_xml
+from aggregator.xml import expand_internal_entities
 
 _MEDIA_TYPES: dict[str, RdfFormat] = {
     "text/turtle": RdfFormat.TURTLE,
@@ -116,10 +124,13 @@ def _to_utf8(payload: bytes, where: str) -> bytes:
 
 
 def check_rdf_xml(payload: bytes, where: str = "") -> bytes:
-    """Refuse DOCTYPE/ENTITY declarations and truncated documents; return UTF-8 bytes."""
+    """UTF-8 bytes with internal entities expanded; refuse unsafe DOCTYPEs and truncation."""
     data = _to_utf8(payload, where)
     if _DOCTYPE.search(data):
-        raise UnsafeInputError(f"RDF/XML{where} with a DOCTYPE or ENTITY declaration is refused")
+        expanded = expand_internal_entities(data, where)
+        if expanded is data:  # an ENTITY declaration outside any DOCTYPE
+            raise UnsafeInputError(f"RDF/XML{where} with an ENTITY declaration is refused")
+        data = expanded
     # The root element's name, after the prolog (declaration, comments, PIs, whitespace).
     pos = 0
     while True:
@@ -275,6 +286,7 @@ class ParsedDocument:
     quads: list[Quad]
     repaired: dict[str, str] = field(default_factory=dict)  # illegal IRI -> percent-encoded
     undefined_terms: tuple[str, ...] = ()  # JSON-LD keys no context defines
+    dropped: tuple[DroppedNode, ...] = ()  # RDF/XML nodes that could not be read
 
 
 def _repair(
@@ -365,23 +377,34 @@ def parse_document(payload: bytes, media_type: str | None, url: str | None) -> P
         payload, undefined = check_json_ld(payload, where)
     name = _NAMES.get(fmt, "RDF")
     repaired: dict[str, str] = {}
+    dropped: tuple[DroppedNode, ...] = ()
+
+    def strict_then_repaired(data: bytes) -> list[Quad]:
+        nonlocal repaired
+        try:
+            repaired = {}
+            return _parse(data, fmt, url, False)
+        except SyntaxError as err:
+            if "IRI" not in err.msg:
+                raise
+            quads, repaired = _repair(_parse(data, fmt, url, True), where)
+            return quads
+
     try:
         if fmt == RdfFormat.JSON_LD:  # strict JSON-LD drops illegal IRIs silently
             quads, repaired = _repair(_parse(payload, fmt, url, True), where, json_ld=True)
+        elif fmt == RdfFormat.RDF_XML:
+            read = read_rdf_xml(payload, strict_then_repaired, where)
+            quads, dropped = read.quads, read.dropped
         else:
-            try:
-                quads = _parse(payload, fmt, url, False)
-            except SyntaxError as err:
-                if "IRI" not in err.msg:
-                    raise
-                quads, repaired = _repair(_parse(payload, fmt, url, True), where)
+            quads = strict_then_repaired(payload)
     except SyntaxError as err:
         raise ParseError(f"{_unknown(media_type)}{name} syntax error{where}: {err.msg}") from err
     except ValueError as err:  # e.g. an invalid base IRI
         raise ParseError(f"cannot parse{where}: {err}") from err
     if fmt == RdfFormat.JSON_LD and any(not isinstance(q.graph_name, DefaultGraph) for q in quads):
         quads = [Quad(q.subject, q.predicate, q.object) for q in quads]  # merge named graphs
-    return ParsedDocument(fmt, quads, repaired, undefined)
+    return ParsedDocument(fmt, quads, repaired, undefined, dropped)
 
 
 def parse_payload(
