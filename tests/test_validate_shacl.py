@@ -281,6 +281,9 @@ CASES: list[Case] = [
     # Licence document
     missing("LicenseDocument-type", "licence", "dct:type", severity=W),
     extra("LicenseDocument-type-max", "licence", "ex:licence dct:type ex:other-type ."),
+    # Concept, concept scheme (mandatory labels, DCAT-AP 3.0.1)
+    extra("Concept-prefLabel", "dataset", "ex:dataset dcat:theme ex:c . ex:c a skos:Concept ."),
+    extra("ConceptScheme-title", "dataset", 'ex:c a skos:ConceptScheme ; skos:prefLabel "x" .'),
     # Checksum
     missing("Checksum-algorithm", "checksum", "spdx:algorithm"),
     extra("Checksum-algorithm", "checksum", "ex:checksum spdx:algorithm ex:alg2 .", note="two"),

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Protocol
 
-from pyoxigraph import NamedNode, Quad
+from pyoxigraph import Literal, NamedNode, Quad
 
 from aggregator.mapping.dcat_rules import NOT_TYPED, RDF_TYPE, RangeClass, Rewrite
 from aggregator.models import Severity
@@ -54,6 +54,7 @@ def add_range_types(
     for node, (link, rng) in candidates.items():
         if node in typed:
             continue
+        label: Quad | None = None
         if rng.checked:
             if index is not None:
                 have = _count(index.get(node), renames or {})
@@ -61,6 +62,9 @@ def add_range_types(
                 if counts is None:
                     counts = _counts(quads, candidates)
                 have = counts.get(node, {})
+            label = _vocabulary_label(rng, node, have)
+            if label is not None:
+                have = {**have, label.predicate: 1}
             why = _why_not(rng, have)
             if why:
                 trace.append(Rewrite(NOT_TYPED, link, (link,), Severity.INFO, why))
@@ -70,6 +74,9 @@ def add_range_types(
                 done[rule] = _merge(done.get(rule), first, added, count)
             rule, first, added, count = rng.rule, link, [], 0
         count += 1
+        if label is not None:
+            quads.append(label)
+            added.append(label)
         if lines is not None and isinstance(node, NamedNode):
             lines.append(f"<{node.value}>{rng.suffix}")
         else:
@@ -119,6 +126,16 @@ def _count(
             predicate = renamed[0]
         have[predicate] = have.get(predicate, 0) + 1
     return have
+
+
+def _vocabulary_label(rng: RangeClass, node: object, have: dict[NamedNode, int]) -> Quad | None:
+    """``node skos:prefLabel "label"@en`` when the node lacks its required label and is a term
+    of a vocabulary table that gives one (a concept typed without it would not conform)."""
+    prop = rng.label_property
+    if prop is None or have.get(prop) or not isinstance(node, NamedNode):
+        return None
+    text = rng.labels.get(node)
+    return None if text is None else Quad(node, prop, Literal(text, language="en"))
 
 
 def _why_not(rng: RangeClass, have: dict[NamedNode, int]) -> str:

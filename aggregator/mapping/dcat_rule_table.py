@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from functools import lru_cache
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from pyoxigraph import NamedNode
@@ -186,10 +187,25 @@ def compile_rules(
                         NamedNode(_expand(p, prefixes, at)) for p in _list(row, "at-most-one", at)
                     ),
                 )
+                labels: dict[NamedNode, str] = {}
+                for name in _list(row, "labels", at):
+                    vocabulary = (vocabularies or {}).get(name)
+                    if vocabulary is None:
+                        raise ConfigError(f"{at}: unknown vocabulary {name!r} in 'labels'")
+                    labels.update(vocabulary.labels)
+                label_property = None
+                if labels:
+                    label_property = NamedNode(
+                        _expand(_str(row, "label-property", at), prefixes, at)
+                    )
+                    if label_property not in compiled.requires:
+                        raise ConfigError(f"{at}: 'label-property' must be one of 'requires'")
                 compiled = replace(
                     compiled,
                     suffix=f" <{RDF_TYPE.value}> <{compiled.cls.value}> .",
                     checked=bool(compiled.requires or compiled.at_most_one),
+                    label_property=label_property,
+                    labels=MappingProxyType(labels),
                 )
                 for name in names:
                     if NamedNode(name) in ranges:

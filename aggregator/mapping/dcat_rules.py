@@ -122,6 +122,10 @@ class RangeClass:
     at_most_one: frozenset[NamedNode]
     suffix: str = ""  # ' <rdf:type> <class> .': the end of the N-Triples line that types a node
     checked: bool = False  # requires or at_most_one is not empty
+    # a required label property and the labels of known vocabulary terms: a term that lacks
+    # only that property is typed with its label from the table added
+    label_property: NamedNode | None = None
+    labels: Mapping[NamedNode, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

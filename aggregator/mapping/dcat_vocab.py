@@ -5,7 +5,10 @@ A table turns a literal a source wrote where DCAT-AP 3 wants a resource (``dct:l
 Vocabularies authority table (or IANA / SPDX) it stands for. Each table has a ``base`` IRI and
 ``terms``: code -> the strings that stand for it; the code itself always matches. Lookups are
 on :func:`lookup_key` of the literal; ``subtags = true`` also tries the part before the first
-separator (``de-CH`` -> ``de``).
+separator (``de-CH`` -> ``de``). A table may also give ``labels``: code -> the term's English
+preferred label in its authority table, which the ``range-class`` rule writes as the
+``skos:prefLabel`` of a term it types ``skos:Concept`` (DCAT-AP 3.0.1 makes the label
+mandatory for a concept).
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from __future__ import annotations
 import re
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from types import MappingProxyType
@@ -48,6 +51,7 @@ class Vocabulary:
     spec: str
     table: Mapping[str, NamedNode]
     subtags: bool = False
+    labels: Mapping[NamedNode, str] = field(default_factory=dict)  # term -> English label
 
     def lookup(self, text: str) -> NamedNode | None:
         key = lookup_key(text)
@@ -82,8 +86,18 @@ def compile_vocabularies(data: Mapping[str, Any]) -> dict[str, Vocabulary]:
                 key = lookup_key(alias)
                 if table.setdefault(key, iri) != iri:
                     raise ConfigError(f"{where}: {alias!r} stands for two terms")
+        labels = entry.get("labels", {})
+        if not isinstance(labels, dict) or not all(
+            isinstance(v, str) and v and k in terms for k, v in labels.items()
+        ):
+            raise ConfigError(f"{where}: 'labels' must map codes of 'terms' to non-empty strings")
         out[name] = Vocabulary(
-            name, base, spec, MappingProxyType(table), bool(entry.get("subtags"))
+            name,
+            base,
+            spec,
+            MappingProxyType(table),
+            bool(entry.get("subtags")),
+            MappingProxyType({NamedNode(base + code): text for code, text in labels.items()}),
         )
     return out
 

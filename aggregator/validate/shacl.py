@@ -183,12 +183,18 @@ class ShaclValidator(Validator):
         return f"ShaclValidator(engine={self.engine!r}, shapes=[{files}])"
 
     def validate_graph(self, dataset: MappedDataset) -> ValidationReport:
+        return self.validate_ntriples(
+            dataset.ntriples, f"the mapped graph of {dataset.dataset_iri}"
+        )
+
+    def validate_ntriples(self, ntriples: bytes, what: str = "the graph") -> ValidationReport:
+        """Validate one graph given as N-Triples (a whole document, for ``aggregator
+        validate``; one mapped record in a harvest). Every node the shapes target is checked:
+        catalogues, catalogue records, datasets, distributions, agents ..."""
         try:
-            text = dataset.ntriples.decode("utf-8")
+            text = ntriples.decode("utf-8")
             raw = self._compiled.validate(text)
         except (UnicodeDecodeError, SyntaxError, ValueError) as err:
-            raise ParseError(
-                f"the mapped graph of {dataset.dataset_iri} cannot be parsed as N-Triples: {err}"
-            ) from err
+            raise ParseError(f"{what} cannot be parsed as N-Triples: {err}") from err
         findings = sorted((_finding(r) for r in raw), key=_sort_key)
         return ValidationReport(validator=self.name, findings=tuple(findings))

@@ -1,0 +1,165 @@
+"""Normalisation never makes a valid document invalid (DCAT-AP 3.0.1 shapes, shapes/).
+
+The ``range-class`` rule types the values of object properties with their DCAT-AP 3.0.1 range
+class; a type brings that class's shapes into play (a ``skos:Concept`` needs a
+``skos:prefLabel``, a ``foaf:Agent`` a ``foaf:name``...). For every property whose object the
+mapper may type, a conforming document with such a value (an IRI the document does not
+describe, a term of a bundled vocabulary table, a blank node) must still conform once mapped.
+"""
+
+from __future__ import annotations
+
+import pytest
+from pyoxigraph import RdfFormat, parse, serialize
+
+from aggregator.mapping.base import MappingContext
+from aggregator.mapping.dcat import DcatMapper
+from aggregator.models import RawRecord, Severity
+from aggregator.validate.shacl import ShaclValidator
+
+PREFIXES = """@prefix dcat: <http://www.w3.org/ns/dcat#> .
+@prefix dct: <http://purl.org/dc/terms/> .
+@prefix rdfs: <http://www.w3.org/2000/01/rdf-schema#> .
+@prefix xsd: <http://www.w3.org/2001/XMLSchema#> .
+"""
+EU = "http://publications.europa.eu/resource/authority/"
+# where each property is used (default: on the dataset)
+ON_DISTRIBUTION = {
+    "http://purl.org/dc/terms/format",
+    "http://www.w3.org/ns/dcat#mediaType",
+    "http://www.w3.org/ns/dcat#compressFormat",
+    "http://www.w3.org/ns/dcat#packageFormat",
+    "http://www.w3.org/ns/adms#status",
+    "http://data.europa.eu/r5r/availability",
+    "http://www.w3.org/ns/dcat#accessService",
+    "http://purl.org/dc/terms/rights",
+}
+ON_CATALOG = {"http://www.w3.org/ns/dcat#themeTaxonomy", "http://xmlns.com/foaf/0.1/homepage"}
+ON_RELATIONSHIP = {"http://www.w3.org/ns/dcat#hadRole"}
+ON_CHECKSUM = {"http://spdx.org/rdf/terms#algorithm"}
+# terms of the bundled vocabulary tables (mappings/dcat-ap-3-vocabularies.toml)
+KNOWN_TERMS = {
+    "http://www.w3.org/ns/dcat#theme": EU + "data-theme/ECON",
+    "http://www.w3.org/ns/adms#status": EU + "distribution-status/COMPLETED",
+    "http://data.europa.eu/r5r/availability": EU + "planned-availability/STABLE",
+    "http://purl.org/dc/terms/language": EU + "language/DEU",
+    "http://purl.org/dc/terms/license": EU + "licence/CC_BY_4_0",
+    "http://purl.org/dc/terms/accrualPeriodicity": EU + "frequency/MONTHLY",
+    "http://purl.org/dc/terms/accessRights": EU + "access-right/PUBLIC",
+    "http://purl.org/dc/terms/format": EU + "file-type/CSV",
+}
+
+
+def document(prop: str, value: str) -> str:
+    """A conforming catalogue whose ``prop`` (on the right node) has the object ``value``."""
+    dataset = [
+        '<http://ex.org/d> a dcat:Dataset ; dct:title "T"@en ; dct:description "D"@en ;',
+        "  dcat:distribution <http://ex.org/d/dist> .",
+    ]
+    dist = ["<http://ex.org/d/dist> a dcat:Distribution ; dcat:accessURL <http://ex.org/f> ."]
+    catalog = [
+        '<http://ex.org/c> a dcat:Catalog ; dct:title "C"@en ; dct:description "C"@en ;',
+        "  dct:publisher <http://ex.org/p> ; dcat:dataset <http://ex.org/d> .",
+        "<http://ex.org/p> a <http://xmlns.com/foaf/0.1/Agent> ;",
+        '  <http://xmlns.com/foaf/0.1/name> "P" .',
+    ]
+    extra = []
+    if prop in ON_DISTRIBUTION:
+        extra.append(f"<http://ex.org/d/dist> <{prop}> {value} .")
+    elif prop in ON_CATALOG:
+        extra.append(f"<http://ex.org/c> <{prop}> {value} .")
+    elif prop in ON_RELATIONSHIP:
+        extra.append(
+            "<http://ex.org/d> dcat:qualifiedRelation [ a dcat:Relationship ;"
+            f" dct:relation <http://ex.org/other> ; <{prop}> {value} ] ."
+        )
+    elif prop in ON_CHECKSUM:
+        extra.append(
+            "<http://ex.org/d/dist> <http://spdx.org/rdf/terms#checksum> [ a"
+            " <http://spdx.org/rdf/terms#Checksum> ; <http://spdx.org/rdf/terms#checksumValue>"
+            f' "2fd4e1c67a2d28fced849ee1bb76e7391b93eb12"^^xsd:hexBinary ; <{prop}> {value} ] .'
+        )
+    else:
+        extra.append(f"<http://ex.org/d> <{prop}> {value} .")
+    return PREFIXES + "\n".join(dataset + dist + catalog + extra) + "\n"
+
+
+def typed_properties() -> list[tuple[str, str]]:
+    cases = []
+    for rule in DcatMapper().rules.rules:
+        if rule.kind != "range-class":
+            continue
+        for row in rule.ranges:
+            for prop in row.properties:
+                cases.append((prop, "<http://ex.org/undescribed-term>"))
+                cases.append((prop, '[ rdfs:label "a label" ]'))
+                if prop in KNOWN_TERMS:
+                    cases.append((prop, f"<{KNOWN_TERMS[prop]}>"))
+    return cases
+
+
+CASES = typed_properties()
+
+
+@pytest.fixture(scope="module")
+def shapes() -> ShaclValidator:
+    return ShaclValidator()
+
+
+def violations(validator: ShaclValidator, ntriples: bytes) -> list[str]:
+    report = validator.validate_ntriples(ntriples)
+    return [
+        f"{f.location} {f.path}: {f.message}"
+        for f in report.findings
+        if f.severity is Severity.VIOLATION
+    ]
+
+
+def as_ntriples(turtle: str) -> bytes:
+    data = serialize(
+        (q.triple for q in parse(turtle.encode(), format=RdfFormat.TURTLE)),
+        format=RdfFormat.N_TRIPLES,
+    )
+    assert data is not None
+    return data
+
+
+def test_every_range_class_property_is_covered() -> None:
+    props = {p for p, _ in CASES}
+    assert len(props) >= 30
+    assert "http://www.w3.org/ns/dcat#theme" in props
+
+
+@pytest.mark.parametrize(("prop", "value"), CASES, ids=[f"{p} {v}" for p, v in CASES])
+def test_a_valid_document_stays_valid_after_mapping(
+    shapes: ShaclValidator, prop: str, value: str
+) -> None:
+    text = document(prop, value)
+    before = violations(shapes, as_ntriples(text))
+    if before:  # e.g. an undescribed IRI where the shapes want a described node
+        pytest.skip(f"not a conforming input: {before[0]}")
+    raw = RawRecord(
+        source="s",
+        local_id="doc",
+        format="dcat",
+        payload=text.encode(),
+        media_type="text/turtle",
+        url="http://ex.org/doc.ttl",
+        is_collection=True,
+    )
+    (mapped,) = DcatMapper().map(raw, MappingContext("https://agg.example.org/", "s"))
+    after = violations(shapes, mapped.ntriples + mapped.catalog_ntriples)
+    assert after == [], mapped.ntriples.decode()
+
+
+def test_a_known_concept_gets_its_label_and_an_unknown_one_stays_untyped() -> None:
+    text = document("http://www.w3.org/ns/dcat#theme", f"<{EU}data-theme/ECON>")
+    text += "<http://ex.org/d> dcat:theme <http://ex.org/own-theme> .\n"
+    raw = RawRecord("s", "doc", "dcat", text.encode(), "text/turtle", "http://ex.org/doc.ttl")
+    (mapped,) = DcatMapper().map(raw, MappingContext("https://agg.example.org/", "s"))
+    nt = mapped.ntriples.decode()
+    skos = "http://www.w3.org/2004/02/skos/core#"
+    assert f'<{EU}data-theme/ECON> <{skos}prefLabel> "Economy and finance"@en .' in nt
+    assert f"<{EU}data-theme/ECON> <http://www.w3.org/1999/02/22-rdf-syntax-ns#type>" in nt
+    assert "<http://ex.org/own-theme> <http://www.w3.org/1999/02/22-rdf-syntax-ns#type>" not in nt
+    assert any(f.rule == "range-class-not-typed" for f in mapped.findings)
