@@ -141,19 +141,68 @@ def map_file(fmt: str, media_type: str | None, base_iri: str, syntax: str, file:
         click.echo("".join(line for line in lines if not line.startswith("@prefix ")))
 
 
-@click.command()
-@click.option("--from", "fmt", default="dcat", show_default=True, help="Format key of FILE.")
-@click.option("--profile", default="shacl", show_default=True, help="Validators, comma-separated.")
-@click.option("--media-type", default=None)
-@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@pass_ctx
-def validate(c: Ctx, fmt: str, profile: str, media_type: str | None, file: Path) -> None:
-    """Map FILE and validate it; print every finding. Exit 0 if it conforms, 1 if not.
-
-    Shape files configured in aggregator.toml ([validation.shacl]) apply when it exists.
-    """
-    from aggregator.mapping.base import MappingContext
+def _print_findings(findings: Any) -> tuple[int, int]:
+    """Findings grouped by focus node (``# <node>`` then one line each); (violations, warnings)."""
     from aggregator.models import Severity
+
+    shown = [f for f in findings if f.severity is not Severity.INFO]
+    shown.sort(key=lambda f: (f.location or "", f.severity is not Severity.VIOLATION, f.path or ""))
+    focus: str | None = None
+    for f in shown:
+        if f.location != focus:
+            focus = f.location
+            click.echo(f"# {focus or '(document)'}")
+        click.echo(f"{f.severity.value}\t{f.location or ''}\t{f.path or ''}\t{f.message}\t{f.rule}")
+    violations = sum(1 for f in shown if f.severity is Severity.VIOLATION)
+    return violations, len(shown) - violations
+
+
+def _shacl_options(c: Ctx, vocabularies: bool) -> dict[str, Any]:
+    """The [validation.shacl] options of aggregator.toml (when there is one), plus the class
+    range profile for --vocabularies."""
+    from aggregator.validate.shacl import ranges_shapes
+
+    options: dict[str, Any] = {}
+    if c.config_path.exists():
+        options = dict(c.settings.validation.for_validator("shacl"))
+    if vocabularies:
+        extra = [str(p) for p in options.get("extra_shapes", ())]
+        ranges = str(ranges_shapes())
+        if ranges not in extra:
+            extra.append(ranges)
+        options["extra_shapes"] = tuple(extra)
+    return options
+
+
+def _validate_as_published(c: Ctx, raw: Any, vocabularies: bool) -> bool:
+    """Validate the document's own graph, every node, before any mapping. True if it conforms."""
+    from pyoxigraph import RdfFormat, serialize
+
+    from aggregator.errors import AggregatorError
+    from aggregator.mapping.dcat_input import parse_document
+    from aggregator.validate.shacl import ShaclValidator
+    from aggregator.validate.vocabulary_terms import vocabulary_triples
+
+    try:
+        parsed = parse_document(raw.payload, raw.media_type, raw.url)
+    except AggregatorError as err:
+        click.echo(f"violation\t\t\t{err.message}\t{err.code}")
+        return False
+    for node in parsed.dropped:
+        click.echo(f"violation\t\t\tnot read: {node}\trdf-xml-node-unreadable")
+    ntriples = serialize((q.triple for q in parsed.quads), format=RdfFormat.N_TRIPLES) or b""
+    if vocabularies:
+        ntriples += vocabulary_triples(ntriples)
+    validator = ShaclValidator(**_shacl_options(c, vocabularies))
+    report = validator.validate_ntriples(ntriples, f"the graph of {raw.url}")
+    violations, warnings = _print_findings(report.findings)
+    click.echo(f"# {len(parsed.quads)} triples, {violations} violation(s), {warnings} warning(s)")
+    return violations == 0 and not parsed.dropped
+
+
+def _validate_normalised(c: Ctx, raw: Any, profile: str, vocabularies: bool) -> bool:
+    """Map FILE and validate each mapped record as a harvest would. True if all conform."""
+    from aggregator.mapping.base import MappingContext
     from aggregator.plugins import validators
     from aggregator.processing import process
 
@@ -163,7 +212,11 @@ def validate(c: Ctx, fmt: str, profile: str, media_type: str | None, file: Path)
     raw = _raw_from_file(file, fmt, media_type)
     options = None
     if c.config_path.exists() or c.config_given:  # a named file must exist
+    options: dict[str, tuple[tuple[str, Any], ...]] = {}
+    if c.config_path.exists():
         options = {name: c.settings.validation.for_validator(name) for name in chain}
+    if "shacl" in chain:
+        options["shacl"] = tuple(sorted(_shacl_options(c, vocabularies).items()))
     result = process(raw, MappingContext("http://localhost:8000/", "file"), chain, options)
     conforms = not result.failure
     for f in result.failure:
@@ -171,13 +224,61 @@ def validate(c: Ctx, fmt: str, profile: str, media_type: str | None, file: Path)
             f"{f.severity.value}\t{f.stage.value}\t{f.rule}\t{f.location or ''}\t{f.message}"
         )
     for checked in result.checked:
-        click.echo(f"# {checked.dataset.dataset_iri}")
-        for f in checked.findings:
-            if f.severity is Severity.INFO:
-                continue
-            where = f.location or ""
-            path = f" {f.path}" if f.path else ""
-            click.echo(f"{f.severity.value}\t{f.stage.value}\t{f.rule}\t{where}{path}\t{f.message}")
+        click.echo(f"## record {checked.dataset.dataset_iri}")
+        _print_findings(checked.findings)
         conforms = conforms and checked.conforms
+    return conforms
+
+
+@click.command()
+@click.option("--from", "fmt", default="dcat", show_default=True, help="Format key of FILE.")
+@click.option(
+    "--normalised",
+    is_flag=True,
+    help="Validate the records FILE maps to, as a harvest does, instead of FILE as published.",
+)
+@click.option(
+    "--vocabularies",
+    is_flag=True,
+    help="Also check the class ranges of vocabulary terms (shapes/dcat-ap-3-ranges.ttl), "
+    "with the terms of the bundled vocabulary tables described.",
+)
+@click.option(
+    "--profile",
+    default="shacl",
+    show_default=True,
+    help="Validators for --normalised, comma-separated.",
+)
+@click.option("--media-type", default=None)
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@pass_ctx
+def validate(
+    c: Ctx,
+    fmt: str,
+    normalised: bool,
+    vocabularies: bool,
+    profile: str,
+    media_type: str | None,
+    file: Path,
+) -> None:
+    """Does FILE conform to DCAT-AP 3.0.1? Print every finding; exit 0 if it does, 1 if not.
+
+    By default FILE's own graph is validated as published, before any mapping: every node
+    the shapes target (catalogue, catalogue records, datasets, distributions, agents...).
+    Findings are grouped by focus node (``# <node>``), one line each: severity, focus node,
+    path, message, shape. ``--normalised`` validates instead the records FILE maps to, as a
+    harvest stores them (dataset graphs; a non-RDF --from format needs it). Shape files
+    configured in aggregator.toml ([validation.shacl]) apply when it exists.
+    """
+    raw = _raw_from_file(file, fmt, media_type)
+    if normalised:
+        conforms = _validate_normalised(c, raw, profile, vocabularies)
+    elif fmt != "dcat":
+        raise click.UsageError(
+            f"--from {fmt}: only RDF (--from dcat) can be validated as published; "
+            "add --normalised to validate the mapped records"
+        )
+    else:
+        conforms = _validate_as_published(c, raw, vocabularies)
     click.echo("conforms" if conforms else "does not conform")
     sys.exit(0 if conforms else 1)
