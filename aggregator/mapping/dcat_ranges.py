@@ -74,15 +74,17 @@ def add_range_types(
                 done[rule] = _merge(done.get(rule), first, added, count)
             rule, first, added, count = rng.rule, link, [], 0
         count += 1
-        if label is not None:
-            quads.append(label)
-            added.append(label)
         if lines is not None and isinstance(node, NamedNode):
             lines.append(f"<{node.value}>{rng.suffix}")
+            if label is not None:  # no blank node either: a ground line too
+                lines.append(f"<{node.value}> <{label.predicate.value}> {label.object} .")
         else:
             quad = Quad(node, RDF_TYPE, rng.cls)  # type: ignore[arg-type]
             quads.append(quad)
             added.append(quad)
+            if label is not None:
+                quads.append(label)
+                added.append(label)
     if first is not None:
         done[rule] = _merge(done.get(rule), first, added, count)
     for rule_id, (link, typed_quads, n) in done.items():
