@@ -163,7 +163,7 @@ def _shacl_options(c: Ctx, vocabularies: bool) -> dict[str, Any]:
     from aggregator.validate.shacl import ranges_shapes
 
     options: dict[str, Any] = {}
-    if c.config_path.exists():
+    if c.config_path.exists() or c.config_given:  # a named file must exist
         options = dict(c.settings.validation.for_validator("shacl"))
     if vocabularies:
         extra = [str(p) for p in options.get("extra_shapes", ())]
@@ -209,11 +209,8 @@ def _validate_normalised(c: Ctx, raw: Any, profile: str, vocabularies: bool) -> 
     chain = [p.strip() for p in profile.split(",") if p.strip()]
     for name in chain:
         validators.get(name)
-    raw = _raw_from_file(file, fmt, media_type)
-    options = None
-    if c.config_path.exists() or c.config_given:  # a named file must exist
     options: dict[str, tuple[tuple[str, Any], ...]] = {}
-    if c.config_path.exists():
+    if c.config_path.exists() or c.config_given:  # a named file must exist
         options = {name: c.settings.validation.for_validator(name) for name in chain}
     if "shacl" in chain:
         options["shacl"] = tuple(sorted(_shacl_options(c, vocabularies).items()))
