@@ -10,6 +10,11 @@ Any other parse error becomes :class:`ParseError` with the line number.
 
 Parsers are kept per thread (lxml parsers must not be shared by concurrent parses), so
 :func:`parse_xml` may be called from any number of threads.
+
+RDF/XML is the one payload with a legitimate DOCTYPE (``<!ENTITY xsd "http://www.w3.org/2001/
+XMLSchema#">``); it is not parsed here but by pyoxigraph, after
+:func:`expand_internal_entities` has checked the declarations (internal string entities only)
+and expanded them within limits.
 """
 
 from __future__ import annotations
