@@ -69,9 +69,12 @@ def config() -> None:
 def config_check(c: Ctx) -> None:
     """Validate aggregator.toml (plugins, options, secrets) without harvesting; report
     records of sources no longer configured. Exit 2 if a source's secret is unset."""
+    from aggregator.processing import build_chain
+
     s = c.settings
     unset: list[str] = []
     for src in s.sources.values():
+        build_chain(src.validation)  # compiles the schemas: a broken one fails here
         try:
             src.require_secrets()
         except ConfigError as err:
@@ -79,7 +82,8 @@ def config_check(c: Ctx) -> None:
     click.echo(f"{c.config_path}: {f'{len(unset)} source(s) cannot harvest' if unset else 'OK'}")
     click.echo(f"  store: {s.store_path}  base IRI: {s.base_iri}")
     for src in s.sources.values():
-        click.echo(f"  source {src.name}: {src.type} -> {src.format} ({src.url})")
+        chain = " -> ".join(step.label for step in src.validation) or "none"
+        click.echo(f"  source {src.name}: {src.type} -> {src.format} ({src.url}); checks: {chain}")
     for name, counts in sorted(orphans(c).items()):
         click.echo(f"  warning: {orphan_line(name, counts)}")
     for message in unset:

@@ -164,7 +164,7 @@ def _shacl_options(c: Ctx, vocabularies: bool) -> dict[str, Any]:
 
     options: dict[str, Any] = {}
     if c.config_path.exists() or c.config_given:  # a named file must exist
-        options = dict(c.settings.validation.for_validator("shacl"))
+        options = dict(c.settings.validation.step("shacl").options)
     if vocabularies:
         extra = [str(p) for p in options.get("extra_shapes", ())]
         ranges = str(ranges_shapes())
@@ -202,6 +202,9 @@ def _validate_as_published(c: Ctx, raw: Any, vocabularies: bool) -> bool:
 
 def _validate_normalised(c: Ctx, raw: Any, profile: str, vocabularies: bool) -> bool:
     """Map FILE and validate each mapped record as a harvest would. True if all conform."""
+    from dataclasses import replace
+
+    from aggregator.config import parse_chain
     from aggregator.mapping.base import MappingContext
     from aggregator.plugins import validators
     from aggregator.processing import process
@@ -209,12 +212,16 @@ def _validate_normalised(c: Ctx, raw: Any, profile: str, vocabularies: bool) -> 
     chain = [p.strip() for p in profile.split(",") if p.strip()]
     for name in chain:
         validators.get(name)
-    options: dict[str, tuple[tuple[str, Any], ...]] = {}
+    defaults = None
     if c.config_path.exists() or c.config_given:  # a named file must exist
-        options = {name: c.settings.validation.for_validator(name) for name in chain}
-    if "shacl" in chain:
-        options["shacl"] = tuple(sorted(_shacl_options(c, vocabularies).items()))
-    result = process(raw, MappingContext("http://localhost:8000/", "file"), chain, options)
+        defaults = c.settings.validation
+    steps = [  # options checked as a source's chain; shacl with --vocabularies' ranges
+        replace(step, options=tuple(sorted(_shacl_options(c, vocabularies).items())))
+        if step.validator == "shacl"
+        else step
+        for step in parse_chain(chain, "validate --profile", None, defaults)
+    ]
+    result = process(raw, MappingContext("http://localhost:8000/", "file"), steps)
     conforms = not result.failure
     for f in result.failure:
         click.echo(

@@ -234,7 +234,7 @@ def source_show(c: Ctx, name: str) -> None:
         "format": src.format,
         "publisher": src.publisher,
         "schedule": src.schedule,
-        "validation": list(src.validation),
+        "validation": [step.describe() for step in src.validation],
         "lenient": src.lenient,
         "enabled": src.enabled,
         "options": dict(src.options),

@@ -42,7 +42,6 @@ SOURCE_NAME = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,62}$")
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")  # an RFC 9110 token
 SCHEDULES = ("manual", "hourly", "daily", "weekly", "monthly")
-DEFAULT_FORMATS = {"oai-pmh": "dcat", "rdf-dump": "dcat", "sparql": "dcat"}
 
 
 class Secret:
@@ -96,19 +95,47 @@ class HarvestSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class ValidationStep:
+    """One step of a source's validation chain: a validator and its options.
+
+    ``options`` are the constructor arguments, already checked against the validator's
+    ``Options`` and merged (the global ``[validation.NAME]`` table, overridden by the step's
+    own keys); hashable and picklable, as the worker processes need. ``name`` labels the
+    step's findings on the job and in the dead-letter store (default: the validator's name).
+    """
+
+    validator: str
+    options: tuple[tuple[str, Any], ...] = ()
+    name: str = ""
+
+    @property
+    def label(self) -> str:
+        return self.name or self.validator
+
+    def describe(self) -> dict[str, Any]:
+        return {"validator": self.validator, "name": self.label, "options": dict(self.options)}
+
+
+@dataclass(frozen=True, slots=True)
 class ValidationSettings:
-    """Options for the validators, by validator name, passed to their constructors.
+    """Default options for the validators, by validator name (``[validation.NAME]``).
 
     ``[validation.shacl]`` takes ``shapes`` (replace the bundled DCAT-AP 3 shapes),
     ``extra_shapes`` (add a national profile) and ``engine`` (``shacl`` or ``pyshacl``);
-    relative paths are relative to aggregator.toml.
+    ``[validation.xsd]`` ``schema``; ``[validation.schematron]`` ``rules`` and ``phase``.
+    Relative paths are relative to aggregator.toml. A step of a source's chain starts from
+    these and overrides them key by key.
     """
 
     options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
-    def for_validator(self, name: str) -> tuple[tuple[str, Any], ...]:
-        """Hashable, picklable constructor arguments for one validator."""
-        return tuple(sorted(self.options.get(name, {}).items()))
+    def step(
+        self, validator: str, overrides: Mapping[str, Any] | None = None, name: str = ""
+    ) -> ValidationStep:
+        """A chain step for ``validator``: these defaults, overridden by ``overrides`` (already
+        converted by :func:`aggregator.plugin_options.convert_options`)."""
+        merged = {**self.options.get(validator, {}), **(overrides or {})}
+        return ValidationStep(validator, tuple(sorted(merged.items())), name)
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,8 +168,8 @@ class SourceConfig:
     format: str = "dcat"  # mapper registry key
     publisher: str | None = None
     schedule: str = "daily"
-    validation: tuple[str, ...] = ("shacl",)
-    lenient: bool = False
+    validation: tuple[ValidationStep, ...] = (ValidationStep("shacl"),)
+    lenient: bool = False  # store records that fail validation, with their findings
     enabled: bool = True
     options: Mapping[str, Any] = field(default_factory=dict)
     secrets: Mapping[str, Secret] = field(default_factory=dict)
@@ -276,10 +303,19 @@ def _source_headers(
 
 
 def parse_source(
-    name: str, table: Mapping[str, Any], environ: Mapping[str, str] | None = None
+    name: str,
+    table: Mapping[str, Any],
+    environ: Mapping[str, str] | None = None,
+    *,
+    root: Path | None = None,
+    validation: ValidationSettings | None = None,
 ) -> SourceConfig:
-    """Build and check one source; plugin names are checked against the registries."""
-    from aggregator.plugins import harvesters, mappers, validators
+    """Build and check one source; plugin names and options are checked against the plugins.
+
+    ``root``: the directory relative paths are resolved against (that of aggregator.toml);
+    ``validation``: the global validator defaults the source's chain starts from.
+    """
+    from aggregator.plugins import harvesters, mappers
 
     where = f"sources.{name}"
     if not SOURCE_NAME.match(name):
@@ -305,13 +341,15 @@ def parse_source(
     kind = table["type"]
     if kind not in harvesters:
         raise ConfigError(f"[{where}]: unknown type {kind!r} (known: {', '.join(harvesters)})")
-    fmt = table.get("format", DEFAULT_FORMATS.get(kind, "dcat"))
+    harvester = harvesters.get(kind)
+    fmt = table.get("format", harvester.formats[0])
     if fmt not in mappers:
         raise ConfigError(f"[{where}]: unknown format {fmt!r} (known: {', '.join(mappers)})")
-    chain = tuple(table.get("validation", ("shacl",)))
-    for v in chain:
-        if v not in validators:
-            raise ConfigError(f"[{where}]: unknown validator {v!r}")
+    if fmt not in harvester.formats and not harvester.any_format:
+        raise ConfigError(
+            f"[{where}]: a {kind} source yields {', '.join(harvester.formats)}, not {fmt!r}"
+        )
+    chain = parse_chain(table.get("validation", ["shacl"]), where, root, validation)
     schedule = table.get("schedule", "daily")
     if schedule not in SCHEDULES and len(str(schedule).split()) != 5:
         raise ConfigError(f"[{where}]: schedule must be one of {SCHEDULES} or a cron expression")
@@ -344,8 +382,53 @@ def parse_source(
         secrets=secrets,
         headers=headers,
     )
-    harvesters.get(kind).check_config(source)
+    harvester.check_config(source)
     return source
+
+
+def parse_chain(
+    value: Any, where: str, root: Path | None, defaults: ValidationSettings | None
+) -> tuple[ValidationStep, ...]:
+    """A source's ``validation``: validator names (``["xsd", "shacl"]``) or step tables
+    (``{ validator = "xsd", schema = "iso.xsd" }``), in order; each step's options are checked
+    against the validator's ``Options`` and merged over the ``[validation.NAME]`` defaults."""
+    from aggregator.plugin_options import complete_options, convert_options
+    from aggregator.plugins import validators
+
+    if not isinstance(value, list | tuple):
+        raise ConfigError(f"[{where}]: validation must be a list of validators or step tables")
+    defaults = defaults or ValidationSettings()
+    steps: list[ValidationStep] = []
+    for i, item in enumerate(value, 1):
+        at = f"{where}.validation[{i}]"
+        table = {"validator": item} if isinstance(item, str) else item
+        if not isinstance(table, Mapping) or not isinstance(table.get("validator"), str):
+            raise ConfigError(f"[{at}]: a step is a validator name or a table with 'validator'")
+        opts = dict(table)
+        validator = opts.pop("validator")
+        label = opts.pop("name", "")
+        if not isinstance(label, str) or (label and not SOURCE_NAME.match(label)):
+            raise ConfigError(f"[{at}]: name must match {SOURCE_NAME.pattern}")
+        if validator not in validators:
+            known = ", ".join(validators)
+            raise ConfigError(f"[{at}]: unknown validator {validator!r} (known: {known})")
+        cls = validators.get(validator)
+        if cls.Options is None:
+            if opts:
+                raise ConfigError(f"[{at}]: the {validator} validator takes no options")
+            step = defaults.step(validator, name=label)
+        else:
+            step = defaults.step(validator, convert_options(cls.Options, opts, at, root), label)
+            complete_options(cls.Options, dict(step.options), at)
+        steps.append(step)
+    labels = [s.label for s in steps]
+    twice = sorted({x for x in labels if labels.count(x) > 1})
+    if twice:
+        raise ConfigError(
+            f"[{where}]: validation step(s) {', '.join(twice)} appear twice; give each a"
+            " distinct 'name' (it labels the step's findings)"
+        )
+    return tuple(steps)
 
 
 def load_settings(path: Path, environ: Mapping[str, str] | None = None) -> Settings:
@@ -375,7 +458,7 @@ def load_settings(path: Path, environ: Mapping[str, str] | None = None) -> Setti
     serve = _dataclass_from(ServeSettings, doc.get("serve", {}), "serve")
     validation = _validation_settings(doc.get("validation", {}), root)
     sources = {
-        name: parse_source(name, table, environ)
+        name: parse_source(name, table, environ, root=root, validation=validation)
         for name, table in dict(doc.get("sources", {})).items()
     }
     return Settings(
@@ -391,7 +474,8 @@ def load_settings(path: Path, environ: Mapping[str, str] | None = None) -> Setti
 
 
 def _validation_settings(table: Mapping[str, Any], root: Path) -> ValidationSettings:
-    """Check each validator's options by building it once, so errors show at load time."""
+    """Check each validator's default options against its ``Options`` at load time."""
+    from aggregator.plugin_options import convert_options
     from aggregator.plugins import validators
 
     options: dict[str, dict[str, Any]] = {}
@@ -400,21 +484,10 @@ def _validation_settings(table: Mapping[str, Any], root: Path) -> ValidationSett
             raise ConfigError(f"[validation.{name}]: unknown validator {name!r}")
         if not isinstance(opts, Mapping):
             raise ConfigError(f"[validation.{name}] must be a table")
-        resolved: dict[str, Any] = {}
-        for key, value in opts.items():
-            if key in ("shapes", "extra_shapes"):
-                if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-                    raise ConfigError(f"validation.{name}.{key}: expected a list of paths")
-                paths = [root / v for v in value]
-                missing = [str(p) for p in paths if not p.is_file()]
-                if missing:
-                    raise ConfigError(f"validation.{name}.{key}: no such file {missing[0]}")
-                resolved[key] = tuple(str(p) for p in paths)
-            else:
-                resolved[key] = value
-        try:
-            validators.get(name)(**resolved)
-        except TypeError as err:
-            raise ConfigError(f"[validation.{name}]: {err}") from err
-        options[name] = resolved
+        cls = validators.get(name).Options
+        if cls is None:
+            if opts:
+                raise ConfigError(f"[validation.{name}]: the {name} validator takes no options")
+            continue
+        options[name] = convert_options(cls, opts, f"validation.{name}", root)
     return ValidationSettings(options=options)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import logging
 import sqlite3
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -119,8 +119,10 @@ class BatchWriter:
         job: JobLog,
         force: bool,
         batch_size: int = BATCH,
+        on_reject: Callable[[str, Sequence[Finding]], None] | None = None,
     ) -> None:
         self.batch_size = batch_size
+        self.on_reject = on_reject  # told of every rejection (the pipeline emits an event)
         self.store = store
         self.source = source
         self.job = job
@@ -151,7 +153,9 @@ class BatchWriter:
     ) -> None:
         """Keep a record that could not be stored, with its payload and every finding."""
         raw = p.raw
-        stage = next((f.stage.value for f in findings if f.severity is Severity.VIOLATION), "map")
+        stage = next(
+            (f.step or f.stage.value for f in findings if f.severity is Severity.VIOLATION), "map"
+        )
         self._dead.append(
             DeadLetter(
                 source=self.source.name,
@@ -167,6 +171,8 @@ class BatchWriter:
                 findings=json.dumps([f.as_dict() for f in findings]),
             )
         )
+        if self.on_reject is not None:
+            self.on_reject(local_id, findings)
         if len(self._dead) >= self.batch_size:  # keep memory flat when everything fails
             self.flush()
 

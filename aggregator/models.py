@@ -98,10 +98,12 @@ class Finding:
     message: str
     location: str | None = None  # line number for XML, focus node for SHACL, IRI for RDF
     path: str | None = None  # SHACL result path or XPath
+    step: str | None = None  # the validation step that found it (its label in the chain)
 
     def as_dict(self) -> dict[str, str | None]:
         return {
             "stage": self.stage.value,
+            "step": self.step,
             "severity": self.severity.value,
             "rule": self.rule,
             "message": self.message,
@@ -150,6 +152,12 @@ class RecordError:
     message: str
     severity: Severity = Severity.VIOLATION
     location: str | None = None
+    step: str | None = None  # the validation step, when a chain step found it
+
+    @property
+    def where(self) -> str:
+        """What the job shows as the error's stage: the step's label, else the stage."""
+        return self.step or self.stage.value
 
     @classmethod
     def from_finding(cls, local_id: str, finding: Finding) -> RecordError:
@@ -160,4 +168,5 @@ class RecordError:
             message=finding.message,
             severity=finding.severity,
             location=finding.location or finding.path,
+            step=finding.step,
         )

@@ -26,15 +26,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aggregator.config import Settings, SourceConfig
-from aggregator.errors import AggregatorError
+from aggregator.errors import AggregatorError, TransportError
 from aggregator.harvest.base import HarvestRequest, Listing
 from aggregator.http import HttpClient, HttpSession
+from aggregator.jobs.events import EventBus, JobStarted, default_bus, emit_closing, rejections
 from aggregator.jobs.journal import Heartbeat, JobLog, JobRow
 from aggregator.lifecycle import BatchWriter, UpToDate
 from aggregator.mapping.base import MappingContext
 from aggregator.models import JobStatus, Outcome, RawRecord
 from aggregator.plugins import harvesters
-from aggregator.processing import Processed, process_chunk, rejoin
+from aggregator.processing import Processed, build_chain, process_chunk, rejoin
 from aggregator.store.records import RecordStore
 
 log = logging.getLogger(__name__)
@@ -169,10 +170,18 @@ def run_source(
     *,
     http: HttpClient | None = None,
     executor: Executor | None = None,
+    events: EventBus | None = None,
 ) -> JobRow:
-    """Harvest one source into the store as one job; return the finished job."""
+    """Harvest one source into the store as one job; return the finished job.
+
+    Emits the job's events (:mod:`aggregator.jobs.events`) on ``events``, by default on the
+    process-wide bus, whose default subscriber is the log.
+    """
+    bus = events or default_bus()
     with relaxed_gc():
-        return _run_source(settings, store, source, options, http=http, executor=executor)
+        return _run_source(
+            settings, store, source, options, http=http, executor=executor, events=bus
+        )
 
 
 def _run_source(
@@ -183,15 +192,25 @@ def _run_source(
     *,
     http: HttpClient | None,
     executor: Executor | None,
+    events: EventBus,
 ) -> JobRow:
     opts = options or RunOptions()
     src = settings.source(source) if isinstance(source, str) else source
     http = http or HttpClient(settings.http)
+    previous = store.jobs.recent(src.name, limit=1)
     job = store.jobs.start(src.name, opts.full)
+    events.emit(JobStarted(source=src.name, job_id=job.id, url=src.url, full=opts.full))
     checkpoint = None if opts.full or opts.lister else store.checkpoint(src.name)
     listing = Listing(incremental=checkpoint is not None or opts.lister is not None)
     ctx = MappingContext(base_iri=settings.base_iri, source=src.name, publisher=src.publisher)
-    writer = BatchWriter(store, src, job, force=opts.force, batch_size=settings.harvest.batch_size)
+    writer = BatchWriter(
+        store,
+        src,
+        job,
+        force=opts.force,
+        batch_size=settings.harvest.batch_size,
+        on_reject=rejections(events, src.name, job.id),
+    )
     own_executor = executor is None
     if executor is None:
         workers = settings.harvest.workers
@@ -207,11 +226,12 @@ def _run_source(
     prefetch: _Prefetch | None = None
     up_to_date: UpToDate | None = None
     in_flight: deque[tuple[Future[list[Processed]], list[RawRecord]]] = deque()
-    vopts = {name: settings.validation.for_validator(name) for name in src.validation}
+    unreachable: TransportError | None = None
     session: HttpSession | None = None
     beat = Heartbeat(str(store.path / "state.sqlite3"), job.id).start()
     try:
         src.require_secrets()  # an unset secret fails this source's job only
+        build_chain(src.validation)  # a schema that does not compile fails the job here
         session = http.session(src)  # this source's cookies and headers only
         lister = opts.lister or harvesters.get(src.type)(src, session).list_records
         if not opts.force:  # forced runs map every record: they need every payload
@@ -230,7 +250,7 @@ def _run_source(
 
         for chunk in _chunks(iter(prefetch), CHUNK):
             todo = writer.prefilter(chunk)
-            task = executor.submit(process_chunk, todo, ctx, src.validation, vopts)
+            task = executor.submit(process_chunk, todo, ctx, src.validation, src.lenient)
             in_flight.append((task, todo))
             drain(IN_FLIGHT)
             if opts.cancel.is_set():
@@ -242,7 +262,8 @@ def _run_source(
         store.sync()  # the job is done when its records are in the graph store too
     except AggregatorError as err:
         status, message = JobStatus.FAILED, err.message
-        log.warning("job %s (%s) failed: %s", job.id, src.name, err.message)
+        if isinstance(err, TransportError):
+            unreachable = err
         _safe_drain(writer, in_flight)
     except Exception as err:
         status, message = JobStatus.FAILED, f"internal error: {type(err).__name__}: {err}"
@@ -271,7 +292,9 @@ def _run_source(
     if status is JobStatus.SUCCEEDED and listing.next_checkpoint and opts.lister is None:
         store.jobs.set_checkpoint(src.name, listing.next_checkpoint, job.id)
         facts["checkpoint_saved"] = listing.next_checkpoint
-    return store.jobs.finish(job, status, facts, message)
+    done = store.jobs.finish(job, status, facts, message)
+    emit_closing(events, done, src.url, unreachable, previous[0] if previous else None)
+    return done
 
 
 def _safe_drain(

@@ -1,20 +1,26 @@
 """Map and validate one raw record: the pure, CPU-bound half of a harvest.
 
 Runs in worker processes (or in-process when ``harvest.workers = 0``); it touches neither the
-network nor the store. Plugin instances are created once per process and cached.
+network nor the store. Plugin instances are created once per process and cached (validators
+by name and options, so two sources with different schemas get two validators).
+
+The payload is parsed once (:class:`~aggregator.payload.ParsedPayload`): the payload steps of
+the chain and the mapper share the parsed form.
 """
 
 from __future__ import annotations
 
 import gc
 import hashlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from aggregator.config import ValidationStep
 from aggregator.errors import AggregatorError
 from aggregator.mapping.base import Mapper, MappingContext, mint_iri
 from aggregator.models import Finding, MappedDataset, RawRecord, Severity, Stage
+from aggregator.payload import ParsedPayload
 from aggregator.plugins import mappers, validators
 from aggregator.store.graphs import GraphContent, to_nquads
 from aggregator.store.state import pack, pack_graph, unpack_graph
@@ -23,7 +29,6 @@ from aggregator.validate.base import Validator
 _WORKER_GC_THRESHOLD = 50_000
 _mappers: dict[str, Mapper] = {}
 _validators: dict[tuple[str, tuple[tuple[str, Any], ...]], Validator] = {}
-ValidatorOptions = Mapping[str, tuple[tuple[str, Any], ...]]  # name -> constructor arguments
 
 
 def _mapper(name: str) -> Mapper:
@@ -32,12 +37,27 @@ def _mapper(name: str) -> Mapper:
     return _mappers[name]
 
 
-def _validator(name: str, options: ValidatorOptions | None = None) -> Validator:
-    args = (options or {}).get(name, ())
-    key = (name, args)
+def validator(step: ValidationStep) -> Validator:
+    """The validator of one chain step (built once per process and options)."""
+    key = (step.validator, step.options)
     if key not in _validators:
-        _validators[key] = validators.get(name)(**dict(args))
+        _validators[key] = validators.get(step.validator)(**dict(step.options))
     return _validators[key]
+
+
+def build_chain(steps: Sequence[ValidationStep]) -> list[Validator]:
+    """Build (compile) every validator of a chain; raises ConfigError for a bad schema."""
+    return [validator(step) for step in steps]
+
+
+def _labelled(findings: Sequence[Finding], step: ValidationStep) -> tuple[Finding, ...]:
+    return tuple(replace(f, step=step.label) for f in findings)
+
+
+def _record_error(err: AggregatorError, step: ValidationStep | None) -> Finding:
+    stage = Stage.PARSE if err.code in ("parseError", "unsafeInput") else Stage.MAP
+    label = step.label if step else None
+    return Finding(stage, Severity.VIOLATION, err.code, err.message, step=label)
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,34 +122,48 @@ def _with_payload(result: Processed) -> Processed:
 def process(
     raw: RawRecord,
     ctx: MappingContext,
-    chain: Sequence[str],
-    options: ValidatorOptions | None = None,
+    chain: Sequence[ValidationStep],
+    *,
+    lenient: bool = False,
 ) -> Processed:
-    """Payload validators (stop at the first failure), mapping, then graph validators."""
-    for name in chain:
-        v = _validator(name, options)
+    """Payload validators in chain order, mapping, then graph validators.
+
+    The first payload step that fails stops the payload steps. Without ``lenient`` the record
+    fails there (its findings are the record's failure). With ``lenient`` it is mapped anyway
+    and the failing step's findings are added to every dataset it yields, which the lifecycle
+    stores with the record (and lists on the job). A payload that cannot be parsed fails the
+    record in either case: there is nothing to map.
+    """
+    payload = ParsedPayload(raw)
+    carried: tuple[Finding, ...] = ()
+    for step in chain:
+        v = validator(step)
         if v.target != "payload":
             continue
-        report = v.validate_payload(raw)
+        try:
+            report = v.validate_payload(payload)
+        except AggregatorError as err:
+            return _with_payload(Processed(raw, failure=(_record_error(err, step),)))
+        carried += _labelled(report.findings, step)  # a passing step's warnings come along
         if not report.conforms:
-            return _with_payload(Processed(raw, failure=report.findings))
+            if not lenient:
+                return _with_payload(Processed(raw, failure=carried))
+            break
     try:
-        datasets = _mapper(raw.format).map(raw, ctx)
+        datasets = _mapper(raw.format).map_payload(payload, ctx)
     except AggregatorError as err:
-        stage = Stage.PARSE if err.code in ("parseError", "unsafeInput") else Stage.MAP
-        finding = Finding(stage, Severity.VIOLATION, err.code, err.message)
-        return _with_payload(Processed(raw, failure=(finding,)))
+        return _with_payload(Processed(raw, failure=(*carried, _record_error(err, None))))
     except Exception as err:  # a mapper bug must not stop the job: it is this record's error
         message = f"{type(err).__name__}: {err}"
         crash = Finding(Stage.MAP, Severity.VIOLATION, "mapperCrash", message)
-        return _with_payload(Processed(raw, failure=(crash,)))
+        return _with_payload(Processed(raw, failure=(*carried, crash)))
     checked = []
     for ds in datasets:
-        findings: list[Finding] = list(ds.findings)
-        for name in chain:
-            v = _validator(name, options)
+        findings: list[Finding] = [*carried, *ds.findings]
+        for step in chain:
+            v = validator(step)
             if v.target == "graph":
-                findings.extend(v.validate_graph(ds).findings)
+                findings.extend(_labelled(v.validate_graph(ds).findings, step))
         checked.append(Checked(ds, tuple(findings), prepare(ds, ctx)))
     return _with_payload(Processed(raw, checked=tuple(checked)))
 
@@ -149,13 +183,13 @@ def _lean(p: Processed) -> Processed:
 def process_chunk(
     raws: Sequence[RawRecord],
     ctx: MappingContext,
-    chain: Sequence[str],
-    options: ValidatorOptions | None = None,
+    chain: Sequence[ValidationStep],
+    lenient: bool = False,
 ) -> list[Processed]:
     """Run in a worker: results are made lean; :func:`rejoin` restores them."""
     if gc.get_threshold()[0] < _WORKER_GC_THRESHOLD:  # see pipeline.relaxed_gc
         gc.set_threshold(_WORKER_GC_THRESHOLD)
-    return [_lean(process(r, ctx, chain, options)) for r in raws]
+    return [_lean(process(r, ctx, chain, lenient=lenient)) for r in raws]
 
 
 def rejoin(results: Sequence[Processed], raws: Sequence[RawRecord]) -> list[Processed]:

@@ -2,8 +2,10 @@
 
 Built-in harvesters, mappers and validators are declared as entry points in pyproject.toml,
 exactly as a third-party plugin would declare its own (groups ``aggregator.harvesters``,
-``aggregator.mappers``, ``aggregator.validators``). Names are checked when the configuration
-is loaded, so a typo fails ``aggregator config check`` rather than a harvest at 3 a.m.
+``aggregator.mappers``, ``aggregator.validators``); that table is the one list of them (entry
+points exist once the package is installed: ``make install`` or ``pip install -e .``, as
+every way of running it does). Names are checked when the configuration is loaded, so a typo
+fails ``aggregator config check`` rather than a harvest at 3 a.m.
 """
 
 from __future__ import annotations
@@ -16,18 +18,6 @@ from typing import Generic, TypeVar
 from aggregator.errors import RegistryError
 
 T = TypeVar("T")
-
-# Fallback so that the package works from a source tree that was never pip-installed
-# (entry points only exist once installed). Keep in step with pyproject.toml.
-_BUILTINS: dict[str, dict[str, str]] = {
-    "aggregator.harvesters": {
-        "oai-pmh": "aggregator.harvest.oaipmh:OaiPmhHarvester",
-        "rdf-dump": "aggregator.harvest.rdf_dump:RdfDumpHarvester",
-        "sparql": "aggregator.harvest.sparql:SparqlHarvester",
-    },
-    "aggregator.mappers": {"dcat": "aggregator.mapping.dcat:DcatMapper"},
-    "aggregator.validators": {"shacl": "aggregator.validate.shacl:ShaclValidator"},
-}
 
 
 def _load_ref(ref: str) -> object:
@@ -51,7 +41,6 @@ class Registry(Generic[T]):
     def _discover(self) -> None:
         if self._discovered:
             return
-        self._refs.update(_BUILTINS.get(self.group, {}))
         for ep in entry_points(group=self.group):
             self._refs[ep.name] = ep.value
         self._discovered = True
@@ -78,7 +67,9 @@ class Registry(Generic[T]):
         if name in self._loaded:
             return self._loaded[name]
         if name not in self._refs:
-            known = ", ".join(self.names()) or "none"
+            known = ", ".join(self.names()) or (
+                f"none: no {self.group} entry points, is the package installed? (pip install -e .)"
+            )
             raise RegistryError(f"unknown {self.kind} {name!r} (known: {known})")
         plugin = _load_ref(self._refs[name])
         if not isinstance(plugin, type):

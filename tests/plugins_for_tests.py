@@ -1,4 +1,5 @@
-"""Plugins used only by the lifecycle tests: an in-memory harvester and an N-Triples mapper.
+"""Plugins used only by the tests: an in-memory harvester, an N-Triples mapper and a mapper of
+a small XML record format (``urn:test:record``, see tests/data/chains/record.xsd).
 
 They are real plugins (registered in the registries like any third-party one), not mocks of a
 protocol: the protocol harvesters have their own tests against local servers.
@@ -9,12 +10,19 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import ClassVar
 
-from pyoxigraph import NamedNode, RdfFormat, parse
+from pyoxigraph import Literal, NamedNode, RdfFormat, Triple, parse
 
 from aggregator.errors import MappingError, ParseError
 from aggregator.harvest.base import Harvester, HarvestRequest, Listing
-from aggregator.mapping.base import Mapper, MappingContext, canonical_ntriples, content_hash
+from aggregator.mapping.base import (
+    Mapper,
+    MappingContext,
+    canonical_ntriples,
+    content_hash,
+    mint_iri,
+)
 from aggregator.models import MappedDataset, RawRecord
+from aggregator.payload import ParsedPayload
 from aggregator.plugins import harvesters, mappers
 
 DCAT_DATASET = NamedNode("http://www.w3.org/ns/dcat#Dataset")
@@ -71,6 +79,48 @@ class NTriplesMapper(Mapper):
         ]
 
 
+REC = "{urn:test:record}"
+DCT = "http://purl.org/dc/terms/"
+DCAT = "http://www.w3.org/ns/dcat#"
+
+
+class RecordXmlMapper(Mapper):
+    """``<record xmlns="urn:test:record">`` (id, title, description, keywords) -> a dataset.
+
+    It reads the parsed tree the payload validators share (``payload.xml()``): the XSD and
+    Schematron steps and this mapper parse each record once between them."""
+
+    name: ClassVar[str] = "test-record"
+
+    def map_payload(self, payload: ParsedPayload, ctx: MappingContext) -> list[MappedDataset]:
+        root = payload.xml()
+        if root.tag != REC + "record":
+            raise MappingError(f"not a test record: {root.tag}")
+        local = root.findtext(REC + "id") or payload.raw.local_id
+        ds = NamedNode(mint_iri(ctx, "dataset", local))
+        triples = [
+            Triple(ds, RDF_TYPE, DCAT_DATASET),
+            Triple(ds, NamedNode(DCT + "identifier"), Literal(local)),
+        ]
+        for tag, prop in (("title", DCT + "title"), ("description", DCT + "description")):
+            text = root.findtext(REC + tag)
+            if text:
+                triples.append(Triple(ds, NamedNode(prop), Literal(text, language="en")))
+        for kw in root.iterfind(REC + "keyword"):
+            triples.append(Triple(ds, NamedNode(DCAT + "keyword"), Literal(kw.text or "")))
+        nt = canonical_ntriples(triples)
+        return [
+            MappedDataset(
+                local_id=payload.raw.local_id,
+                dataset_iri=ds.value,
+                ntriples=nt,
+                content_hash=content_hash(nt),
+                datestamp=payload.raw.datestamp,
+            )
+        ]
+
+
 def register() -> None:
     harvesters.register("memory", MemoryHarvester)
     mappers.register("test-nt", NTriplesMapper)
+    mappers.register("test-record", RecordXmlMapper)

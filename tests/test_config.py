@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from aggregator.cli import main
-from aggregator.config import load_settings
+from aggregator.config import ValidationStep, load_settings
 from aggregator.errors import ConfigError, RegistryError
 from aggregator.registry import Registry
 
@@ -113,6 +113,31 @@ def test_a_third_party_plugin_is_found_through_its_entry_point(tmp_path: Path) -
         sys.modules.pop("acme_harvester", None)
 
 
+def test_the_built_in_plugins_are_listed_once_in_pyproject() -> None:
+    """No second, hand-kept list: the registries find exactly what pyproject.toml declares
+    (a stale install, made before an entry point was added, fails here)."""
+    import importlib
+    import tomllib
+
+    doc = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text("utf-8"))
+    groups = {g: t for g, t in doc["project"]["entry-points"].items() if g.startswith("aggr")}
+    assert set(groups) == {"aggregator.harvesters", "aggregator.mappers", "aggregator.validators"}
+    for group, table in groups.items():
+        registry: Registry[object] = Registry(group, group.rsplit(".", 1)[1])
+        assert set(table) <= set(registry.names()), "reinstall: pip install -e ."
+        for name, ref in table.items():
+            module, _, attr = ref.partition(":")
+            assert registry.get(name) is getattr(importlib.import_module(module), attr)
+            assert getattr(registry.get(name), "name", name) == name
+
+
+def test_without_entry_points_the_error_says_to_install_the_package() -> None:
+    registry: Registry[object] = Registry("aggregator.not-installed", "harvester")
+    assert registry.names() == []
+    with pytest.raises(RegistryError, match=r"is the package installed\? \(pip install -e \.\)"):
+        registry.get("oai-pmh")
+
+
 def test_operator_shapes_are_configured_checked_and_applied(tmp_path: Path) -> None:
     """A national profile added by configuration rejects what the bundled shapes accept."""
     from aggregator.mapping.base import MappingContext
@@ -136,9 +161,9 @@ def test_operator_shapes_are_configured_checked_and_applied(tmp_path: Path) -> N
     s = load_settings(write(tmp_path, "[validation.shacl]\nextra_shapes = ['national.ttl']\n"))
     raw = RawRecord("s", "id1", "dcat", generate_dataset(1), "application/rdf+xml")
     ctx = MappingContext("http://127.0.0.1:8000/", "s")
-    plain = process(raw, ctx, ("shacl",))
+    plain = process(raw, ctx, (ValidationStep("shacl"),))
     assert all(c.conforms for c in plain.checked)
-    national = process(raw, ctx, ("shacl",), {"shacl": s.validation.for_validator("shacl")})
+    national = process(raw, ctx, (s.validation.step("shacl"),))
     assert not national.checked[0].conforms
     assert any("mustHave" in f.message for f in national.checked[0].findings)
 

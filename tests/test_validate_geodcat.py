@@ -494,7 +494,7 @@ def test_profile_loads_from_the_configuration(tmp_path: Path) -> None:
     config = tmp_path / "aggregator.toml"
     config.write_text(f"[validation.shacl]\nextra_shapes = [{str(PROFILE)!r}]\n")
     settings = load_settings(config)
-    options = dict(settings.validation.for_validator("shacl"))
+    options = dict(settings.validation.step("shacl").options)
     assert options["extra_shapes"] == (str(PROFILE),)
     validator = ShaclValidator(**options)
     assert validator.validate_graph(record(GEO)).findings == ()

@@ -75,6 +75,9 @@ class Harvester:
     name: ClassVar[str]
     #: format keys this harvester can deliver; the first is the default
     formats: ClassVar[tuple[str, ...]] = ("dcat",)
+    #: whether the protocol carries any metadata format (OAI-PMH does: a source may name any
+    #: mapper); otherwise a source's ``format`` must be one of ``formats``
+    any_format: ClassVar[bool] = False
     #: whether a checkpoint makes incremental listing possible
     supports_incremental: ClassVar[bool] = False
 

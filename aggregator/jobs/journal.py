@@ -70,7 +70,7 @@ class JobLog:
                     self.id,
                     self._seq,
                     err.local_id,
-                    err.stage.value,
+                    err.where,  # a chain step's label (e.g. "gemini"), else the stage
                     err.severity.value,
                     err.rule,
                     err.message,

@@ -21,6 +21,7 @@ from pyoxigraph import (
 )
 
 from aggregator.models import MappedDataset, RawRecord
+from aggregator.payload import ParsedPayload
 
 _SAFE_SEGMENT = re.compile(r"^[A-Za-z0-9._~-]{1,80}$")
 
@@ -62,14 +63,30 @@ def content_hash(ntriples: bytes) -> str:
 
 
 class Mapper:
-    """Base class: subclasses set ``name`` (the format key) and implement ``map``."""
+    """Base class: subclasses set ``name`` (the format key) and implement ``map_payload``
+    (or, for a mapper that parses nothing itself, ``map``).
+
+    The pipeline calls :meth:`map_payload` with the record's
+    :class:`~aggregator.payload.ParsedPayload`, whose parsed form (``payload.xml()``,
+    ``payload.rdf()``, ``payload.json()``) the payload validators have usually made already:
+    a mapper asks for it instead of parsing ``raw.payload`` again. :meth:`map` is the
+    convenience for one raw record (tests, ``aggregator map``).
+    """
 
     name: ClassVar[str]
 
-    def map(self, raw: RawRecord, ctx: MappingContext) -> list[MappedDataset]:
+    def map_payload(self, payload: ParsedPayload, ctx: MappingContext) -> list[MappedDataset]:
         """Return one MappedDataset per dataset the record describes.
 
         Raise ParseError / MappingError / UnsafeInputError for a record that cannot be mapped;
         the pipeline records it as a per-record error and carries on.
         """
-        raise NotImplementedError
+        if type(self).map is Mapper.map:
+            raise NotImplementedError(f"{type(self).__name__}: implement map_payload or map")
+        return self.map(payload.raw, ctx)
+
+    def map(self, raw: RawRecord, ctx: MappingContext) -> list[MappedDataset]:
+        """Map one raw record (parses it): ``map_payload`` on a fresh ParsedPayload."""
+        if type(self).map_payload is Mapper.map_payload:
+            raise NotImplementedError(f"{type(self).__name__}: implement map_payload or map")
+        return self.map_payload(ParsedPayload(raw), ctx)

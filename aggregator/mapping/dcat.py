@@ -56,10 +56,11 @@ from pyoxigraph import (
 from aggregator.errors import MappingError
 from aggregator.mapping.base import Mapper, MappingContext, content_hash, mint_iri
 from aggregator.mapping.dcat_document import DCT_TITLE, MAX_CLOSURE, Document, Node, show
-from aggregator.mapping.dcat_input import ParsedDocument, parse_document
+from aggregator.mapping.dcat_input import ParsedDocument
 from aggregator.mapping.dcat_rule_table import DEFAULT_RULES_PATH, load_rules
 from aggregator.mapping.dcat_rules import RuleSet, findings_from
 from aggregator.models import Finding, MappedDataset, RawRecord, Severity, Stage
+from aggregator.payload import ParsedPayload
 from aggregator.vocab import DCAT, DCT
 
 __all__ = ["MAX_CLOSURE", "DcatMapper", "canonical_quads"]
@@ -233,8 +234,9 @@ class DcatMapper(Mapper):
     def __init__(self, rules_path: Path | None = None) -> None:
         self.rules: RuleSet = load_rules(rules_path or DEFAULT_RULES_PATH)
 
-    def map(self, raw: RawRecord, ctx: MappingContext) -> list[MappedDataset]:
-        parsed = parse_document(raw.payload, raw.media_type, raw.url)
+    def map_payload(self, payload: ParsedPayload, ctx: MappingContext) -> list[MappedDataset]:
+        raw = payload.raw
+        parsed = payload.rdf()  # shared with the payload validators: parsed once
         quads = parsed.quads
         if parsed.repaired:
             quads = quads + _original_iris(quads, parsed.repaired)

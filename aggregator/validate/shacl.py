@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, ClassVar, Literal
@@ -134,6 +135,18 @@ def _sort_key(f: Finding) -> tuple[int, str, str, str, str]:
     return (_SEVERITY_ORDER[f.severity], f.location or "", f.path or "", f.rule, f.message)
 
 
+@dataclass(frozen=True, slots=True)
+class ShaclOptions:
+    shapes: tuple[Path, ...] | None = None  # replace the bundled DCAT-AP 3 shapes
+    extra_shapes: tuple[Path, ...] = ()  # add a profile (national, ranges) to the base shapes
+    engine: str = DEFAULT_ENGINE
+
+    def __post_init__(self) -> None:
+        if self.engine not in ENGINES:
+            known = ", ".join(sorted(ENGINES))
+            raise ValueError(f"unknown SHACL engine {self.engine!r} (known: {known})")
+
+
 class ShaclValidator(Validator):
     """Validates each mapped dataset graph against DCAT-AP 3 shapes (plus operator profiles).
 
@@ -148,6 +161,7 @@ class ShaclValidator(Validator):
 
     name: ClassVar[str] = "shacl"
     target: ClassVar[Literal["payload", "graph"]] = "graph"
+    Options: ClassVar[type[Any] | None] = ShaclOptions
 
     def __init__(
         self,

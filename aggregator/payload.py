@@ -1,0 +1,86 @@
+"""One parse per record: the source payload and its parsed forms, shared along the chain.
+
+A record's payload is checked by the payload validators of its source's chain (XSD,
+Schematron, ...) and then read by its mapper. Each of them asks :class:`ParsedPayload` for
+the form it needs; the first request parses, with the project's hardened parsers, and every
+later one gets the same object::
+
+    payload = ParsedPayload(raw)
+    payload.xml()       # lxml root element, via aggregator.xml.parse_xml (no DTD, no network)
+    payload.rdf()       # quads, via aggregator.mapping.dcat_input.parse_document
+    payload.json()      # a JSON value (json.loads on the UTF-8 bytes)
+
+A parse that fails raises :class:`~aggregator.errors.ParseError` or
+:class:`~aggregator.errors.UnsafeInputError` and the failure is cached too: asking again
+raises the same error without parsing again. The parsed forms are shared, not copied:
+validators and mappers must treat them as read-only (an XSLT, an XPath or a Schematron run
+reads a tree without changing it).
+
+``parses`` counts the parses actually made, by form (``{"xml": 1}``): what the one-parse
+guarantee is tested on.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from aggregator.errors import AggregatorError, ParseError
+from aggregator.models import RawRecord
+from aggregator.xml import parse_xml
+
+if TYPE_CHECKING:
+    from lxml import etree
+
+    from aggregator.mapping.dcat_input import ParsedDocument
+
+T = TypeVar("T")
+
+
+class ParsedPayload:
+    """A raw record with lazily made, cached parses of its payload (one per form)."""
+
+    __slots__ = ("_cache", "parses", "raw")
+
+    def __init__(self, raw: RawRecord) -> None:
+        self.raw = raw
+        self.parses: Counter[str] = Counter()
+        self._cache: dict[str, Any] = {}
+
+    def _once(self, form: str, parse: Callable[[], T]) -> T:
+        if form not in self._cache:
+            self.parses[form] += 1
+            try:
+                self._cache[form] = parse()
+            except AggregatorError as err:
+                self._cache[form] = err
+        value = self._cache[form]
+        if isinstance(value, AggregatorError):
+            raise value
+        return value  # type: ignore[no-any-return]
+
+    def xml(self) -> etree._Element:
+        """The payload as an XML element tree (hardened parse, DOCTYPE refused)."""
+        raw = self.raw
+        return self._once("xml", lambda: parse_xml(raw.payload, url=raw.url))
+
+    def rdf(self) -> ParsedDocument:
+        """The payload as RDF quads in the default graph (syntax from media type or bytes)."""
+        from aggregator.mapping.dcat_input import parse_document
+
+        raw = self.raw
+        return self._once("rdf", lambda: parse_document(raw.payload, raw.media_type, raw.url))
+
+    def json(self) -> Any:
+        """The payload as a JSON value."""
+
+        def load() -> Any:
+            try:
+                return json.loads(self.raw.payload.decode("utf-8"))
+            except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as err:
+                where = f" ({self.raw.url})" if self.raw.url else ""
+                raise ParseError(f"malformed JSON{where}: {err}") from err
+
+        return self._once("json", load)
