@@ -49,6 +49,14 @@ def test_defaults_and_paths_relative_to_the_file(tmp_path: Path) -> None:
             "schedule",
         ),
         ("[sources.a]\ntype = 'oai-pmh'\nurl = 'http://e.org/'\ncolour = 1\n", "unknown key"),
+        (  # a harvester's typed options: the source, the option and what was expected
+            "[sources.a]\ntype = 'oai-pmh'\nurl = 'http://e.org/'\noptions = { set = 3 }\n",
+            r"sources\.a\.options\.set: expected a string, got 3",
+        ),
+        (
+            "[sources.a]\ntype = 'oai-pmh'\nurl = 'http://e.org/'\noptions = { sett = 'x' }\n",
+            r"\[sources\.a\.options\]: unknown option\(s\) sett \(known: metadata_prefix, me",
+        ),
         ("not toml [", "aggregator.toml"),
         (SRC + "headers = { 'X Key' = 'v' }\n", "not an HTTP header name"),
         (SRC + 'headers = { X-Key = "a\\r\\nInjected: 1" }\n', "must be a string or"),

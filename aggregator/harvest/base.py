@@ -17,7 +17,7 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from aggregator.config import SourceConfig
 from aggregator.http import HttpSession
@@ -80,14 +80,31 @@ class Harvester:
     any_format: ClassVar[bool] = False
     #: whether a checkpoint makes incremental listing possible
     supports_incremental: ClassVar[bool] = False
+    #: the dataclass of the source's ``options`` table (see :mod:`aggregator.plugin_options`):
+    #: checked at configuration load by the default :meth:`check_config`
+    Options: ClassVar[type[Any] | None] = None
 
     def __init__(self, source: SourceConfig, http: HttpSession) -> None:
         self.source = source
         self.http = http
 
     @classmethod
+    def options_of(cls, source: SourceConfig) -> Any:
+        """The source's options as an instance of ``Options`` (ConfigError if they are not)."""
+        from aggregator.plugin_options import read_options
+
+        if cls.Options is None:
+            raise TypeError(f"{cls.__name__} declares no Options")
+        return read_options(cls.Options, source.options, f"sources.{source.name}.options")
+
+    @classmethod
     def check_config(cls, source: SourceConfig) -> None:
-        """Raise ConfigError for invalid per-source options (called at config load)."""
+        """Raise ConfigError for invalid per-source options (called at config load).
+
+        The default checks the options against ``Options``; a harvester with further rules
+        (on its URL, say) extends it."""
+        if cls.Options is not None:
+            cls.options_of(source)
 
     def list_records(self, request: HarvestRequest, listing: Listing) -> Iterator[RawRecord]:
         raise NotImplementedError

@@ -25,6 +25,7 @@ import logging
 import re
 import threading
 from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import datetime
 from typing import NamedTuple
 from urllib.parse import quote_plus, urlencode, urlsplit
@@ -58,7 +59,6 @@ _DATESTAMP = OAI + "datestamp"
 _METADATA = OAI + "metadata"
 _RDF = "{http://www.w3.org/1999/02/22-rdf-syntax-ns#}RDF"
 RDF_PREFIXES = frozenset({"dcat_ap", "dcat", "dcat-ap", "rdf", "dcat_ap_de", "dcatap"})
-OPTIONS = frozenset({"metadata_prefix", "set", "method"})
 DAY = "YYYY-MM-DD"
 SECONDS = "YYYY-MM-DDThh:mm:ssZ"
 MAX_EMPTY_PAGES = 50  # some providers send a few empty pages; fifty in a row is a loop
@@ -113,6 +113,21 @@ class _Head(NamedTuple):
     deleted: bool
 
 
+@dataclass(frozen=True, slots=True)
+class OaiPmhOptions:
+    metadata_prefix: str = "dcat_ap"
+    set: str | None = None  # a setSpec
+    method: str = "GET"  # GET or POST (any case)
+
+    def __post_init__(self) -> None:
+        if not _PREFIX.match(self.metadata_prefix):
+            raise ValueError("metadata_prefix must be a metadataPrefix")
+        if self.set is not None and not _SET.match(self.set):
+            raise ValueError("set must be a setSpec such as 'a' or 'a:b'")
+        if self.method.upper() not in ("GET", "POST"):
+            raise ValueError("method must be GET or POST")
+
+
 class OaiPmhHarvester(Harvester):
     """Harvest an OAI-PMH 2.0 repository with ``ListRecords``.
 
@@ -124,12 +139,14 @@ class OaiPmhHarvester(Harvester):
     formats = ("dcat",)
     any_format = True  # a metadataPrefix can name any format a mapper reads
     supports_incremental = True
+    Options = OaiPmhOptions
 
     def __init__(self, source: SourceConfig, http: HttpSession) -> None:
         super().__init__(source, http)
-        self.metadata_prefix: str = source.option("metadata_prefix", "dcat_ap")
-        self.set_spec: str | None = source.option("set")
-        self.client = OaiClient(source.url, http, str(source.option("method", "GET")).upper())
+        options: OaiPmhOptions = self.options_of(source)
+        self.metadata_prefix = options.metadata_prefix
+        self.set_spec = options.set
+        self.client = OaiClient(source.url, http, options.method.upper())
         self._url_head = f"{source.url}?{urlencode({'verb': 'GetRecord'})}&identifier="
         self._url_tail = "&" + urlencode({"metadataPrefix": self.metadata_prefix})
         rdf_prefix = self.metadata_prefix.lower() in RDF_PREFIXES
@@ -145,21 +162,7 @@ class OaiPmhHarvester(Harvester):
             raise ConfigError(f"[{where}]: url must be an http(s) OAI-PMH base URL")
         if parts.query or parts.fragment:
             raise ConfigError(f"[{where}]: an OAI-PMH base URL has no query or fragment")
-        unknown = set(source.options) - OPTIONS
-        if unknown:
-            raise ConfigError(
-                f"[{where}.options]: unknown option(s) {', '.join(sorted(unknown))} "
-                f"(known: {', '.join(sorted(OPTIONS))})"
-            )
-        prefix = source.option("metadata_prefix", "dcat_ap")
-        if not isinstance(prefix, str) or not _PREFIX.match(prefix):
-            raise ConfigError(f"[{where}.options]: metadata_prefix must be a metadataPrefix")
-        set_spec = source.option("set")
-        if set_spec is not None and (not isinstance(set_spec, str) or not _SET.match(set_spec)):
-            raise ConfigError(f"[{where}.options]: set must be a setSpec such as 'a' or 'a:b'")
-        method = source.option("method", "GET")
-        if not isinstance(method, str) or method.upper() not in ("GET", "POST"):
-            raise ConfigError(f"[{where}.options]: method must be GET or POST")
+        super().check_config(source)
 
     # -- protocol helpers -------------------------------------------------------------------
     def granularity(self) -> str:
