@@ -7,6 +7,7 @@ on 127.0.0.1 that serves the test record format."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -378,3 +379,47 @@ def test_a_lenient_source_stores_the_failing_records_with_their_findings(
 def test_mapped_dataset_of_the_test_format_is_shacl_conformant() -> None:
     [checked] = process(raw(GOOD), CTX, (ValidationStep("shacl"),)).checked
     assert isinstance(checked.dataset, MappedDataset) and checked.conforms
+
+
+def test_config_check_compiles_each_chain_and_source_show_lists_the_steps(tmp_path: Path) -> None:
+    import json
+
+    from click.testing import CliRunner
+
+    from aggregator.cli import main
+
+    steps = (
+        "validation = [{ validator = 'xsd', schema = 'schemas/record.xsd' },"
+        " { validator = 'schematron', name = 'rules', rules = 'schemas/record.sch' }, 'shacl']\n"
+    )
+    path = write(tmp_path, SOURCE + steps)
+    done = CliRunner().invoke(main, ["-c", str(path), "config", "check"])
+    assert done.exit_code == 0, done.output
+    assert "checks: xsd -> rules -> shacl" in done.output
+    shown = CliRunner().invoke(main, ["-c", str(path), "source", "show", "recs"])
+    assert shown.exit_code == 0, shown.output
+    validation = json.loads(shown.output)["validation"]
+    assert [(s["validator"], s["name"]) for s in validation] == [
+        ("xsd", "xsd"),
+        ("schematron", "rules"),
+        ("shacl", "shacl"),
+    ]
+    broken = write(tmp_path, SOURCE + steps.replace("record.sch", "broken.sch"))
+    done = CliRunner().invoke(main, ["-c", str(broken), "config", "check"])
+    assert done.exit_code != 0
+    assert "broken.sch cannot be compiled" in done.output
+
+
+def test_a_schema_that_does_not_compile_fails_the_job_before_the_listing(
+    tmp_path: Path, peer_url: str
+) -> None:
+    env = Env(tmp_path, peer_url, lenient=False)
+    try:
+        broken = (ValidationStep("schematron", (("rules", str(DATA / "broken.sch")),)),)
+        source = replace(env.settings.source("recs"), validation=broken)
+        job = run_source(env.settings, env.store, source, RunOptions(), http=env.http)
+        assert job.status == "failed"
+        assert "broken.sch cannot be compiled" in job.message
+        assert job.listing["pages"] == 0
+    finally:
+        env.store.close()

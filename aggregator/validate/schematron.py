@@ -122,11 +122,10 @@ class SchematronValidator(Validator):
                     path=location,
                 )
             )
-        if len(results) > self.max_findings:
-            more = len(results) - self.max_findings
+        rest = [_severity(n) for n in results[self.max_findings :]]
+        if rest:  # as bad as the worst finding it stands for
+            worst = min(rest, key=[Severity.VIOLATION, Severity.WARNING, Severity.INFO].index)
             findings.append(
-                Finding(
-                    Stage.SCHEMATRON, Severity.VIOLATION, "tooManyFindings", f"{more} more findings"
-                )
+                Finding(Stage.SCHEMATRON, worst, "tooManyFindings", f"{len(rest)} more findings")
             )
         return ValidationReport(self.name, tuple(findings))
