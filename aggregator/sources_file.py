@@ -28,7 +28,7 @@ def _write_atomically(path: Path, text: str) -> None:
 
 
 def add_source(path: Path, name: str, table: Mapping[str, Any], *, replace: bool = False) -> None:
-    parse_source(name, table)  # fail before touching the file
+    parse_source(name, table, root=path.resolve().parent)  # fail before touching the file
     doc = tomlkit.parse(path.read_text(encoding="utf-8")) if path.exists() else tomlkit.document()
     sources = doc.get("sources")
     if sources is None:
@@ -103,7 +103,7 @@ def edit_source(path: Path, name: str, edit: SourceEdit) -> None:
         entry[key] = value
     _edit_subtable(entry, "options", edit.options, edit.unset_options, where)
     _edit_subtable(entry, "secrets", edit.secrets, edit.unset_secrets, where)
-    parse_source(name, entry.unwrap())  # the source's own error first
+    parse_source(name, entry.unwrap(), root=path.resolve().parent)  # its own error first
     text = tomlkit.dumps(doc)
     _check(path, text)
     _write_atomically(path, text)

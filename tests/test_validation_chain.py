@@ -423,3 +423,22 @@ def test_a_schema_that_does_not_compile_fails_the_job_before_the_listing(
         assert job.listing["pages"] == 0
     finally:
         env.store.close()
+
+
+def test_editing_a_source_resolves_its_chain_paths_against_the_configuration(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from click.testing import CliRunner
+
+    from aggregator.cli import main
+
+    steps = "validation = [{ validator = 'xsd', schema = 'schemas/record.xsd' }, 'shacl']\n"
+    conf = tmp_path / "conf"
+    conf.mkdir()
+    path = write(conf, SOURCE + steps)
+    monkeypatch.chdir(tmp_path)  # elsewhere: 'schemas/record.xsd' is not there
+    done = CliRunner().invoke(
+        main, ["-c", str(path), "source", "edit", "recs", "--publisher", "Records Agency"]
+    )
+    assert done.exit_code == 0, done.output
+    assert load_settings(path).source("recs").publisher == "Records Agency"
