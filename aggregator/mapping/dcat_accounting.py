@@ -138,15 +138,18 @@ def _reachable(quads: Sequence[Quad]) -> tuple[set[object], tuple[set[object], s
     listed: set[object] = set()
     catalogs = []
     for c in typed.get(DCAT + "Catalog", []):
+        # a catalogue lists a dataset by dcat:dataset / dcat:service, or by dcat:record naming
+        # a catalogue record about it (a dcat:record naming the dataset itself lists nothing)
         members = {
             q.object
             for q in by_subject[c]
-            if q.predicate.value in (DCAT + "dataset", DCAT + "service", DCAT + "record")
+            if q.predicate.value in (DCAT + "dataset", DCAT + "service")
         }
+        entries = {q.object for q in by_subject[c] if q.predicate.value == DCAT + "record"}
         topics = {
             q.object
             for r in records
-            if r in members
+            if r in entries
             for q in by_subject[r]
             if q.predicate == PRIMARY_TOPIC
         }
