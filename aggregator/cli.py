@@ -186,7 +186,7 @@ def harvest(
 @pass_ctx
 def jobs(c: Ctx, source: str | None, limit: int) -> None:
     """List recent jobs, newest first."""
-    with c.store(create=False) as store:
+    with c.reader() as store:
         for job in store.jobs.recent(source, limit):
             click.echo(f"{job.started}  {job_line(job)}")
 
@@ -202,7 +202,7 @@ def job() -> None:
 @pass_ctx
 def job_show(c: Ctx, job_id: int, as_json: bool) -> None:
     """Show a job with its listing facts and every per-record error."""
-    with c.store(create=False) as store:
+    with c.reader() as store:
         j = store.jobs.get(job_id)
         errors = store.jobs.errors(job_id)
     if as_json:
@@ -244,18 +244,24 @@ for _command in (source, records, record, rejected, map_file, validate):
 def quality(c: Ctx, source: str | None, check_links: bool, no_store: bool, as_json: bool) -> None:
     """Metadata Quality Assessment (data.europa.eu MQA): scores and the top shortcomings.
 
-    The measurements are kept as W3C DQV graphs in the store (query them with SPARQL).
+    The measurements are kept as W3C DQV graphs in the store (query them with SPARQL),
+    unless another process is writing the store (a harvest): then they are only shown.
     """
+    from aggregator.errors import StoreBusyError
     from aggregator.quality.runner import run_quality
 
-    with c.store(create=False) as store:
-        run = run_quality(
-            c.settings,
-            store,
-            source=source,
-            check_links=check_links,
-            keep_measurements=not no_store,
-        )
+    run = None
+    if not no_store:
+        try:
+            with c.store(create=False) as store:
+                run = run_quality(c.settings, store, source=source, check_links=check_links)
+        except StoreBusyError as busy:
+            click.echo(f"measurements not stored: {busy.message}", err=True)
+    if run is None:
+        with c.reader() as reader:
+            run = run_quality(
+                c.settings, reader, source=source, check_links=check_links, keep_measurements=False
+            )
     scopes = [*run.per_source.values()] + ([run.catalogue] if source is None else [])
     if as_json:
         click.echo(json.dumps([a.as_dict() for a in scopes], indent=2))
@@ -296,9 +302,8 @@ def serve(c: Ctx, host: str, port: int, processes: int | None) -> None:
     host = host or c.settings.serve.host
     port = port or c.settings.serve.port
     base = f"http://{f'[{host}]' if ':' in host else host}:{port}/"
-    with c.store() as store:
-        click.echo(f"serving {base}  SPARQL: {base}sparql  OAI-PMH: {base}oai")
-        run_server(store, c.settings, host, port, processes)
+    click.echo(f"serving {base}  SPARQL: {base}sparql  OAI-PMH: {base}oai")
+    run_server(c.names(), c.settings, host, port, processes)
 
 
 @main.command()

@@ -1,7 +1,14 @@
-"""What every ``aggregator`` command shares: the context (settings, store) and output helpers."""
+"""What every ``aggregator`` command shares: the context (settings, store) and output helpers.
+
+Commands that change the store open it with :meth:`Ctx.store` (the writer: one process at a
+time, a clear error naming the one writing now); commands that only read it use
+:meth:`Ctx.reader` (SQLite read-only, no lock), so they work while ``serve`` runs and while a
+harvest writes.
+"""
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -12,7 +19,7 @@ import click
 from aggregator.config import Settings, load_settings
 from aggregator.errors import AggregatorError, ConfigError
 from aggregator.jobs.journal import JobRow
-from aggregator.store.records import STATE_FILE, RecordStore
+from aggregator.store.records import STATE_FILE, ReadOnlyStore, RecordStore, StoreNames
 
 
 class Ctx:
@@ -49,16 +56,36 @@ class Ctx:
     def store_exists(self) -> bool:
         return (self.settings.store_path / STATE_FILE).is_file()
 
+    def _no_store(self) -> ConfigError:
+        return ConfigError(
+            f"no store at {self.settings.store_path} yet (looked for {STATE_FILE} there, per"
+            f" {self.config_path}): nothing has been harvested"
+        )
+
+    def names(self) -> StoreNames:
+        """The store's location and IRIs, nothing opened (``serve``)."""
+        return StoreNames(self.settings.store_path, self.settings.base_iri)
+
+    @contextmanager
+    def reader(self) -> Iterator[ReadOnlyStore]:
+        """The store read-only, beside whichever process writes it (the read commands); a
+        store that does not exist yet is an error, and none is made."""
+        s = self.settings
+        if not self.store_exists():
+            raise self._no_store()
+        store = ReadOnlyStore(s.store_path, s.base_iri)
+        try:
+            yield store
+        finally:
+            store.close()
+
     @contextmanager
     def store(self, *, create: bool = True) -> Iterator[RecordStore]:
-        """Open the record store; with ``create=False`` (the read commands) a store that does
-        not exist yet is an error instead of an empty store made on the spot."""
+        """The store read-write: this process becomes its one writer until the block ends;
+        with ``create=False`` a store that does not exist yet is an error."""
         s = self.settings
         if not create and not self.store_exists():
-            raise ConfigError(
-                f"no store at {s.store_path} yet (looked for {STATE_FILE} there, per"
-                f" {self.config_path}): nothing has been harvested"
-            )
+            raise self._no_store()
         store = RecordStore(s.store_path, s.base_iri)
         try:
             yield store
@@ -77,4 +104,19 @@ def fail(err: AggregatorError) -> None:
 def job_line(job: JobRow) -> str:
     counts = " ".join(f"{k}={v}" for k, v in sorted(job.counters.items()) if v) or "no records"
     msg = f" - {job.message}" if job.message else ""
+    if job.status == "running" and not _alive(job.listing.get("pid")):
+        # read-only commands mark nothing: the next writer marks it failed
+        msg += " - its process is gone (marked failed when the store is next written)"
     return f"job {job.id} {job.source}: {job.status}  {counts}{msg}"
+
+
+def _alive(pid: object) -> bool:
+    if not isinstance(pid, int):
+        return True  # not known: say nothing
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

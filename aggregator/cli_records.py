@@ -17,7 +17,7 @@ from aggregator.cli_context import Ctx, job_line, pass_ctx
 @pass_ctx
 def records(c: Ctx, source: str | None, status: str | None, limit: int) -> None:
     """List stored records."""
-    with c.store(create=False) as store:
+    with c.reader() as store:
         for r in store.db.iter_records(source, status, limit):
             click.echo(f"{r.source}\t{r.local_id}\t{r.status}\t{r.modified}\t{r.dataset_iri or ''}")
 
@@ -35,7 +35,7 @@ def record_show(c: Ctx, source: str, local_id: str) -> None:
     """Print a record's catalogue record and dataset graph as N-Triples."""
     from aggregator.errors import NotFoundError
 
-    with c.store(create=False) as store:
+    with c.reader() as store:
         row = store.record(source, local_id)
         if row is None:
             raise NotFoundError(f"no record {local_id!r} in source {source!r}")
@@ -51,7 +51,7 @@ def record_payload(c: Ctx, source: str, local_id: str) -> None:
     """Write a record's original payload, byte for byte, to standard output."""
     from aggregator.errors import NotFoundError
 
-    with c.store(create=False) as store:
+    with c.reader() as store:
         row = store.record(source, local_id)
         found = store.payload(row.payload_sha) if row and row.payload_sha else None
         if found is None:
@@ -77,7 +77,7 @@ def rejected_list(
     """List rejections (open ones: not yet retried), oldest first."""
     from aggregator.deadletter import rejections
 
-    with c.store(create=False) as store:
+    with c.reader() as store:
         for r in rejections(
             store, source=source, job_id=job_id, include_closed=include_closed, limit=limit
         ):
@@ -97,7 +97,7 @@ def rejected_show(c: Ctx, rejection_id: int, payload: bool) -> None:
     """Show one rejection with every finding, or its original payload."""
     from aggregator.deadletter import rejection
 
-    with c.store(create=False) as store:
+    with c.reader() as store:
         r = rejection(store, rejection_id)
         if payload:
             found = store.payload(r.payload_sha)
@@ -115,7 +115,7 @@ def rejected_export(c: Ctx, fmt: str, source: str | None, include_closed: bool) 
     """Export rejections: CSV has one row per finding, JSON one object per rejection."""
     from aggregator.deadletter import export, rejections
 
-    with c.store(create=False) as store:
+    with c.reader() as store:
         items = rejections(store, source=source, include_closed=include_closed)
     sys.stdout.write(export(items, fmt))
 

@@ -197,7 +197,7 @@ def source_list(c: Ctx) -> None:
         for src in s.sources.values():
             click.echo(f"{src.name:20} {src.type:10} never harvested  {src.url}")
     elif s.sources:
-        with c.store(create=False) as store:
+        with c.reader() as store:
             for src in s.sources.values():
                 counts = store.db.counts_by_status(src.name)
                 jobs = store.jobs.recent(src.name, limit=1)
@@ -247,7 +247,7 @@ def source_show(c: Ctx, name: str) -> None:
         "checkpoint": None,
     }
     if c.store_exists():
-        with c.store(create=False) as store:
+        with c.reader() as store:
             info["records"] = store.db.counts_by_status(src.name)
             info["checkpoint"] = store.checkpoint(src.name)
     click.echo(json.dumps(info, indent=2, default=str))

@@ -25,7 +25,7 @@ from aggregator.http import HttpClient
 from aggregator.jobs.journal import JobRow
 from aggregator.models import RawRecord
 from aggregator.pipeline import RunOptions, run_source
-from aggregator.store.records import RecordStore
+from aggregator.store.records import RecordStore, StoreReads
 from aggregator.store.state import REJECTION_COLUMNS
 
 FIELDS = tuple(c.strip() for c in REJECTION_COLUMNS.split(","))
@@ -60,7 +60,7 @@ class Rejection:
 
 
 def rejections(
-    store: RecordStore,
+    store: StoreReads,
     *,
     source: str | None = None,
     job_id: int | None = None,
@@ -85,7 +85,7 @@ def rejections(
     return [Rejection.from_row(r) for r in cur]
 
 
-def rejection(store: RecordStore, rejection_id: int) -> Rejection:
+def rejection(store: StoreReads, rejection_id: int) -> Rejection:
     row = store.db.conn.execute(
         f"SELECT {REJECTION_COLUMNS} FROM rejections WHERE id = ?", (rejection_id,)
     ).fetchone()

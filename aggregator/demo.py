@@ -24,7 +24,7 @@ from aggregator.peers.sample_data import bundled_dump_path, load_bundled_oai_rec
 from aggregator.peers.server import PeerServer
 from aggregator.pipeline import RunOptions, exit_code, run_source
 from aggregator.sources_file import add_source
-from aggregator.store.records import RecordStore
+from aggregator.store.records import RecordStore, StoreNames
 
 MARKER = ".aggregator-demo"
 
@@ -97,13 +97,13 @@ def run_demo(directory: Path, *, port: int = 8000, serve: bool = True) -> int:
         for name, url in urls.items():
             click.echo(f"source {name}: {url}")
         http = HttpClient(settings.http)
-        store = stack.enter_context(RecordStore(settings.store_path, settings.base_iri))
-        for name in settings.sources:
-            job = run_source(settings, store, name, RunOptions(), http=http)
-            counts = " ".join(f"{k}={v}" for k, v in sorted(job.counters.items()) if v)
-            click.echo(f"harvested {name}: job {job.id} {job.status} {counts} {job.message}")
-            worst = max(worst, 1 if exit_code(job) == 1 else 0)  # rejections are part of the show
-        totals = store.db.counts_by_status()
+        with RecordStore(settings.store_path, settings.base_iri) as store:
+            for name in settings.sources:
+                job = run_source(settings, store, name, RunOptions(), http=http)
+                counts = " ".join(f"{k}={v}" for k, v in sorted(job.counters.items()) if v)
+                click.echo(f"harvested {name}: job {job.id} {job.status} {counts} {job.message}")
+                worst = max(worst, 1 if exit_code(job) == 1 else 0)  # rejections: the show
+            totals = store.db.counts_by_status()
         click.echo(f"store: {totals}")
         if not serve:
             return worst
@@ -115,5 +115,6 @@ def run_demo(directory: Path, *, port: int = 8000, serve: bool = True) -> int:
         click.echo(f"  catalogue:       {base}catalog.html  ({base}catalog.ttl)")
         click.echo(f"  SPARQL endpoint: {base}sparql")
         click.echo(f"  OAI-PMH:         {base}oai?verb=ListRecords&metadataPrefix=dcat_ap")
-        run_server(store, settings, "127.0.0.1", port)
+        click.echo(f"  harvest again meanwhile: aggregator -c {config} harvest --all")
+        run_server(StoreNames(settings.store_path, settings.base_iri), settings, "127.0.0.1", port)
     return worst

@@ -17,6 +17,7 @@ layers map them to responses through ``http_status`` and, for protocol errors, `
     │   ├── ParseError               payload cannot be parsed (per record, not fatal)
     │   └── MappingError             payload parsed but cannot be mapped (per record)
     ├── StoreError                   the record store cannot do what was asked
+    │   └── StoreBusyError           another process is writing the store (names it)
     └── NotFoundError                a record, job or source does not exist (http 404)
 """
 
@@ -92,6 +93,13 @@ class MappingError(AggregatorError):
 
 class StoreError(AggregatorError):
     code = "storeError"
+
+
+class StoreBusyError(StoreError):
+    """Another process is writing the store (it holds the writer lock)."""
+
+    http_status = 409
+    code = "storeBusy"
 
 
 class NotFoundError(AggregatorError):

@@ -166,10 +166,12 @@ def purge_source(store: RecordStore, source: SourceConfig, batch_size: int) -> R
         dead = db.conn.execute("DELETE FROM rejections WHERE source = ?", (name,)).rowcount
         checkpoint = db.conn.execute("DELETE FROM checkpoints WHERE source = ?", (name,)).rowcount
         payloads = _drop_payloads(db.conn, candidates)
+        db.next_generation()  # graphs went too: readers get a snapshot of this state
         db.commit()
     except BaseException:
         db.rollback()
         raise
+    store.sync()
     return Retirement(
         job=job,
         withdrawn=job.counters.get("withdrawn", 0),

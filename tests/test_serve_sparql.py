@@ -529,30 +529,32 @@ def test_concurrency_limit_answers_503_with_retry_after(harvested: Harvested) ->
         endpoint.close()
 
 
-def test_snapshot_refresh_shows_new_harvests(tmp_path: Path) -> None:
+def test_each_harvest_is_published_to_the_endpoint_with_its_generation(tmp_path: Path) -> None:
     h = Harvested(tmp_path, 5)
     endpoint = SparqlEndpoint(h.context())
     served = serve_endpoint(endpoint)
     try:
 
-        def count() -> str:
+        def count() -> tuple[str, int]:
             r = get(served, COUNT_DATASETS, "application/json")
-            return str(r.json()["results"]["bindings"][0]["n"]["value"])
+            n = str(r.json()["results"]["bindings"][0]["n"]["value"])
+            return n, int(r.headers["aggregator-generation"])
 
-        assert count() == "5"
-        assert endpoint.shelf is not None and endpoint.snapshot is not None
+        n, generation = count()
+        assert n == "5" and generation == h.store.db.generation() > 0
+        assert endpoint.snapshot is not None
         first = endpoint.shelf.root / endpoint.snapshot
         h.items.put(*(item(i) for i in range(5, 8)))
-        h.run()
-        assert count() == "5"  # the snapshot, until refreshed
-        endpoint.refresh()
+        h.run()  # the writer publishes after its batches: no refresh needed
         for _ in range(4):
-            assert count() == "8"
+            n, later = count()
+            assert n == "8" and later == h.store.db.generation() > generation
+        endpoint.refresh()  # nothing new to publish; collects what no reader holds
         assert not first.exists()  # nothing reads the old snapshot: it is gone
     finally:
         served.stop()
         endpoint.close()
         h.close()
-    assert not (h.settings.store_path / "sparql-snapshots").exists() or not any(
-        (h.settings.store_path / "sparql-snapshots").iterdir()
-    )
+    shelf = h.settings.store_path / "snapshots"
+    kept = sorted(p.name for p in shelf.glob("gen-*") if p.is_dir())
+    assert kept == [(shelf / "CURRENT").read_text()] == [f"gen-{later:09d}"]  # only the newest

@@ -14,12 +14,13 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from aggregator.config import Settings
+from aggregator.errors import StoreError
 from aggregator.quality.aggregate import CatalogueAccumulator, QualityAggregate
 from aggregator.quality.dqv import METRICS_PATH, dqv_ntriples
 from aggregator.quality.mqa import QualityError, assess, link_urls
 from aggregator.quality.reachability import ReachabilityCache, ReachabilityChecker
 from aggregator.store.graphs import GraphContent
-from aggregator.store.records import RecordStore
+from aggregator.store.records import RecordStore, StoreNames, StoreReads
 from aggregator.store.state import unpack_graph
 
 BATCH = 500
@@ -32,19 +33,22 @@ class QualityRun:
     errors: list[tuple[str, str, str]]  # (source, local_id, message)
 
 
-def quality_graph_iri(store: RecordStore, record_iri: str) -> str:
+def quality_graph_iri(store: StoreNames, record_iri: str) -> str:
     return record_iri.replace(f"{store.base_iri}record/", f"{store.base_iri}quality/", 1)
 
 
 def run_quality(
     settings: Settings,
-    store: RecordStore,
+    store: StoreReads,
     *,
     source: str | None = None,
     check_links: bool = False,
     keep_measurements: bool = True,
     progress: Callable[[int], None] | None = None,
 ) -> QualityRun:
+    writer = store if isinstance(store, RecordStore) else None
+    if keep_measurements and writer is None:
+        raise StoreError("keeping the measurements needs the store open read-write")
     acc = CatalogueAccumulator()
     errors: list[tuple[str, str, str]] = []
     checker = None
@@ -89,28 +93,29 @@ def run_quality(
                     )
                 )
         done += len(rows)
-        if graphs:
-            store.graphs.replace(graphs)
+        if graphs and writer is not None:
+            writer.graphs.replace(graphs)
             graphs = []
         if progress:
             progress(done)
-    if keep_measurements:
+    if writer is not None and keep_measurements:
         metrics = METRICS_PATH.read_bytes()
         from pyoxigraph import RdfFormat, parse, serialize
 
         nt = serialize(parse(metrics, format=RdfFormat.TURTLE), format=RdfFormat.N_TRIPLES)
         iri = f"{store.base_iri}quality/metrics"
-        store.graphs.replace([GraphContent(iri, ((nt or b"", "qm"),), True)])
+        writer.graphs.replace([GraphContent(iri, ((nt or b"", "qm"),), True)])
         # measurements of records no longer active go: they describe nothing published
         gone = store.db.conn.execute(
             f"SELECT record_iri FROM records WHERE status != 'active'"
             f"{' AND source = ?' if source else ''}",
             (source,) if source else (),
         )
-        names = store.graphs.graph_names()
+        names = writer.graphs.graph_names()
         stale = [g for (r,) in gone if (g := quality_graph_iri(store, r)) in names]
         if stale:
-            store.graphs.remove(stale)
+            writer.graphs.remove(stale)
+        writer.graphs_changed()  # a generation of its own: readers see the measurements
     if checker is not None:
         checker.close()
     return QualityRun(acc.per_source(), acc.catalogue(), errors)

@@ -12,11 +12,12 @@ Each feature is a module exposing ``routes(ctx)``; this module only assembles th
 - ``/`` an overview page.
 
 :func:`run_server` (``aggregator serve``, the demo) runs the app in several serving processes
-under a supervisor that owns the store (:mod:`aggregator.serve.supervisor`). ``create_app``
-around a ``RecordStore`` gives the same app in one process (tests, embedding): its SPARQL
-endpoint publishes its own snapshots, :meth:`Aggregate.refresh` takes a new one after writes,
-and a query past its deadline gets its 503 but runs on in its thread (nothing can stop it
-inside one process).
+under a supervisor (:mod:`aggregator.serve.supervisor`); none of them holds the store open, so
+``aggregator harvest`` writes it meanwhile and the SPARQL endpoint follows the snapshots it
+publishes. ``create_app`` around a ``RecordStore`` gives the same app in the process that
+writes the store (tests, embedding): :meth:`Aggregate.refresh` waits for the snapshot of its
+writes, and a query past its deadline gets its 503 but runs on in its thread (nothing can stop
+it inside one process).
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ from aggregator.serve.rdf_formats import HTML_CSP
 from aggregator.serve.sparql import Receive, Scope, Send
 from aggregator.serve.sparql_runner import Supervision
 from aggregator.serve.supervisor import Supervisor
-from aggregator.store.records import RecordStore, StoreNames
+from aggregator.store.records import StoreNames
 
 
 @dataclass
@@ -69,9 +70,10 @@ def create_app(
     snapshot_root: Path | None = None,
     supervision: Supervision | None = None,
 ) -> Aggregate:
-    """Build the app. ``store``: the ``RecordStore`` (one process), or its names with the OAI
-    token key, the snapshot folder and the supervision hooks (a serving process). Call in
-    the main thread (the OAI module reads its token key here)."""
+    """Build the app. ``store``: the ``RecordStore`` (the process writing it), or its names
+    (a reader: a serving process gets the OAI token key, the snapshot folder and the
+    supervision hooks too). Call in the main thread (the OAI module reads its token key
+    here)."""
     ctx = ServeContext(store, settings, oai_key=oai_key, snapshot_root=snapshot_root)
     sparql_routes = sparql.SparqlEndpoint(ctx, supervision=supervision).routes()
 
@@ -126,7 +128,7 @@ def create_app(
 
 
 def run_server(
-    store: RecordStore, settings: Settings, host: str, port: int, processes: int | None = None
+    store: StoreNames, settings: Settings, host: str, port: int, processes: int | None = None
 ) -> None:
     """Serve until SIGINT or SIGTERM: a supervisor and its serving processes."""
     Supervisor(store, settings, host, port, processes=processes).serve_forever()

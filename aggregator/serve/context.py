@@ -1,8 +1,8 @@
 """What every republishing module gets: the store, the settings, and safe read access.
 
-``store`` is the ``RecordStore`` when the app runs in the process that owns the store, or only
-its names (:class:`StoreNames`) in a serving process of ``aggregator serve``, which then also
-gets the OAI token key and the folder where its supervisor publishes SPARQL snapshots.
+``store`` is the ``RecordStore`` when the app runs in the process that writes the store, or
+only its names (:class:`StoreNames`) in a serving process of ``aggregator serve``, which then
+also gets the OAI token key and the folder where writers publish SPARQL snapshots.
 
 The web layer runs handlers in several threads. SQLite connections are not shared between
 threads, so :meth:`read_db` gives each thread its own read-only connection (WAL mode lets
@@ -25,7 +25,7 @@ class ServeContext:
     store: StoreNames
     settings: Settings
     oai_key: bytes | None = None  # None: read (or made) from the store by the OAI module
-    snapshot_root: Path | None = None  # where the supervisor publishes SPARQL snapshots
+    snapshot_root: Path | None = None  # the store's snapshot shelf (default: found from store)
     _local: threading.local = field(default_factory=threading.local, repr=False)
 
     @property

@@ -24,6 +24,7 @@ from __future__ import annotations
 import logging
 import math
 import re
+import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
@@ -36,7 +37,6 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
 
-from aggregator.errors import StoreError
 from aggregator.serve import oai_store as db
 from aggregator.serve import oai_xml as xml
 from aggregator.serve.context import ServeContext
@@ -53,7 +53,7 @@ from aggregator.serve.oai_formats import (
 )
 from aggregator.serve.oai_tokens import TokenError, TokenSigner, TokenState, load_key
 from aggregator.store.record_sets import EU_THEME_CODES
-from aggregator.store.records import RecordStore
+from aggregator.store.state import read_generation
 
 log = logging.getLogger(__name__)
 
@@ -95,6 +95,12 @@ class OaiProvider:
         self.host = (urlsplit(ctx.base_url).hostname or "localhost").lower()
         self.page_size = max(1, self.settings.oai_page_size)
         self.writer = RdfXmlWriter()
+        self._read = threading.local()  # the generation the last respond() of a thread read
+
+    def generation(self) -> int | None:
+        """The generation of the SQLite state the last :meth:`respond` of this thread read
+        its records from (None when it read none); the ``Aggregator-Generation`` header."""
+        return getattr(self._read, "generation", None)
 
     # -- identifiers ------------------------------------------------------------------------
     def identifier(self, source: str, local_id: str) -> str:
@@ -117,6 +123,7 @@ class OaiProvider:
         """Check and answer one request: every SQLite read happens here, the records are
         written while the returned iterator is consumed."""
         now = self.clock()
+        self._read.generation = None
         date = stamp(datetime.fromtimestamp(now, UTC))
         echo: list[tuple[str, str]] | None = None
         try:
@@ -186,7 +193,10 @@ class OaiProvider:
         key = self.parse_identifier(identifier)
         item = None
         if key is not None:
-            item = db.record(self.ctx.read_db(), *key, with_graph=with_graph)
+            conn = self.ctx.read_db()
+            with db.snapshot(conn):
+                item = db.record(conn, *key, with_graph=with_graph)
+                self._read.generation = read_generation(conn)
         if item is None:
             raise OaiError("idDoesNotExist", f"no record has the identifier {identifier!r}")
         return item
@@ -302,6 +312,7 @@ class OaiProvider:
         full = verb == "ListRecords"
         after = (state.after_modified, state.after_id) if state else None
         with db.snapshot(conn):
+            self._read.generation = read_generation(conn)
             total = state.total if state else db.count(conn, sel)
             items = (
                 db.page(conn, sel, after, self.page_size + 1, with_graph=full and not sel.iso_only)
@@ -398,10 +409,13 @@ def routes(ctx: ServeContext) -> list[BaseRoute]:
     the environment, or from the store, where it is made once)."""
     key = ctx.oai_key
     if key is None:
-        if not isinstance(ctx.store, RecordStore):
-            raise StoreError("a serving process needs the OAI token key from its supervisor")
         key = load_key(ctx.store, ctx.settings.serve.oai_token_key_env)
     provider = OaiProvider(ctx, TokenSigner(key))
+
+    def answer(args: Mapping[str, Sequence[str]]) -> tuple[Iterator[bytes], dict[str, str]]:
+        body = provider.respond(args)
+        generation = provider.generation()  # same thread: what this respond() read
+        return body, {} if generation is None else {"aggregator-generation": str(generation)}
 
     async def oai(request: Request) -> Response:
         try:
@@ -409,7 +423,7 @@ def routes(ctx: ServeContext) -> list[BaseRoute]:
             args = parse_args(raw)
         except OaiError as err:
             return StreamingResponse(_chunks(provider.error(err)), media_type="text/xml")
-        body = await run_in_threadpool(provider.respond, args)
-        return StreamingResponse(_chunks(body), media_type="text/xml")
+        body, headers = await run_in_threadpool(answer, args)
+        return StreamingResponse(_chunks(body), media_type="text/xml", headers=headers)
 
     return [Route("/oai", oai, methods=["GET", "POST"])]

@@ -25,11 +25,12 @@ import hmac
 import json
 import os
 import secrets
+import sqlite3
 from dataclasses import dataclass
 from typing import Any
 
 from aggregator.errors import ConfigError
-from aggregator.store.records import RecordStore
+from aggregator.store.records import StoreNames
 
 TOKEN_VERSION = 1
 MAX_TOKEN_LENGTH = 2048
@@ -54,10 +55,11 @@ class TokenState:
     expires: int  # Unix seconds
 
 
-def load_key(store: RecordStore, env_name: str, environ: dict[str, str] | None = None) -> bytes:
+def load_key(store: StoreNames, env_name: str, environ: dict[str, str] | None = None) -> bytes:
     """The HMAC key: from ``env_name`` when set, else the one kept in the store (made once).
 
-    Call at start-up, in the thread that owns the store.
+    Call at start-up. Keeping a new key is one small SQLite transaction of its own, so it
+    needs no writer lock: ``serve`` makes it even while a harvest writes the store.
     """
     if env_name:
         env = os.environ if environ is None else environ
@@ -67,11 +69,17 @@ def load_key(store: RecordStore, env_name: str, environ: dict[str, str] | None =
                 f"serve.oai_token_key_env names {env_name!r}, but that variable is not set"
             )
         return value.encode("utf-8")
-    kept = store.db.get_meta(META_KEY)
-    if kept is None:
-        kept = secrets.token_hex(32)
-        store.db.set_meta(META_KEY, kept)
-    return bytes.fromhex(kept)
+    conn = sqlite3.connect(store.path / "state.sqlite3", isolation_level=None)
+    try:
+        conn.execute("PRAGMA busy_timeout = 60000")
+        conn.execute(
+            "INSERT OR IGNORE INTO meta (key, value) VALUES (?, ?)",
+            (META_KEY, secrets.token_hex(32)),
+        )
+        kept = conn.execute("SELECT value FROM meta WHERE key = ?", (META_KEY,)).fetchone()[0]
+    finally:
+        conn.close()
+    return bytes.fromhex(str(kept))
 
 
 def _b64(data: bytes) -> str:

@@ -4,15 +4,17 @@ Public surface::
 
     routes(ctx) -> SparqlRoutes          # a list of Starlette routes; .endpoint is below
     SparqlEndpoint(ctx, queue_wait=..., supervision=...)
-        .start()    open the snapshot (and, owning the store, publish the first one)
-        .refresh()  publish a new snapshot; only for an endpoint that owns the store
-        .close()    close the snapshot (and delete the shelf it published)
+        .start()    open the current snapshot
+        .refresh()  bring the snapshot up to the store; only in the process writing the store
+        .close()    close the snapshot
         .lifespan   an async context manager for ``Starlette(lifespan=...)``
 
-Queries read a snapshot of the graph store (:mod:`aggregator.serve.snapshots`). Under
-``aggregator serve`` the supervisor (:mod:`aggregator.serve.supervisor`) owns the store and
-publishes snapshots to its serving processes; an app built around a ``RecordStore`` in one
-process publishes its own. Queries run in the serving process
+Queries read a snapshot of the graph store (:mod:`aggregator.store.snapshots`) from the
+store's shelf, where whichever process writes the store (``aggregator harvest``, ...)
+publishes one after each committed batch; the endpoint switches to the newest at its next
+query, or within a second when idle. Each answer names its generation in the
+``Aggregator-Generation`` header (the OAI-PMH provider names the generation of the SQLite
+state it read the same way). Queries run in the serving process
 (:mod:`aggregator.serve.sparql_runner`: inline or in a thread, with a deadline that ends the
 process when the engine will not stop); ``SERVICE`` is refused
 (:mod:`aggregator.serve.sparql_guard`); results are serialised in full before the response
@@ -24,10 +26,8 @@ from __future__ import annotations
 
 import asyncio
 import codecs
-import itertools
 import logging
 import math
-import os
 from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
 from contextlib import asynccontextmanager
 from typing import Any
@@ -38,7 +38,6 @@ from starlette.routing import BaseRoute, Route
 
 from aggregator.errors import StoreError
 from aggregator.serve.context import ServeContext
-from aggregator.serve.snapshots import SnapshotReader, SnapshotShelf, remove_stale_shelves
 from aggregator.serve.sparql_formats import (
     GRAPH_ALIASES,
     GRAPH_FORMATS,
@@ -50,7 +49,8 @@ from aggregator.serve.sparql_formats import (
 from aggregator.serve.sparql_guard import escaped_service, mentions_service, service_tokens
 from aggregator.serve.sparql_runner import QueryDeadline, QueryRunner, RunnerBusy, Supervision
 from aggregator.store.graphs import OxigraphGraphs
-from aggregator.store.records import RecordStore
+from aggregator.store.records import RecordStore, snapshot_shelf
+from aggregator.store.snapshots import SnapshotReader
 
 log = logging.getLogger(__name__)
 
@@ -61,14 +61,16 @@ Send = Callable[[Message], Awaitable[None]]
 
 MAX_BODY = 1 << 20  # bytes of a POST body (form or query)
 MAX_QUERY = 256 * 1024  # characters of a query
-_COUNTER = itertools.count(1)
 _HEADERS_READ = frozenset((b"accept", b"content-type", b"access-control-request-headers"))
 
 SD = "http://www.w3.org/ns/sparql-service-description#"
 RDF_TYPE = "http://www.w3.org/1999/02/22-rdf-syntax-ns#type"
 CORS = [
     (b"access-control-allow-origin", b"*"),
-    (b"access-control-expose-headers", b"Retry-After, Content-Type, Content-Length"),
+    (
+        b"access-control-expose-headers",
+        b"Retry-After, Content-Type, Content-Length, Aggregator-Generation",
+    ),
 ]
 
 
@@ -133,9 +135,9 @@ class SparqlEndpoint:
     past it), ``sparql_max_rows`` (rows or triples; over it a 400, never a truncated 200) and
     ``sparql_concurrency`` (queries at once in each serving process).
 
-    With ``supervision`` (a serving process of ``aggregator serve``) it reads the snapshots
-    the supervisor publishes under ``ctx.snapshot_root``; without, ``ctx.store`` must be a
-    ``RecordStore`` on the embedded Oxigraph store, and the endpoint publishes its own."""
+    It reads the snapshots of the store's shelf (``ctx.snapshot_root``, by default the
+    store's). In the process that writes the store (``ctx.store`` a ``RecordStore``, on the
+    embedded Oxigraph store), :meth:`refresh` brings it up to the writes just made."""
 
     def __init__(
         self,
@@ -148,17 +150,14 @@ class SparqlEndpoint:
         self.timeout = serve.sparql_timeout
         self.max_rows = serve.sparql_max_rows
         self.endpoint_url = ctx.base_url + "sparql"
-        self.shelf: SnapshotShelf | None = None
-        self._shelves = ctx.store.path / "sparql-snapshots"
-        if supervision is not None and ctx.snapshot_root is not None:
-            root = ctx.snapshot_root
-        else:
-            store = ctx.store
-            if not isinstance(store, RecordStore) or not isinstance(store.graphs, OxigraphGraphs):
+        self.writer: RecordStore | None = None
+        store = ctx.store
+        if isinstance(store, RecordStore):
+            if not isinstance(store.graphs, OxigraphGraphs):
                 raise StoreError("the SPARQL endpoint needs the embedded Oxigraph graph store")
-            root = self._shelves / f"{os.getpid()}-{next(_COUNTER)}"
-            self.shelf = SnapshotShelf(root, store.graphs.store)
-        self.reader = SnapshotReader(root)
+            self.writer = store
+        self.shelf = snapshot_shelf(store.path)
+        self.reader = SnapshotReader(ctx.snapshot_root or self.shelf.root)
         self.runner = QueryRunner(
             self.reader,
             timeout=self.timeout,
@@ -170,20 +169,20 @@ class SparqlEndpoint:
 
     # -- life cycle ---------------------------------------------------------------------------
     def start(self) -> None:
-        if self.shelf is not None:
-            remove_stale_shelves(self._shelves)
-            self.shelf.publish()
+        if self.writer is not None:
+            self.writer.sync()  # publishes the current state if no snapshot shows it yet
         self.reader.check()
         self.runner.start()
 
     def refresh(self) -> str:
-        """Publish a snapshot of the store for the queries that follow; returns its folder."""
-        if self.shelf is None:
-            raise StoreError("this endpoint reads snapshots its supervisor publishes")
-        path = self.shelf.publish()
+        """Wait until the snapshot holds every write of this process (the writer's); returns
+        the snapshot's folder."""
+        if self.writer is None:
+            raise StoreError("only the process writing the store can refresh its snapshot")
+        self.writer.sync()
         self.reader.check()
         self.shelf.collect()
-        return str(path)
+        return str(self.shelf.root / str(self.reader.name))
 
     @property
     def snapshot(self) -> str | None:
@@ -192,25 +191,21 @@ class SparqlEndpoint:
 
     def close(self) -> None:
         self.reader.close()
-        if self.shelf is not None:
-            self.shelf.remove()
 
     @asynccontextmanager
     async def lifespan(self, app: object) -> AsyncIterator[None]:
         self.start()
-        follow = None
-        if self.shelf is None:  # snapshots come from the supervisor: switch even when idle
-            follow = asyncio.get_running_loop().create_task(self._follow_snapshots())
+        # snapshots come from whichever process writes: switch even when idle
+        follow = asyncio.get_running_loop().create_task(self._follow_snapshots())
         try:
             yield
         finally:
-            if follow is not None:
-                follow.cancel()
+            follow.cancel()
             self.close()
 
     async def _follow_snapshots(self, period: float = 1.0) -> None:
         """Check for a newer snapshot now and then, so that an idle process lets go of the
-        old one (the supervisor deletes a snapshot once no process has it open)."""
+        old one (a snapshot is deleted once no process has it open)."""
         while True:
             await asyncio.sleep(period)
             try:
@@ -352,7 +347,8 @@ class SparqlEndpoint:
             raise SparqlError(status, str(header["message"]))
         media = str(header["media_type"])
         offer = RESULT_OFFERS.get(media) or GRAPH_OFFERS[media]
-        return 200, body, offer.content_type, (("vary", "Accept"),)
+        extra = (("vary", "Accept"), ("aggregator-generation", str(header["generation"])))
+        return 200, body, offer.content_type, extra
 
 
 _NEGOTIATED: dict[str | None, tuple[str | None, str | None]] = {}

@@ -32,8 +32,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
-from aggregator.serve.snapshots import SnapshotReader
 from aggregator.serve.sparql_exec import execute
+from aggregator.store.snapshots import SnapshotReader, generation_of
 
 log = logging.getLogger(__name__)
 
@@ -131,7 +131,7 @@ class QueryRunner:
                 self.inline_queries += 1
                 self._inline = (time.monotonic() + self.timeout, client)
                 try:
-                    return execute(snap.store, request)
+                    return _named(execute(snap.store, request), snap.name)
                 finally:
                     self._inline = None
                     self.reader.release(snap)
@@ -141,7 +141,9 @@ class QueryRunner:
 
             def job() -> None:
                 try:
-                    outcome: Result | BaseException = execute(snap.store, request)
+                    outcome: Result | BaseException = _named(
+                        execute(snap.store, request), snap.name
+                    )
                 except BaseException as err:
                     outcome = err
                 finally:
@@ -216,3 +218,9 @@ class QueryRunner:
             inline = self._inline
             if inline is not None and time.monotonic() > inline[0]:
                 self.supervision.overrun(inline[1], self.timeout)
+
+
+def _named(result: Result, snapshot: str) -> Result:
+    """The result with the generation of the snapshot it was read from."""
+    result[0]["generation"] = generation_of(snapshot)
+    return result

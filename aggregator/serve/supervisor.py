@@ -1,7 +1,12 @@
 """``aggregator serve``: one supervisor process, several serving processes.
 
-The supervisor owns the read-write store. It opens the listening socket, publishes read-only
-snapshots of the graph store for SPARQL (:mod:`aggregator.serve.snapshots`), and runs
+The supervisor does not keep the store open: whichever process writes it (``aggregator
+harvest`` beside it, later a scheduler) publishes read-only snapshots of the graph store on the
+store's shelf (:mod:`aggregator.store.snapshots`) after each committed batch, and the serving
+processes follow them. The supervisor takes the writer lock only when the shelf is behind the
+state database at start-up (a store never served, a writer that died), for as long as it takes
+to publish a snapshot; while another process writes, it waits for that one's snapshot. It
+opens the listening socket, collects the snapshots no serving process reads any more, and runs
 ``processes`` serving processes (:mod:`aggregator.serve.worker`), each a uvicorn server on the
 shared socket. All but one accept new connections; the last is a hot standby that accepts
 only while one of them is stuck or gone (:mod:`aggregator.serve.accepting`). It restarts a
@@ -33,12 +38,11 @@ from pathlib import Path
 
 import aggregator
 from aggregator.config import Settings
-from aggregator.errors import StoreError
+from aggregator.errors import StoreBusyError, StoreError
 from aggregator.serve.accepting import AcceptBoard, acceptors_for
 from aggregator.serve.oai_tokens import load_key
-from aggregator.serve.snapshots import SnapshotShelf, remove_stale_shelves
-from aggregator.store.graphs import OxigraphGraphs
-from aggregator.store.records import RecordStore
+from aggregator.store.records import RecordStore, StoreNames, snapshot_shelf
+from aggregator.store.state import StateDB
 
 log = logging.getLogger(__name__)
 
@@ -89,9 +93,12 @@ def default_processes() -> int:
 
 
 class Supervisor:
+    """Serves ``store``: its names (``aggregator serve``: other processes write it), or the
+    ``RecordStore`` of this very process (the writer; :meth:`refresh` after its writes)."""
+
     def __init__(
         self,
-        store: RecordStore,
+        store: StoreNames,
         settings: Settings,
         host: str,
         port: int,
@@ -99,8 +106,6 @@ class Supervisor:
         processes: int | None = None,
         start_timeout: float = 60.0,
     ) -> None:
-        if not isinstance(store.graphs, OxigraphGraphs):
-            raise StoreError("serving needs the embedded Oxigraph graph store")
         self.store = store
         self.settings = settings
         self.processes = processes or settings.serve.processes or default_processes()
@@ -114,9 +119,8 @@ class Supervisor:
         self.sock.set_inheritable(True)
         self.host = host
         self.port: int = self.sock.getsockname()[1]
-        shelves = store.path / "sparql-snapshots"
-        remove_stale_shelves(shelves)
-        self.shelf = SnapshotShelf(shelves / f"{os.getpid()}-serve", store.graphs.store)
+        self.shelf = snapshot_shelf(store.path)
+        self._ensure_snapshot()
         self.oai_key = load_key(store, settings.serve.oai_token_key_env)
         self.board = AcceptBoard.create(self.processes)
         self.acceptors = acceptors_for(self.processes)
@@ -133,11 +137,36 @@ class Supervisor:
         return f"http://{host}:{self.port}/"
 
     # -- life cycle ---------------------------------------------------------------------------
+    def _ensure_snapshot(self) -> None:
+        """Make sure the shelf shows the store's committed state before serving it."""
+        store = self.store
+        if isinstance(store, RecordStore):
+            store.sync()  # this process writes: it publishes
+            return
+        state = store.path / "state.sqlite3"
+        if state.exists():
+            db = StateDB(state, read_only=True)
+            try:
+                if self.shelf.generation == db.generation():
+                    return  # the usual case: the last writer published its last batch
+            finally:
+                db.close()
+        try:
+            # no snapshot yet (a store never served) or one behind (its writer died): be the
+            # writer for a moment; opening replays the journal and publishes
+            RecordStore(store.path, store.base_iri).close()
+            return
+        except StoreBusyError as busy:
+            log.info("%s; serving its snapshots", busy.message)
+        deadline = time.monotonic() + self.start_timeout
+        while self.shelf.current is None:  # a writer that just started publishes at open
+            if time.monotonic() > deadline:
+                raise StoreError(f"no snapshot of the store appeared under {self.shelf.root}")
+            time.sleep(0.1)
+
     def start(self) -> None:
-        """Publish the first snapshot, start the serving processes and wait until each is
-        ready (connections made before that wait in the backlog)."""
-        self.store.sync()
-        self.shelf.publish()
+        """Start the serving processes and wait until each is ready (connections made
+        before that wait in the backlog)."""
         spawned = [self._spawn(i) for i in range(self.processes)]
         for w in spawned:
             self._wait_ready(w)
@@ -147,14 +176,17 @@ class Supervisor:
         self._monitor.start()
 
     def refresh(self) -> None:
-        """Publish a snapshot of the store as it is now (after writes): every serving process
-        reads it from its next query, or within a second when idle."""
+        """After writes of this process (the writer's ``RecordStore``): wait until their
+        snapshot is published; every serving process reads it from its next query, or within
+        a second when idle. Other writers publish their own."""
+        if not isinstance(self.store, RecordStore):
+            raise StoreError("only the process writing the store can refresh its snapshot")
         self.store.sync()
-        self.shelf.publish()
 
     def stop(self, grace: float = 10.0) -> None:
         """Ask the serving processes to finish (SIGTERM: uvicorn's graceful shutdown), kill
-        those still running after ``grace`` seconds, delete the snapshots."""
+        those still running after ``grace`` seconds, delete the snapshots they let go (the
+        shelf stays: it is the store's, for the next ``serve`` and for writers)."""
         self._stopping.set()
         if self._monitor is not None:
             self._monitor.join()
@@ -172,7 +204,7 @@ class Supervisor:
                 w.proc.kill()
                 w.proc.wait()
             w.close_status()
-        self.shelf.remove()
+        self.shelf.collect()
         self.sock.close()
         self.board.close()
 
@@ -265,7 +297,8 @@ class Supervisor:
             log.warning("serving process %d runs without the network sandbox", w.pid)
 
     def _watch(self) -> None:
-        """Restart serving processes that exit; delete snapshots no process reads."""
+        """Restart serving processes that exit; delete snapshots no process reads (a writer
+        collects too, when it publishes; this covers the time after it ended)."""
         delay = 0.5
         last_collect = 0.0
         while not self._stopping.wait(0.1):

@@ -18,6 +18,14 @@ Write protocol of :meth:`RecordStore.write` (one call per batch):
 
 On open, pending rows left by a crash between 1 and 3 are replayed, so every record is in
 either its old or its new state and the next run converges.
+
+One process writes a store at a time: opening a :class:`RecordStore` takes the writer lock
+(``writer_lock.py``) or fails with a :class:`~aggregator.errors.StoreBusyError` naming the
+holder. Step 1 also counts the batch's *generation* (``meta.generation``); once the graph
+store holds a batch, the writer publishes a snapshot of it named by that generation
+(``snapshots.py``), which the serving processes switch to. So SQLite (read directly by the
+readers) is at most the batches in flight ahead of the graph snapshot, and both say which
+generation they show. :class:`ReadOnlyStore` is the readers' view: SQLite read-only, no lock.
 """
 
 from __future__ import annotations
@@ -32,6 +40,7 @@ from pyoxigraph import Literal, NamedNode
 from aggregator.jobs.journal import JobLog, Jobs, now_iso
 from aggregator.store.applier import GraphApplier
 from aggregator.store.graphs import GraphBackend, GraphContent, OxigraphGraphs
+from aggregator.store.snapshots import SnapshotShelf, remove_stale_shelves
 from aggregator.store.state import (
     DeadLetter,
     RecordRow,
@@ -39,6 +48,7 @@ from aggregator.store.state import (
     StateDB,
     insert_dead_letters,
 )
+from aggregator.store.writer_lock import WriterLock
 from aggregator.vocab import (
     AGG_FORMAT,
     AGG_HARVEST_SOURCE,
@@ -148,26 +158,89 @@ class StoreNames:
         return ("\n".join(lines) + "\n").encode()
 
 
-class RecordStore(StoreNames):
+class StoreReads(StoreNames):
+    """What every command reads from the state database, writer or reader alike."""
+
+    db: StateDB
+    jobs: Jobs
+
+    def records(self, source: str, local_ids: Iterable[str]) -> dict[str, RecordRow]:
+        return self.db.records_by_local_id(source, local_ids)
+
+    def record(self, source: str, local_id: str) -> RecordRow | None:
+        return self.db.record(source, local_id)
+
+    def dataset_ntriples(self, row: RecordRow) -> bytes:
+        """The stored canonical N-Triples of a record's dataset graph (datatypes intact)."""
+        return self.db.graph_bytes(row.id)[0]
+
+    def catalog_ntriples(self, row: RecordRow) -> bytes:
+        return self.db.graph_bytes(row.id)[1]
+
+    def payload(self, sha: str) -> tuple[str, bytes] | None:
+        """The original payload, byte for byte, with its media type."""
+        return self.db.payload(sha)
+
+    def checkpoint(self, source: str) -> str | None:
+        return self.jobs.checkpoint(source)
+
+
+class ReadOnlyStore(StoreReads):
+    """A reader's view of a store: the state database read-only (WAL: beside the writer,
+    each statement on a committed state), no lock, no recovery, no graph store. An empty
+    store when nothing was harvested yet (nothing is created)."""
+
+    def __init__(self, path: Path, base_iri: str) -> None:
+        super().__init__(path, base_iri)
+        self.db = StateDB(path / "state.sqlite3", read_only=True)
+        self.jobs = Jobs(self.db)
+
+    def close(self) -> None:
+        self.db.close()
+
+    def __enter__(self) -> ReadOnlyStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def snapshot_shelf(path: Path) -> SnapshotShelf:
+    """The shelf where a store's writer publishes graph snapshots for its readers."""
+    return SnapshotShelf(path / "snapshots")
+
+
+class RecordStore(StoreReads):
     def __init__(self, path: Path, base_iri: str, graphs: GraphBackend | None = None) -> None:
         super().__init__(path, base_iri)
-        path.mkdir(parents=True, exist_ok=True)
-        # The graph store's lock comes first: it makes this process the only writer.
-        self.graphs: GraphBackend = graphs or OxigraphGraphs(path / "graphs")
+        # The writer lock comes first: it makes this process the only writer.
+        self._writer = WriterLock(path)
+        try:
+            self.graphs: GraphBackend = graphs or OxigraphGraphs(path / "graphs")
+        except BaseException:
+            self._writer.release()
+            raise
         self.db = StateDB(path / "state.sqlite3")
         self.jobs = Jobs(self.db)
+        # readers of an embedded graph store read snapshots; a server backend serves itself
+        self.shelf = snapshot_shelf(path) if isinstance(self.graphs, OxigraphGraphs) else None
         self.recovered = self.recover()
-        self._applier = GraphApplier(self.graphs, path / "state.sqlite3")
+        self._applier = GraphApplier(self.graphs, path / "state.sqlite3", on_applied=self._publish)
         stale = self.jobs.fail_stale()
         if stale:
             log.warning("marked %d job(s) left running by a dead process as failed", len(stale))
+        remove_stale_shelves(path / "sparql-snapshots")  # per-process shelves of old versions
+        self._publish(self.db.generation())  # readers start from the state as it is
 
     def close(self) -> None:
         try:
             self._applier.stop()
+            if self._applier.failed is None:
+                self._publish(self.db.generation())
         finally:
             self.graphs.close()
             self.db.close()
+            self._writer.release()
 
     def __enter__(self) -> RecordStore:
         return self
@@ -215,6 +288,7 @@ class RecordStore(StoreNames):
             for sha, (data, media_type, packed) in (payloads or {}).items():
                 db.put_payload(data, media_type, sha=sha, packed=packed)
             ids = db.upsert(writes)
+            generation = db.next_generation() if writes else 0
             if dead_letters:
                 insert_dead_letters(db.conn, dead_letters, now_iso())
             db.mark_seen(job.source, seen, job.id)
@@ -228,11 +302,36 @@ class RecordStore(StoreNames):
                 self._graph_content(w, rid, w.existed, w.ntriples, w.catalog_ntriples)
                 for w, rid in zip(writes, ids, strict=True)
             ]
-            self._applier.submit(contents, ids)
+            self._applier.submit(contents, ids, generation)
 
     def sync(self) -> None:
-        """Wait until the graph store holds every journalled write; raise what the applier hit."""
+        """Wait until the graph store and the readers' snapshot hold every journalled write;
+        raise what the applier hit."""
         self._applier.wait()
+        self._publish(self.db.generation())
+
+    def graphs_changed(self) -> None:
+        """Count a change made to the graph store outside :meth:`write` (the quality
+        measurements) as a generation of its own, and publish it."""
+        self._applier.wait()
+        self.db.begin()
+        try:
+            generation = self.db.next_generation()
+            self.db.commit()
+        except BaseException:
+            self.db.rollback()
+            raise
+        self._publish(generation)
+
+    def _publish(self, generation: int) -> None:
+        """Publish a snapshot of the graph store, which holds ``generation`` now (the
+        applier's thread after each batch; the writer's at open, sync and close)."""
+        if self.shelf is None or not isinstance(self.graphs, OxigraphGraphs):
+            return
+        try:
+            self.shelf.publish(self.graphs.store, generation)
+        except OSError as err:  # readers keep the snapshot they have; the next batch retries
+            log.error("could not publish a snapshot of the graph store: %s", err)
 
     def recover(self) -> int:
         """Replay journal entries a crash left pending; return how many."""
@@ -250,26 +349,6 @@ class RecordStore(StoreNames):
         log.warning("replayed %d journalled record write(s) after an interrupted run", len(rows))
         return len(rows)
 
-    # -- reads ------------------------------------------------------------------------------
-    def records(self, source: str, local_ids: Iterable[str]) -> dict[str, RecordRow]:
-        return self.db.records_by_local_id(source, local_ids)
-
-    def record(self, source: str, local_id: str) -> RecordRow | None:
-        return self.db.record(source, local_id)
-
-    def dataset_ntriples(self, row: RecordRow) -> bytes:
-        """The stored canonical N-Triples of a record's dataset graph (datatypes intact)."""
-        return self.db.graph_bytes(row.id)[0]
-
-    def catalog_ntriples(self, row: RecordRow) -> bytes:
-        return self.db.graph_bytes(row.id)[1]
-
-    def payload(self, sha: str) -> tuple[str, bytes] | None:
-        """The original payload, byte for byte, with its media type."""
-        return self.db.payload(sha)
-
-    def checkpoint(self, source: str) -> str | None:
-        return self.jobs.checkpoint(source)
-
+    # -- reads of the graph store -------------------------------------------------------------
     def graph_names(self) -> set[str]:
         return self.graphs.graph_names()

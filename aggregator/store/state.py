@@ -23,6 +23,7 @@ from typing import Any
 from aggregator.store.record_sets import SetIndex
 from aggregator.store.schema import SCHEMA
 
+GENERATION = "generation"  # meta key: batches of graph changes committed so far
 RECORD_COLUMNS = (
     "id, source, local_id, record_iri, dataset_iri, status, content_hash, first_seen, modified,"
     " source_datestamp, job_id, seen_job, format, payload_sha, url, themes, findings, pending"
@@ -110,8 +111,18 @@ class RecordWrite:
 class StateDB:
     """Thin typed access to the SQLite file. One connection, used by the owning process."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, read_only: bool = False) -> None:
         self.path = path
+        if read_only:  # a reader beside the writer (WAL): never a write, never a lock wait
+            target = f"file:{path}?mode=ro" if path.exists() else "file::memory:"
+            self.conn = sqlite3.connect(
+                target, uri=True, isolation_level=None, check_same_thread=False
+            )
+            self.conn.execute("PRAGMA busy_timeout = 10000")
+            if not path.exists():  # nothing harvested yet: an empty store to read
+                self.conn.executescript(SCHEMA)
+            self.sets = SetIndex(self.conn)
+            return
         self.conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
         self.conn.execute("PRAGMA synchronous = NORMAL")
         self.conn.execute("PRAGMA busy_timeout = 60000")
@@ -321,6 +332,16 @@ class StateDB:
         return (str(row[0]), unpack(row[1])) if row else None
 
     # -- meta -------------------------------------------------------------------------------
+    def generation(self) -> int:
+        """How many batches of graph changes were committed (see ``snapshots.py``)."""
+        return read_generation(self.conn)
+
+    def next_generation(self) -> int:
+        """Count one more batch of graph changes; call inside the batch's transaction."""
+        generation = self.generation() + 1
+        self.set_meta(GENERATION, str(generation))
+        return generation
+
     def get_meta(self, key: str) -> str | None:
         row = self.conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
         return str(row[0]) if row else None
@@ -398,6 +419,12 @@ def read_datestamps(
         for lid, stamp, status in cur:
             out[lid] = (stamp, status)
     return out
+
+
+def read_generation(conn: sqlite3.Connection) -> int:
+    """The generation of the committed state ``conn`` sees (0 before the first write)."""
+    row = conn.execute("SELECT value FROM meta WHERE key = ?", (GENERATION,)).fetchone()
+    return int(row[0]) if row else 0
 
 
 def clear_pending(conn: sqlite3.Connection, ids: Sequence[int]) -> None:

@@ -1,20 +1,26 @@
-"""Read-only snapshots of the graph store for the SPARQL endpoint.
+"""Read-only snapshots of the graph store, one shelf per store, for every reader.
 
-The serving processes cannot open the live store: a second read-write ``Store`` on the
-directory fails on its lock, and ``Store.read_only`` beside a writer is undefined behaviour.
-They read snapshots made with ``Store.backup`` (a RocksDB checkpoint: hard links, consistent,
-cheap). Layout of a shelf::
+Readers (the SPARQL endpoint of each serving process of ``aggregator serve``) cannot open the
+live store: a second read-write ``Store`` on the directory fails on its lock, and
+``Store.read_only`` beside a writer is undefined behaviour. They read snapshots made with
+``Store.backup`` (a RocksDB checkpoint: hard links, consistent, ~15 ms). Layout of the shelf
+``<store>/snapshots/``::
 
-    <root>/gen-000001/      a snapshot
-    <root>/gen-000001.lock  readers hold a shared flock on it while the snapshot is open
-    <root>/CURRENT          the name of the newest snapshot (replaced atomically)
+    gen-000000042/      a snapshot: the graph store as of generation 42
+    gen-000000042.lock  readers hold a shared flock on it while the snapshot is open
+    CURRENT             the name of the newest snapshot (replaced atomically)
+    .shelf.lock         publishing and collecting hold it (exclusive flock), one at a time
 
-:class:`SnapshotShelf` is the writer's side (the process that owns the store): it publishes a
-snapshot after writes and deletes old ones once no reader holds their lock (an exclusive
-non-blocking flock succeeds). :class:`SnapshotReader` is each serving process's side: it opens
-the current snapshot, notices a newer ``CURRENT`` (one ``stat`` per check) and keeps an older
-snapshot open while a query still reads it. Locks die with their process, so a crashed
-reader never pins a snapshot.
+A generation is the state database's count of committed graph changes (``meta.generation``,
+bumped in the same transaction as each batch of record writes; see ``records.py``), so a
+snapshot's name says which committed state it holds, names never repeat over the life of
+the store whichever process writes, and an answer read from SQLite can name the same
+generation. The writer (the process holding the store, see ``writer_lock.py``) publishes;
+any process may collect: a snapshot that is not current and that no reader has open (an
+exclusive non-blocking flock on its lock file succeeds) is deleted. :class:`SnapshotReader`
+is a reader's side: it opens the current snapshot, notices a newer ``CURRENT`` (one
+``stat`` per check) and keeps an older snapshot open while a query still reads it. Locks
+die with their process, so a crashed reader never pins a snapshot.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ import logging
 import os
 import shutil
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -32,46 +39,81 @@ from pyoxigraph import Store
 
 log = logging.getLogger(__name__)
 CURRENT = "CURRENT"
+_PREFIX = "gen-"
+
+
+def snapshot_name(generation: int) -> str:
+    return f"{_PREFIX}{generation:09d}"
+
+
+def generation_of(name: str | None) -> int | None:
+    """The generation a snapshot name stands for (None for no or a foreign name)."""
+    if name is None or not name.startswith(_PREFIX) or not name[len(_PREFIX) :].isdigit():
+        return None
+    return int(name[len(_PREFIX) :])
 
 
 class SnapshotShelf:
-    """Publishes snapshots of ``source`` under ``root``. Thread-safe."""
+    """A store's shelf of snapshots: ``publish`` (the writer), ``collect`` (anyone).
+    Thread-safe, and safe between processes (the shelf lock)."""
 
-    def __init__(self, root: Path, source: Store) -> None:
+    def __init__(self, root: Path) -> None:
         self.root = root
-        self.source = source
         self._lock = threading.Lock()
-        self._generation = 0
-        self.current: str | None = None
 
-    def publish(self) -> Path:
-        """Snapshot the store as it is now; readers switch to it at their next check."""
+    @property
+    def current(self) -> str | None:
+        """The name ``CURRENT`` holds now (None before the first snapshot)."""
+        try:
+            return (self.root / CURRENT).read_text(encoding="ascii").strip() or None
+        except FileNotFoundError:
+            return None
+
+    @property
+    def generation(self) -> int | None:
+        return generation_of(self.current)
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
         with self._lock:
             self.root.mkdir(parents=True, exist_ok=True)
-            self._generation += 1
-            name = f"gen-{self._generation:06d}"
-            path = self.root / name
+            with open(self.root / ".shelf.lock", "ab") as lock:
+                fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+                yield
+
+    def publish(self, source: Store, generation: int) -> Path:
+        """Snapshot ``source``, which holds the graphs of ``generation``, and make it current
+        (nothing to do when it is current already); readers switch at their next check."""
+        name = snapshot_name(generation)
+        path = self.root / name
+        with self._locked():
+            now = generation_of(self.current)
+            if now is not None and now >= generation:
+                if now > generation:  # cannot happen while generations only grow
+                    log.warning("snapshot %s is older than the current one; not published", name)
+                return self.root / snapshot_name(now)
+            # a folder of this name is left by a publish that died before CURRENT named it:
+            # no reader can have opened it
             shutil.rmtree(path, ignore_errors=True)
-            self.source.backup(str(path))
+            source.backup(str(path))
             (self.root / f"{name}.lock").touch()
             tmp = self.root / f"{CURRENT}.tmp"
             tmp.write_text(name, encoding="ascii")
             os.replace(tmp, self.root / CURRENT)
-            self.current = name
-            self._collect()
+            self._collect(name)
             return path
 
     def collect(self) -> None:
         """Delete the snapshots that are not current and that no reader has open."""
-        with self._lock:
-            self._collect()
-
-    def _collect(self) -> None:
         if not self.root.is_dir():
             return
-        for lock_path in self.root.glob("gen-*.lock"):
+        with self._locked():
+            self._collect(self.current)
+
+    def _collect(self, current: str | None) -> None:
+        for lock_path in self.root.glob(f"{_PREFIX}*.lock"):
             name = lock_path.name.removesuffix(".lock")
-            if name == self.current:
+            if name == current:
                 continue
             with open(lock_path, "rb") as lock:
                 try:
@@ -80,12 +122,10 @@ class SnapshotShelf:
                     continue  # a reader still has it open
                 shutil.rmtree(self.root / name, ignore_errors=True)  # before the unlock
                 lock_path.unlink(missing_ok=True)
-
-    def remove(self) -> None:
-        """Delete the whole shelf (when serving stops)."""
-        with self._lock:
-            shutil.rmtree(self.root, ignore_errors=True)
-            self.current = None
+        for folder in self.root.glob(f"{_PREFIX}*"):  # a publish that died before its lock
+            lock_path = self.root / f"{folder.name}.lock"
+            if folder.is_dir() and folder.name != current and not lock_path.exists():
+                shutil.rmtree(folder, ignore_errors=True)
 
 
 @dataclass(eq=False)
@@ -112,6 +152,10 @@ class SnapshotReader:
     def name(self) -> str | None:
         snap = self._snapshot
         return snap.name if snap else None
+
+    @property
+    def generation(self) -> int | None:
+        return generation_of(self.name)
 
     def acquire(self) -> Snapshot:
         self.check()
@@ -190,7 +234,8 @@ def _close(snap: Snapshot) -> None:
 
 
 def remove_stale_shelves(parent: Path) -> None:
-    """Delete shelves named ``<pid>-...`` whose process no longer runs (a crash, a kill -9)."""
+    """Delete shelves named ``<pid>-...`` whose process no longer runs: the per-process
+    shelves of earlier versions, under ``<store>/sparql-snapshots/``."""
     if not parent.is_dir():
         return
     for folder in parent.iterdir():
