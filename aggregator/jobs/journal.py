@@ -91,8 +91,9 @@ class Jobs:
         self.db = db
 
     def fail_stale(self) -> list[int]:
-        """Jobs left 'running' by a process that died. Only one process owns the store (the
-        graph store's lock guarantees it), so any running job at open time is stale."""
+        """Jobs left 'running' by a process that died. Only the writer calls this, and one
+        process writes the store at a time (the writer lock guarantees it; readers such as
+        ``serve`` run no jobs), so any running job when the writer opens is stale."""
         cur = self.db.conn.execute("SELECT id FROM jobs WHERE status = 'running'")
         ids = [int(r[0]) for r in cur]
         for job_id in ids:

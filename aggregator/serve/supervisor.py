@@ -4,8 +4,9 @@ The supervisor does not keep the store open: whichever process writes it (``aggr
 harvest`` beside it, later a scheduler) publishes read-only snapshots of the graph store on the
 store's shelf (:mod:`aggregator.store.snapshots`) after each committed batch, and the serving
 processes follow them. The supervisor takes the writer lock only when the shelf is behind the
-state database at start-up (a store never served, a writer that died), for as long as it takes
-to publish a snapshot; while another process writes, it waits for that one's snapshot. It
+state database, or a job is left running, and nobody writes (a store never served; a writer
+killed, noticed within 2 s), for as long as it takes to replay the journal, mark the job failed
+and publish. It
 opens the listening socket, collects the snapshots no serving process reads any more, and runs
 ``processes`` serving processes (:mod:`aggregator.serve.worker`), each a uvicorn server on the
 shared socket. All but one accept new connections; the last is a hot standby that accepts
@@ -29,6 +30,7 @@ import pickle
 import select
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -139,30 +141,38 @@ class Supervisor:
     # -- life cycle ---------------------------------------------------------------------------
     def _ensure_snapshot(self) -> None:
         """Make sure the shelf shows the store's committed state before serving it."""
-        store = self.store
-        if isinstance(store, RecordStore):
-            store.sync()  # this process writes: it publishes
+        if isinstance(self.store, RecordStore):
+            self.store.sync()  # this process writes: it publishes
             return
-        state = store.path / "state.sqlite3"
-        if state.exists():
-            db = StateDB(state, read_only=True)
-            try:
-                if self.shelf.generation == db.generation():
-                    return  # the usual case: the last writer published its last batch
-            finally:
-                db.close()
-        try:
-            # no snapshot yet (a store never served) or one behind (its writer died): be the
-            # writer for a moment; opening replays the journal and publishes
-            RecordStore(store.path, store.base_iri).close()
+        if self._catch_up():
             return
-        except StoreBusyError as busy:
-            log.info("%s; serving its snapshots", busy.message)
         deadline = time.monotonic() + self.start_timeout
         while self.shelf.current is None:  # a writer that just started publishes at open
             if time.monotonic() > deadline:
                 raise StoreError(f"no snapshot of the store appeared under {self.shelf.root}")
             time.sleep(0.1)
+
+    def _catch_up(self) -> bool:
+        """When the shelf is behind the state database or a job is left running, and nobody
+        writes (a store never served; a writer killed), be the writer for a moment: opening
+        the store replays its journal, marks the dead writer's job failed and publishes.
+        False when another process writes now (it publishes itself)."""
+        store = self.store
+        state = store.path / "state.sqlite3"
+        if state.exists():
+            db = StateDB(state, read_only=True)
+            try:
+                running = db.conn.execute("SELECT 1 FROM jobs WHERE status = 'running' LIMIT 1")
+                if self.shelf.generation == db.generation() and running.fetchone() is None:
+                    return True  # the usual case: the last writer published its last batch
+            finally:
+                db.close()
+        try:
+            RecordStore(store.path, store.base_iri).close()
+        except StoreBusyError:
+            return False
+        log.info("caught up with the store's committed state (its last writer had not)")
+        return True
 
     def start(self) -> None:
         """Start the serving processes and wait until each is ready (connections made
@@ -336,3 +346,8 @@ class Supervisor:
             if time.monotonic() - last_collect > 2.0:
                 last_collect = time.monotonic()
                 self.shelf.collect()
+                if not isinstance(self.store, RecordStore):
+                    try:
+                        self._catch_up()
+                    except (OSError, sqlite3.Error, StoreError) as err:
+                        log.error("cannot bring the SPARQL snapshot up to the store: %s", err)

@@ -6,8 +6,8 @@ the accept board says so (:mod:`aggregator.serve.accepting`: all processes but o
 Before anything else it asks to die with its supervisor and denies itself IP networking
 (:mod:`aggregator.serve.sparql_sandbox`: it only accepts on the socket it was given, so a
 ``SERVICE`` clause that got past the guard still cannot reach another host). It reads the
-state database read-only and SPARQL snapshots the supervisor publishes; it never opens the
-read-write store.
+state database read-only and the SPARQL snapshots whichever process writes the store publishes;
+it never opens the read-write store.
 
 It gives the SPARQL runner its :class:`~aggregator.serve.sparql_runner.Supervision` hooks:
 
