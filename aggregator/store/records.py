@@ -220,7 +220,12 @@ class RecordStore(StoreReads):
         except BaseException:
             self._writer.release()
             raise
-        self.db = StateDB(path / "state.sqlite3")
+        try:
+            self.db = StateDB(path / "state.sqlite3")
+        except BaseException:
+            self.graphs.close()
+            self._writer.release()
+            raise
         self.jobs = Jobs(self.db)
         # readers of an embedded graph store read snapshots; a server backend serves itself
         self.shelf = snapshot_shelf(path) if isinstance(self.graphs, OxigraphGraphs) else None

@@ -248,3 +248,5 @@ def remove_stale_shelves(parent: Path) -> None:
             shutil.rmtree(folder, ignore_errors=True)
         except PermissionError:
             pass
+    with contextlib.suppress(OSError):
+        parent.rmdir()  # when it is empty
