@@ -123,6 +123,20 @@ class RssSampler(threading.Thread):
             self.samples.append((time.monotonic() - self.t0, pages * 4096 // 2**20))
 
 
+def disk_usage(store: Path) -> tuple[int, int]:
+    """Bytes on disk under ``store`` (a hard-linked file once), and the bytes of the files
+    that only the snapshots under ``store/snapshots`` still link."""
+    sizes: dict[int, int] = {}
+    live: set[int] = set()
+    for f in store.rglob("*"):
+        if f.is_file():
+            st = f.stat()
+            sizes[st.st_ino] = st.st_size
+            if "snapshots" not in f.relative_to(store).parts[:1]:
+                live.add(st.st_ino)
+    return sum(sizes.values()), sum(n for ino, n in sizes.items() if ino not in live)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--records", type=int, default=10_000)
@@ -221,11 +235,13 @@ def main() -> None:
         results["peak_rss_workers_mb"] = worker_peak
         quarter = max(1, len(sampler.samples) // 4)
         results["rss_mb_at_quarters"] = [s[1] for s in sampler.samples[quarter - 1 :: quarter]][:4]
-        du = sum(f.stat().st_size for f in (workdir / "store").rglob("*") if f.is_file())
+        du, pinned = disk_usage(workdir / "store")
         results["store_mb"] = du // 2**20
+        results["snapshot_only_mb"] = pinned // 2**20
         print(
             f"peak RSS: harvester {own} MB, workers {worker_peak} MB;"
-            f" store on disk {du // 2**20} MB"
+            f" store on disk {du // 2**20} MB, of which {pinned // 2**20} MB only in the"
+            " readers' snapshot (files the live store compacted away since)"
         )
         print(json.dumps(results))
     finally:
