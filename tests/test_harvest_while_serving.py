@@ -143,10 +143,17 @@ class Site:
         )
 
     def start_serving(self) -> None:
-        self.serve = self.start("serve", "--port", str(self.port), "--processes", "2")
+        log = open(self.config.parent / "serve.log", "w")  # noqa: SIM115 - the process's own
+        self.serve = subprocess.Popen(
+            self.cli("serve", "--port", str(self.port), "--processes", "2"),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        log.close()
         deadline = time.monotonic() + 120
         while True:
-            assert self.serve.poll() is None, self.serve.communicate()
+            assert self.serve.poll() is None, (self.config.parent / "serve.log").read_text()
             try:
                 if requests.get(self.base + "oai?verb=Identify", timeout=5).ok:
                     return
