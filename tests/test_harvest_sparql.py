@@ -18,10 +18,10 @@ import requests
 from aggregator.config import HttpSettings, SourceConfig
 from aggregator.errors import ConfigError, HarvestError, TransportError
 from aggregator.harvest.base import HarvestRequest, Listing
+from aggregator.harvest.sparql_closure import ClosureShape, closure_query
 from aggregator.harvest.sparql import (
     SparqlHarvester,
     SparqlOptions,
-    construct_query,
     page_query,
     safe_iri,
     string_literal,
@@ -307,7 +307,7 @@ def test_peer_sees_keyset_queries_never_offset(app: SparqlApp, peer: str, http: 
 def test_503_with_retry_after_is_retried(
     app: SparqlApp, peer: str, http: HttpClient, sleeps: list[float]
 ) -> None:
-    app.fail("construct", SparqlFault(status=503, retry_after="2", times=1))
+    app.fail("closure", SparqlFault(status=503, retry_after="2", times=1))
     records, listing = harvest(http, peer, graph=OTHER)
     assert len(records) == 1
     assert listing.complete
@@ -315,7 +315,7 @@ def test_503_with_retry_after_is_retried(
 
 
 def test_persistent_500_is_a_transport_error(app: SparqlApp, peer: str, http: HttpClient) -> None:
-    app.fail("construct", SparqlFault(status=500, times=-1))
+    app.fail("closure", SparqlFault(status=500, times=-1))
     with pytest.raises(TransportError) as caught:
         harvest(http, peer, graph=PORTAL)
     assert caught.value.status == 500
@@ -341,13 +341,13 @@ def test_lying_count_truncates(app: SparqlApp, peer: str, http: HttpClient) -> N
     assert not listing.complete
 
 
-def test_construct_answer_that_is_not_rdf_is_a_harvest_error(
+def test_closure_answer_that_is_not_sparql_results_is_a_harvest_error(
     app: SparqlApp, peer: str, http: HttpClient
 ) -> None:
-    app.fail("construct", SparqlFault(body=b"<html>busy</html>", content_type="text/html"))
+    app.fail("closure", SparqlFault(body=b"<html>busy</html>", content_type="text/html"))
     with pytest.raises(HarvestError) as caught:
         harvest(http, peer, graph=PORTAL)
-    assert caught.value.code == "unexpectedMediaType"
+    assert caught.value.code == "malformedResults"
 
 
 def test_slow_endpoint_hits_the_read_timeout(app: SparqlApp, peer: str) -> None:
@@ -393,7 +393,10 @@ def test_query_text_is_injection_safe() -> None:
     pyoxigraph.Store().query(query)  # still one valid SELECT
     assert "LIMIT 5" in query
     assert "ORDER BY ?d" in query
-    pyoxigraph.Store().query(construct_query(SparqlOptions(depth=3), DS + "x"))
+    for depth in range(7):
+        shape = ClosureShape(depth, SparqlOptions().stop_types, PORTAL)
+        pyoxigraph.Store().query(closure_query(shape, [DS + "x", DS + "y"]))
+    pyoxigraph.Store().query(closure_query(ClosureShape(2, ()), [DS + "x"]))
 
 
 @pytest.mark.parametrize(
@@ -427,3 +430,113 @@ def test_peer_serves_a_service_record(app: SparqlApp, peer: str, http: HttpClien
     records, listing = harvest(http, peer, graph=PORTAL, types=["DataService"])
     assert [r.local_id for r in records] == ["https://api.data.example.org/aq/v1#service"]
     assert listing.complete
+
+
+# -- batched closures == one CONSTRUCT per dataset ------------------------------------------
+GENERATED = "https://data.example.org/graph/generated"
+RDF_TYPE = "http://www.w3.org/1999/02/22-rdf-syntax-ns#type"
+
+
+def reference_construct(iri: str, depth: int, stop_types: tuple[str, ...], graph: str) -> str:
+    """The per-dataset CONSTRUCT the harvester sent before batching (the closure's definition):
+    the dataset's triples plus those of nodes reached by up to ``depth`` links, a link not
+    followed when it is rdf:type, ends at a literal, returns to the dataset or ends at a
+    stop-typed node."""
+    root = f"<{iri}>"
+    stops = " ".join(f"<{t}>" for t in stop_types)
+    template = [f"{root} ?p0 ?o0 ."]
+    branches = [f"{{ {root} ?p0 ?o0 . }}"]
+    path: list[str] = []
+    for k in range(1, depth + 1):
+        prev = root if k == 1 else f"?n{k - 1}"
+        step = (
+            f"{prev} ?l{k} ?n{k} . FILTER(!isLiteral(?n{k}) && ?l{k} != <{RDF_TYPE}>"
+            f" && !sameTerm(?n{k}, {root}))"
+        )
+        if stops:
+            step += f" FILTER NOT EXISTS {{ ?n{k} a ?s{k} . VALUES ?s{k} {{ {stops} }} }}"
+        path.append(step)
+        template.append(f"?n{k} ?p{k} ?o{k} .")
+        branches.append("{ " + " ".join(path) + f" ?n{k} ?p{k} ?o{k} . }}")
+    where = " UNION ".join(branches)
+    return f"CONSTRUCT {{ {' '.join(template)} }} WHERE {{ GRAPH <{graph}> {{ {where} }} }}"
+
+
+def canonical(triples: bytes, rdf_format: pyoxigraph.RdfFormat) -> list[str]:
+    dataset = pyoxigraph.Dataset(pyoxigraph.parse(triples, rdf_format))
+    dataset.canonicalize(pyoxigraph.CanonicalizationAlgorithm.UNSTABLE)
+    return sorted(str(q) for q in dataset)
+
+
+@pytest.fixture(scope="module")
+def generated(endpoint: str) -> list[str]:
+    """60 generated DCAT-AP datasets in their own graph: 2-4 distributions each, blank-node
+    contact points, periods, provenance and identifiers, publishers shared between datasets."""
+    from aggregator.peers.sample_data import generate_dataset
+
+    store = pyoxigraph.Store()
+    for i in range(60):
+        store.load(generate_dataset(i), pyoxigraph.RdfFormat.RDF_XML)
+    body = store.dump(format=pyoxigraph.RdfFormat.N_TRIPLES, from_graph=pyoxigraph.DefaultGraph())
+    requests.post(
+        endpoint + "store",
+        params={"graph": GENERATED},
+        data=body,
+        headers={"Content-Type": "application/n-triples"},
+        timeout=30,
+    ).raise_for_status()
+    publishers = [
+        row["n"].value
+        for row in store.query(
+            "SELECT (COUNT(?d) AS ?n) WHERE { ?d <http://purl.org/dc/terms/publisher> ?p }"
+            " GROUP BY ?p HAVING (COUNT(?d) > 1)"
+        )
+    ]
+    assert publishers, "the generated data must share publishers between datasets"
+    return sorted(f"https://data.example.org/dataset/dataset-{i:06d}" for i in range(60))
+
+
+@pytest.mark.parametrize(
+    ("graph", "depth", "stop_types", "batch_size"),
+    [
+        (PORTAL, 3, None, 3),
+        (PORTAL, 1, None, 100),
+        (PORTAL, 2, [], 4),  # nothing stops: closures reach the catalogue and other datasets
+        (GENERATED, 3, None, 7),
+        (GENERATED, 0, None, 25),
+        (GENERATED, 2, ["http://xmlns.com/foaf/0.1/Agent"], 60),  # publishers not expanded
+    ],
+)
+def test_batched_closures_equal_one_construct_per_dataset(
+    endpoint: str,
+    http: HttpClient,
+    generated: list[str],
+    graph: str,
+    depth: int,
+    stop_types: list[str] | None,
+    batch_size: int,
+) -> None:
+    options: dict[str, Any] = {"graph": graph, "depth": depth, "batch_size": batch_size}
+    if stop_types is not None:
+        options["stop_types"] = stop_types
+    records, listing = harvest(http, endpoint + "query", page_size=50, **options)
+    assert listing.complete, listing.truncated_reason
+    expected_ids = generated if graph == GENERATED else PORTAL_DATASETS
+    assert [r.local_id for r in records] == expected_ids
+    stops = tuple(stop_types) if stop_types is not None else SparqlOptions().stop_types
+    blank_closures = 0
+    for record in records:
+        answer = requests.post(
+            endpoint + "query",
+            data={"query": reference_construct(record.local_id, depth, stops, graph)},
+            headers={"Accept": "application/n-triples"},
+            timeout=30,
+        )
+        answer.raise_for_status()
+        expected = canonical(answer.content, pyoxigraph.RdfFormat.N_TRIPLES)
+        fmt = pyoxigraph.RdfFormat.from_media_type(record.media_type)
+        assert fmt is not None
+        assert canonical(record.payload, fmt) == expected, record.local_id
+        blank_closures += any(t.startswith("_:") for t in expected)
+    if depth:
+        assert blank_closures > 0  # blank nodes were part of what was compared

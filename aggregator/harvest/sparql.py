@@ -1,38 +1,49 @@
 """Harvest DCAT-AP descriptions from a SPARQL 1.1 endpoint.
 
-1. ``COUNT`` the dataset IRIs (``listing.expected_total``) and the blank-node datasets;
+1. ``COUNT`` the dataset IRIs (``listing.expected_total``, known before the first record) and
+   the blank-node datasets;
 2. list dataset IRIs by keyset paging: ``FILTER(STR(?d) > "<last>") ORDER BY ?d LIMIT n``
    (never OFFSET: its cost grows with depth and it skips or repeats rows when data changes);
-3. for each IRI, ``CONSTRUCT`` the dataset's triples plus the closure of the resources it links
-   to (distributions, agents, contact points, periods, locations, checksums, identifiers, blank
-   nodes) up to ``depth`` hops, and yield the response bytes as received, one
-   :class:`~aggregator.models.RawRecord` per dataset.
+3. for each batch of ``batch_size`` listed IRIs, one SELECT fetches the closures of the whole
+   batch (the dataset's triples plus the resources it links to, up to ``depth`` hops, stopping
+   at records of their own): see :mod:`aggregator.harvest.sparql_closure`. Each dataset's
+   closure becomes one :class:`~aggregator.models.RawRecord` (N-Triples or Turtle).
 
-Transport: SPARQLWrapper builds every protocol request (query encoding, GET or form POST,
-headers) but never sends it: the request is handed to :class:`aggregator.http.HttpSession`, so
-the SSRF guard, timeouts, retries with ``Retry-After``, size caps and per-host limits all apply
-exactly as for every other harvester. See docs/protocols/sparql.md.
+Transport: the SPARQL 1.1 Protocol requests (GET with ``query=``, or a form POST) are built
+here and sent with the source's :class:`aggregator.http.HttpSession`, so the SSRF guard, timeouts, retries
+with ``Retry-After``, size caps and per-host limits apply exactly as for every other
+harvester. See docs/protocols/sparql.md.
 """
 
 from __future__ import annotations
 
 import json
+import logging
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
-from urllib.parse import urlsplit
+from urllib.parse import urlencode, urlsplit
 
-from SPARQLWrapper import GET, JSON, POST, TURTLE, SPARQLWrapper
+from pyoxigraph import (
+    NamedNode,
+    QueryResultsFormat,
+    QuerySolutions,
+    RdfFormat,
+    parse_query_results,
+    serialize,
+)
 
 from aggregator.config import SourceConfig
 from aggregator.errors import ConfigError, HarvestError
 from aggregator.harvest.base import Harvester, HarvestRequest, Listing
-from aggregator.harvest.rdf_dump import SYNTAXES, RdfSyntax, syntax_for_media_type
+from aggregator.harvest.sparql_closure import BatchGraph, ClosureShape, closure_query
 from aggregator.http import HttpSession, Response
 from aggregator.models import RawRecord
 from aggregator.vocab import DCAT, SKOS
 
-RDF_TYPE = "http://www.w3.org/1999/02/22-rdf-syntax-ns#type"
+log = logging.getLogger(__name__)
+
 TYPE_NAMES: Mapping[str, str] = {
     "Dataset": DCAT + "Dataset",
     "DataService": DCAT + "DataService",
@@ -49,9 +60,10 @@ DEFAULT_STOP_TYPES: tuple[str, ...] = (
     DCAT + "DataService",
     SKOS + "ConceptScheme",
 )
-CONSTRUCT_ACCEPT: Mapping[str, str] = {
-    "ntriples": "application/n-triples, text/plain;q=0.5, text/turtle;q=0.3",
-    "turtle": "text/turtle, application/n-triples;q=0.5",
+#: the serialisation of each record's payload (option ``construct_format``)
+PAYLOAD_FORMATS: Mapping[str, RdfFormat] = {
+    "ntriples": RdfFormat.N_TRIPLES,
+    "turtle": RdfFormat.TURTLE,
 }
 RESULTS_JSON = "application/sparql-results+json"
 #: with ``method = "auto"``, queries whose GET URL would be longer than this are POSTed
@@ -76,6 +88,7 @@ def string_literal(value: str) -> str:
 class SparqlOptions:
     types: tuple[str, ...] = (DCAT + "Dataset",)
     page_size: int = 500
+    batch_size: int = 100
     graph: str | None = None
     depth: int = 3
     construct_format: str = "ntriples"
@@ -86,7 +99,7 @@ class SparqlOptions:
     def from_source(cls, source: SourceConfig) -> SparqlOptions:
         opts: Mapping[str, Any] = source.options
         where = f"sources.{source.name}.options"
-        known = {"types", "page_size", "graph", "depth", "construct_format", "method"}
+        known = {"types", "page_size", "batch_size", "graph", "depth", "construct_format", "method"}
         unknown = set(opts) - known - {"stop_types"}
         if unknown:
             raise ConfigError(f"{where}: unknown option(s) {', '.join(sorted(unknown))}")
@@ -99,12 +112,13 @@ class SparqlOptions:
         if not types:
             raise ConfigError(f"{where}.types: name at least one type")
         page_size = _int(opts, "page_size", 500, 1, 10_000, where)
+        batch_size = _int(opts, "batch_size", 100, 1, 1000, where)
         depth = _int(opts, "depth", 3, 0, 6, where)
         graph = opts.get("graph")
         if graph is not None and (not isinstance(graph, str) or not _absolute_iri(graph)):
             raise ConfigError(f"{where}.graph: expected an absolute IRI")
         fmt = opts.get("construct_format", "ntriples")
-        if fmt not in CONSTRUCT_ACCEPT:
+        if fmt not in PAYLOAD_FORMATS:
             raise ConfigError(f"{where}.construct_format: expected one of ntriples, turtle")
         method = str(opts.get("method", "auto"))
         method = method if method == "auto" else method.upper()
@@ -115,7 +129,11 @@ class SparqlOptions:
             stop_types = tuple(_str_list(opts["stop_types"], where))
             if not all(_absolute_iri(t) for t in stop_types):
                 raise ConfigError(f"{where}.stop_types: expected absolute IRIs")
-        return cls(types, page_size, graph, depth, fmt, method, stop_types)
+        return cls(types, page_size, batch_size, graph, depth, fmt, method, stop_types)
+
+    @property
+    def closure(self) -> ClosureShape:
+        return ClosureShape(self.depth, self.stop_types, self.graph)
 
 
 def _str_list(value: Any, where: str) -> list[str]:
@@ -173,35 +191,9 @@ def page_query(opts: SparqlOptions, after: str | None) -> str:
     )
 
 
-def construct_query(opts: SparqlOptions, iri: str) -> str:
-    """The dataset's triples plus the descriptions of nodes up to ``opts.depth`` links away.
-
-    A link is followed unless it is ``rdf:type``, points back to the dataset, ends at a
-    literal, or ends at a node typed with one of ``opts.stop_types``.
-    """
-    root = f"<{iri}>"
-    stops = " ".join(f"<{t}>" for t in opts.stop_types)
-    template = [f"{root} ?p0 ?o0 ."]
-    branches = [f"{{ {root} ?p0 ?o0 . }}"]
-    path: list[str] = []
-    for k in range(1, opts.depth + 1):
-        prev = root if k == 1 else f"?n{k - 1}"
-        step = (
-            f"{prev} ?l{k} ?n{k} . FILTER(!isLiteral(?n{k}) && ?l{k} != <{RDF_TYPE}>"
-            f" && !sameTerm(?n{k}, {root}))"
-        )
-        if stops:
-            step += f" FILTER NOT EXISTS {{ ?n{k} a ?s{k} . VALUES ?s{k} {{ {stops} }} }}"
-        path.append(step)
-        template.append(f"?n{k} ?p{k} ?o{k} .")
-        branches.append("{ " + " ".join(path) + f" ?n{k} ?p{k} ?o{k} . }}")
-    where = " UNION ".join(branches)
-    return "CONSTRUCT { " + " ".join(template) + " } WHERE { " + _in_graph(opts, where) + " }"
-
-
 # -- harvester ------------------------------------------------------------------------------
 class SparqlHarvester(Harvester):
-    """Dataset descriptions from a SPARQL endpoint, one CONSTRUCT per dataset."""
+    """Dataset descriptions from a SPARQL endpoint, one closure query per batch of datasets."""
 
     name: ClassVar[str] = "sparql"
     formats: ClassVar[tuple[str, ...]] = ("dcat",)
@@ -222,6 +214,7 @@ class SparqlHarvester(Harvester):
             return
         iris, blanks = self._count(opts)
         listing.expected_total = iris
+        log.info("%s: %d dataset IRI(s) to fetch from %s", self.source.name, iris, self.source.url)
         if blanks:
             listing.note(
                 f"skipped {blanks} dataset(s) identified by a blank node: a blank node "
@@ -229,27 +222,44 @@ class SparqlHarvester(Harvester):
             )
         after: str | None = None
         accounted = 0  # yielded, or skipped for a reason that repeats on every run
+        started = time.monotonic()
         while True:
             if request.cancel.is_set():
                 listing.mark_truncated("cancelled")
                 return
             page = self._page(opts, after)
             listing.pages += 1
+            usable: list[str] = []
             for iri in page:
+                if safe_iri(iri):
+                    usable.append(iri)
+                else:
+                    listing.note(f"skipped dataset IRI {iri!r}: it cannot be written in a query")
+                    accounted += 1
+            for at in range(0, len(usable), opts.batch_size):
                 if request.cancel.is_set():
                     listing.mark_truncated("cancelled")
                     return
-                if not safe_iri(iri):
-                    listing.note(f"skipped dataset IRI {iri!r}: it cannot be written in a query")
+                batch = usable[at : at + opts.batch_size]
+                for iri, record in zip(batch, self._describe(opts, batch), strict=True):
+                    if request.cancel.is_set():
+                        listing.mark_truncated("cancelled")
+                        return
+                    if record is None:
+                        listing.mark_truncated(f"{iri} was listed but has no triples any more")
+                        continue
+                    yield record
+                    listing.seen += 1
                     accounted += 1
-                    continue
-                record = self._describe(opts, iri)
-                if record is None:
-                    listing.mark_truncated(f"{iri} was listed but its CONSTRUCT was empty")
-                    continue
-                yield record
-                listing.seen += 1
-                accounted += 1
+                elapsed = time.monotonic() - started
+                log.info(
+                    "%s: %d/%d dataset(s) fetched, page %d, %.0f/s",
+                    self.source.name,
+                    listing.seen,
+                    iris,
+                    listing.pages,
+                    listing.seen / elapsed if elapsed > 0 else 0.0,
+                )
             if len(page) < opts.page_size:
                 break
             after = page[-1]
@@ -296,24 +306,42 @@ class SparqlHarvester(Harvester):
             iris.append(iri)
         return iris
 
-    def _describe(self, opts: SparqlOptions, iri: str) -> RawRecord | None:
-        query = construct_query(opts, iri)
-        response, url = self._send(query, TURTLE, CONSTRUCT_ACCEPT[opts.construct_format])
-        syntax = _construct_syntax(response)
-        if not response.content.strip():
-            return None
-        return RawRecord(
-            source=self.source.name,
-            local_id=iri,
-            format=self.source.format,
-            payload=response.content,
-            media_type=syntax.media_type,
-            url=url,
-            is_collection=False,
-        )
+    def _describe(self, opts: SparqlOptions, batch: Sequence[str]) -> list[RawRecord | None]:
+        """One closure query for the batch; a record per IRI (``None``: no triples)."""
+        response = self._send(closure_query(opts.closure, batch), RESULTS_JSON)
+        try:
+            solutions = parse_query_results(response.content, QueryResultsFormat.JSON)
+            if not isinstance(solutions, QuerySolutions):
+                raise ValueError("a boolean answer to a SELECT")
+            graph = BatchGraph.from_solutions(solutions)
+        except (SyntaxError, ValueError, TypeError, KeyError) as err:
+            raise HarvestError(
+                f"{self.source.url} did not answer the closure query with SPARQL JSON results: "
+                f"{err}; {response.excerpt}",
+                code="malformedResults",
+            ) from err
+        rdf_format = PAYLOAD_FORMATS[opts.construct_format]
+        records: list[RawRecord | None] = []
+        for iri in batch:
+            triples = graph.closure(NamedNode(iri), opts.depth)
+            if not triples:
+                records.append(None)
+                continue
+            records.append(
+                RawRecord(
+                    source=self.source.name,
+                    local_id=iri,
+                    format=self.source.format,
+                    payload=serialize(triples, format=rdf_format) or b"",
+                    media_type=rdf_format.media_type,
+                    url=self.source.url,
+                    is_collection=False,
+                )
+            )
+        return records
 
     def _select(self, query: str) -> list[dict[str, Any]]:
-        response, _ = self._send(query, JSON, RESULTS_JSON)
+        response = self._send(query, RESULTS_JSON)
         try:
             doc = json.loads(response.content)
             rows = doc["results"]["bindings"]
@@ -329,25 +357,21 @@ class SparqlHarvester(Harvester):
             )
         return rows
 
-    def _send(self, query: str, return_format: str, accept: str) -> tuple[Response, str]:
-        """Build the protocol request with SPARQLWrapper; send it with the source's HttpSession."""
-        opts = self.options
-        wrapper = SPARQLWrapper(self.source.url, agent=self.http.settings.user_agent)
-        wrapper.setOnlyConneg(True)  # content negotiation only, no format=/output= parameters
-        wrapper.setMethod(POST if opts.method == "POST" else GET)
-        wrapper.setReturnFormat(return_format)
-        wrapper.setQuery(query)
-        wrapper.addCustomHttpHeader("Accept", accept)
-        built = wrapper._createRequest()
-        if opts.method == "auto" and len(built.full_url) > MAX_GET_URL:
-            wrapper.setMethod(POST)
-            built = wrapper._createRequest()
-        url: str = built.full_url
-        headers = {name: str(value) for name, value in built.header_items()}
-        data: bytes | None = built.data if isinstance(built.data, bytes) else None
-        response = self.http.request(
-            built.get_method(), url, data=data, headers=headers, raise_for_status=False
-        )
+    def _send(self, query: str, accept: str) -> Response:
+        """A SPARQL 1.1 Protocol query request (GET ``?query=``, or a form-encoded POST)."""
+        get_url = self.source.url + "?" + urlencode({"query": query})
+        method = self.options.method
+        if method == "auto":
+            method = "GET" if len(get_url) <= MAX_GET_URL else "POST"
+        headers = {"Accept": accept}
+        if method == "GET":
+            response = self.http.request("GET", get_url, headers=headers, raise_for_status=False)
+        else:
+            headers["Content-Type"] = "application/x-www-form-urlencoded"
+            body = urlencode({"query": query}).encode()
+            response = self.http.request(
+                "POST", self.source.url, data=body, headers=headers, raise_for_status=False
+            )
         if response.status >= 400:
             if response.status >= 500 or response.status == 429:
                 raise response.status_error(f"SPARQL endpoint {self.source.url}")
@@ -356,17 +380,4 @@ class SparqlHarvester(Harvester):
                 f"(HTTP {response.status}): {response.excerpt}",
                 code="sparqlQueryError",
             )
-        return response, url
-
-
-def _construct_syntax(response: Response) -> RdfSyntax:
-    if response.media_type == "text/plain":  # the pre-2014 N-Triples media type
-        return SYNTAXES["ntriples"]
-    syntax = syntax_for_media_type(response.media_type)
-    if syntax is None:
-        raise HarvestError(
-            f"CONSTRUCT answer from {response.url} has media type "
-            f"{response.media_type or 'none'!r}, not an RDF serialisation",
-            code="unexpectedMediaType",
-        )
-    return syntax
+        return response

@@ -3,11 +3,11 @@
 The tests of the ``sparql`` harvester run against a real ``oxigraph serve``; this peer exists
 for what a real server will not do on demand: fail with 500/503 and ``Retry-After``, answer
 slowly, or send malformed results. Faults are keyed by query kind (``count``, ``select``,
-``construct`` or ``any``)::
+``closure`` (the harvester's batch of dataset closures), ``construct`` or ``any``)::
 
     app = SparqlApp()
     app.load(Path("endpoint.trig").read_bytes(), RdfFormat.TRIG)
-    app.fail("construct", SparqlFault(status=500, times=-1))
+    app.fail("closure", SparqlFault(status=500, times=-1))
     with PeerServer(app) as server:
         endpoint = server.url + "query"
 
@@ -41,6 +41,7 @@ _SERVICE = re.compile(r"\bSERVICE\b", re.IGNORECASE)
 _IRIS_AND_STRINGS = re.compile(r'<[^<>"{}|^`\\\s]*>|"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\'')
 _CONSTRUCT = re.compile(r"\b(CONSTRUCT|DESCRIBE)\b", re.IGNORECASE)
 _COUNT = re.compile(r"\bCOUNT\s*\(", re.IGNORECASE)
+_CLOSURE = re.compile(r"\?reached\b")  # the variable the sparql harvester's batch query binds
 MAX_BODY = 1024 * 1024
 
 
@@ -57,9 +58,11 @@ class SparqlFault:
 
 
 def query_kind(query: str) -> str:
-    """``construct``, ``count`` or ``select`` (ASK counts as select)."""
+    """``construct``, ``closure``, ``count`` or ``select`` (ASK counts as select)."""
     if _CONSTRUCT.search(query):
         return "construct"
+    if _CLOSURE.search(query):
+        return "closure"
     if _COUNT.search(query):
         return "count"
     return "select"
