@@ -18,7 +18,6 @@ import requests
 from aggregator.config import HttpSettings, SourceConfig
 from aggregator.errors import ConfigError, HarvestError, TransportError
 from aggregator.harvest.base import HarvestRequest, Listing
-from aggregator.harvest.sparql_closure import ClosureShape, closure_query
 from aggregator.harvest.sparql import (
     SparqlHarvester,
     SparqlOptions,
@@ -26,6 +25,7 @@ from aggregator.harvest.sparql import (
     safe_iri,
     string_literal,
 )
+from aggregator.harvest.sparql_closure import ClosureShape, closure_query
 from aggregator.http import HttpClient
 from aggregator.models import RawRecord
 from aggregator.peers.server import PeerServer
@@ -540,3 +540,69 @@ def test_batched_closures_equal_one_construct_per_dataset(
         blank_closures += any(t.startswith("_:") for t in expected)
     if depth:
         assert blank_closures > 0  # blank nodes were part of what was compared
+
+
+def test_json_answers_give_the_same_records_as_tsv(
+    endpoint: str, app: SparqlApp, peer: str, http: HttpClient
+) -> None:
+    """oxigraph serve answers the closure query in TSV, the peer in SPARQL JSON."""
+    tsv, _ = harvest(http, endpoint + "query", graph=PORTAL, batch_size=3)
+    as_json, listing = harvest(http, peer, graph=PORTAL, batch_size=5)
+    assert listing.complete
+    assert [r.local_id for r in as_json] == [r.local_id for r in tsv] == PORTAL_DATASETS
+    nt = pyoxigraph.RdfFormat.N_TRIPLES
+    for a, b in zip(tsv, as_json, strict=True):
+        assert canonical(a.payload, nt) == canonical(b.payload, nt), a.local_id
+
+
+@pytest.mark.parametrize(
+    ("cell", "term"),
+    [
+        ("<https://x.org/a>", "<https://x.org/a>"),
+        ("_:b0", "_:b0"),
+        ('"a\\tb"@en-GB', '"a\\tb"@en-GB'),
+        ('"5"^^<http://www.w3.org/2001/XMLSchema#integer>', None),
+        ("12", '"12"^^<http://www.w3.org/2001/XMLSchema#integer>'),
+        ("-1.5", '"-1.5"^^<http://www.w3.org/2001/XMLSchema#decimal>'),
+        ("1e3", '"1e3"^^<http://www.w3.org/2001/XMLSchema#double>'),
+        ("true", '"true"^^<http://www.w3.org/2001/XMLSchema#boolean>'),
+        ("'it''s'", None),
+        ('"""two\nlines"""', '"two\\nlines"'),
+    ],
+)
+def test_tsv_cells_become_ntriples_terms(cell: str, term: str | None) -> None:
+    from aggregator.harvest.sparql_results import tsv_term
+
+    if cell == "'it''s'":
+        with pytest.raises(ValueError):
+            tsv_term(cell)
+        return
+    assert tsv_term(cell) == (term if term is not None else cell)
+    line = f"<x:s> <x:p> {tsv_term(cell)} ."
+    assert len(list(pyoxigraph.parse(line, pyoxigraph.RdfFormat.N_TRIPLES))) == 1
+
+
+@pytest.mark.parametrize("cell", ["x y", "<a b>", "_:", '"open', "@en"])
+def test_tsv_cells_that_are_no_term_are_refused(cell: str) -> None:
+    from aggregator.harvest.sparql_results import tsv_term
+
+    with pytest.raises(ValueError):
+        tsv_term(cell)
+
+
+def test_json_cells_become_ntriples_terms() -> None:
+    from aggregator.harvest.sparql_results import json_term
+
+    renamed: dict[str, str] = {}
+    literal = {"type": "literal", "value": 'say "hi"\n\\', "xml:lang": "en"}
+    assert json_term(literal, renamed) == '"say \\"hi\\"\\n\\\\"@en'
+    typed = {"type": "literal", "value": "3", "datatype": "http://www.w3.org/2001/XMLSchema#int"}
+    assert json_term(typed, renamed) == '"3"^^<http://www.w3.org/2001/XMLSchema#int>'
+    odd = {"type": "bnode", "value": "node-1/x"}
+    assert json_term(odd, renamed) == json_term(odd, renamed) == "_:r-0"
+    assert json_term({"type": "bnode", "value": "b1"}, renamed) == "_:b1"
+    for bad in ({"type": "uri", "value": "https://x.org/a> <b"}, {"type": "literal"}, "x"):
+        with pytest.raises(ValueError):
+            json_term(bad, renamed)
+    with pytest.raises(ValueError):
+        json_term({"type": "literal", "value": "x", "xml:lang": "en gb"}, renamed)

@@ -25,19 +25,13 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 from urllib.parse import urlencode, urlsplit
 
-from pyoxigraph import (
-    NamedNode,
-    QueryResultsFormat,
-    QuerySolutions,
-    RdfFormat,
-    parse_query_results,
-    serialize,
-)
+from pyoxigraph import RdfFormat, parse, serialize
 
 from aggregator.config import SourceConfig
 from aggregator.errors import ConfigError, HarvestError
+from aggregator.harvest import sparql_results as results
 from aggregator.harvest.base import Harvester, HarvestRequest, Listing
-from aggregator.harvest.sparql_closure import BatchGraph, ClosureShape, closure_query
+from aggregator.harvest.sparql_closure import REACHED, BatchGraph, ClosureShape, closure_query
 from aggregator.http import HttpSession, Response
 from aggregator.models import RawRecord
 from aggregator.vocab import DCAT, SKOS
@@ -61,10 +55,7 @@ DEFAULT_STOP_TYPES: tuple[str, ...] = (
     SKOS + "ConceptScheme",
 )
 #: the serialisation of each record's payload (option ``construct_format``)
-PAYLOAD_FORMATS: Mapping[str, RdfFormat] = {
-    "ntriples": RdfFormat.N_TRIPLES,
-    "turtle": RdfFormat.TURTLE,
-}
+PAYLOAD_FORMATS = ("ntriples", "turtle")
 RESULTS_JSON = "application/sparql-results+json"
 #: with ``method = "auto"``, queries whose GET URL would be longer than this are POSTed
 MAX_GET_URL = 2000
@@ -308,32 +299,41 @@ class SparqlHarvester(Harvester):
 
     def _describe(self, opts: SparqlOptions, batch: Sequence[str]) -> list[RawRecord | None]:
         """One closure query for the batch; a record per IRI (``None``: no triples)."""
-        response = self._send(closure_query(opts.closure, batch), RESULTS_JSON)
+        response = self._send(closure_query(opts.closure, batch), results.ACCEPT)
+        variables = ("s", "p", "o", REACHED)
         try:
-            solutions = parse_query_results(response.content, QueryResultsFormat.JSON)
-            if not isinstance(solutions, QuerySolutions):
-                raise ValueError("a boolean answer to a SELECT")
-            graph = BatchGraph.from_solutions(solutions)
-        except (SyntaxError, ValueError, TypeError, KeyError) as err:
+            if response.media_type == results.TSV:
+                rows = results.tsv_rows(response.content, variables)
+            elif response.media_type in (results.JSON, "application/json"):
+                rows = results.json_rows(response.content, variables)
+            else:
+                raise ValueError(f"media type {response.media_type or 'none'!r}")
+            graph = BatchGraph.from_rows(rows)
+        except (ValueError, KeyError, TypeError) as err:
             raise HarvestError(
-                f"{self.source.url} did not answer the closure query with SPARQL JSON results: "
-                f"{err}; {response.excerpt}",
+                f"{self.source.url} did not answer the closure query with SPARQL TSV or JSON "
+                f"results ({err}): {response.excerpt}",
                 code="malformedResults",
             ) from err
-        rdf_format = PAYLOAD_FORMATS[opts.construct_format]
         records: list[RawRecord | None] = []
         for iri in batch:
-            triples = graph.closure(NamedNode(iri), opts.depth)
-            if not triples:
+            lines = graph.closure(f"<{iri}>", opts.depth)
+            if not lines:
                 records.append(None)
                 continue
+            payload = "".join(lines).encode()
+            media_type = "application/n-triples"
+            if opts.construct_format == "turtle":
+                quads = parse(payload, RdfFormat.N_TRIPLES)
+                payload = serialize(quads, format=RdfFormat.TURTLE) or b""
+                media_type = RdfFormat.TURTLE.media_type
             records.append(
                 RawRecord(
                     source=self.source.name,
                     local_id=iri,
                     format=self.source.format,
-                    payload=serialize(triples, format=rdf_format) or b"",
-                    media_type=rdf_format.media_type,
+                    payload=payload,
+                    media_type=media_type,
                     url=self.source.url,
                     is_collection=False,
                 )

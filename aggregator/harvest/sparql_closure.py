@@ -19,21 +19,21 @@ frontiers do not know which dataset they came from, so they are a superset: each
 closure is then computed here, by a breadth-first walk over the returned triples with the
 exact rules (a node is followed when it is a reached node, i.e. not stop-typed; never back to
 the dataset). Blank nodes keep their identity within one result, which is all the walk needs.
+Rows are N-Triples term strings (:mod:`aggregator.harvest.sparql_results`), so a dataset's
+closure is its payload's lines.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from pyoxigraph import BlankNode, Literal, NamedNode, QuerySolutions, Triple
+from aggregator.harvest.sparql_results import Row
 
 RDF_TYPE = "http://www.w3.org/1999/02/22-rdf-syntax-ns#type"
+_RDF_TYPE = f"<{RDF_TYPE}>"
 #: the variable that marks a reached (followable) node in the closure query's answer
 REACHED = "reached"
-
-Node = NamedNode | BlankNode
-Term = NamedNode | BlankNode | Literal
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,52 +91,53 @@ def closure_query(shape: ClosureShape, iris: Sequence[str]) -> str:
 
 @dataclass(slots=True)
 class BatchGraph:
-    """The answer of a closure query: every returned node's triples and the reached nodes."""
+    """The answer of a closure query: every returned node's triples (N-Triples term strings)
+    and the reached nodes."""
 
-    triples: dict[Node, list[tuple[NamedNode, Term]]] = field(default_factory=dict)
-    reached: set[Node] = field(default_factory=set)
+    triples: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
+    reached: set[str] = field(default_factory=set)
 
     @classmethod
-    def from_solutions(cls, solutions: QuerySolutions) -> BatchGraph:
+    def from_rows(cls, rows: Iterable[Row]) -> BatchGraph:
         graph = cls()
-        seen: set[tuple[Node, NamedNode, Term]] = set()
-        for row in solutions:
-            s, p, o = row["s"], row["p"], row["o"]
-            if not isinstance(s, NamedNode | BlankNode):
-                raise ValueError(f"the subject of a closure row is not a node: {s!r}")
-            if row[REACHED] is not None:
-                graph.reached.add(s)
-            if p is None and o is None:
+        triples, reached = graph.triples, graph.reached
+        seen: set[tuple[str, str, str]] = set()
+        for s, p, o, is_reached in rows:
+            if s[0] not in "<_":
+                raise ValueError(f"the subject of a closure row is not a node: {s[:80]!r}")
+            if is_reached:
+                reached.add(s)
+            if p is None or o is None:
+                if p is not None or o is not None:
+                    raise ValueError(f"a closure row with half a triple: {s[:80]!r}")
                 continue  # a reached node without triples
-            if not isinstance(p, NamedNode) or not isinstance(o, NamedNode | BlankNode | Literal):
-                raise ValueError(f"malformed closure row: {s!r} {p!r} {o!r}")
-            if (s, p, o) not in seen:
-                seen.add((s, p, o))
-                graph.triples.setdefault(s, []).append((p, o))
+            if p[0] != "<":
+                raise ValueError(f"the predicate of a closure row is not an IRI: {p[:80]!r}")
+            key = (s, p, o)
+            if key not in seen:
+                seen.add(key)
+                triples.setdefault(s, []).append((p, o))
         return graph
 
-    def closure(self, root: NamedNode, depth: int) -> list[Triple]:
-        """The root's closure: breadth-first over followable links, at most ``depth`` deep."""
+    def closure(self, root: str, depth: int) -> list[str]:
+        """The root's closure as N-Triples lines: breadth-first over followable links, at
+        most ``depth`` deep (a link is followable when it is not ``rdf:type`` and ends at a
+        reached node other than the root)."""
         own = self.triples.get(root)
         if not own:
             return []
-        out = [Triple(root, p, o) for p, o in own]
-        visited: set[Node] = {root}
-        level: list[Node] = [root]
+        out = [f"{root} {p} {o} .\n" for p, o in own]
+        visited = {root}
+        level = [root]
         for _ in range(depth):
-            following: list[Node] = []
+            following: list[str] = []
             for node in level:
                 for p, o in self.triples.get(node, ()):
-                    if (
-                        isinstance(o, Literal)
-                        or o in visited
-                        or o not in self.reached
-                        or p.value == RDF_TYPE
-                    ):
+                    if o in visited or o not in self.reached or p == _RDF_TYPE:
                         continue
                     visited.add(o)
                     following.append(o)
-                    out.extend(Triple(o, q, v) for q, v in self.triples.get(o, ()))
+                    out.extend(f"{o} {q} {v} .\n" for q, v in self.triples.get(o, ()))
             if not following:
                 break
             level = following
