@@ -558,3 +558,41 @@ def test_each_harvest_is_published_to_the_endpoint_with_its_generation(tmp_path:
     shelf = h.settings.store_path / "snapshots"
     kept = sorted(p.name for p in shelf.glob("gen-*") if p.is_dir())
     assert kept == [(shelf / "CURRENT").read_text()] == [f"gen-{later:09d}"]  # only the newest
+
+
+def test_relative_iris_resolve_against_the_base_iri(server: Served) -> None:
+    """SPARQL 1.1: without BASE, relative IRIs resolve against the endpoint's base IRI (the
+    store's ``base_iri``, where record IRIs live); an explicit BASE wins."""
+    client = SPARQLWrapper(server.url)
+    client.setReturnFormat(JSON)
+    client.setQuery(
+        "SELECT ?r ?d WHERE { ?r <http://xmlns.com/foaf/0.1/primaryTopic> ?d } ORDER BY ?r LIMIT 1"
+    )
+    row = client.query().convert()["results"]["bindings"][0]
+    record, dataset = row["r"]["value"], row["d"]["value"]
+    assert record.startswith(BASE + "record/")
+    relative = record.removeprefix(BASE)
+
+    def rows(query: str, method: str = "GET") -> list[tuple[str, str]]:
+        client.setMethod(method)
+        client.setQuery(query)
+        bindings = client.query().convert()["results"]["bindings"]
+        return sorted((b["p"]["value"], b["o"]["value"]) for b in bindings)
+
+    absolute = rows(f"SELECT ?p ?o WHERE {{ <{record}> ?p ?o }}")
+    assert absolute
+    assert rows(f"SELECT ?p ?o WHERE {{ <{relative}> ?p ?o }}") == absolute
+    assert rows(
+        f"SELECT ?p ?o WHERE {{ GRAPH <{relative}> {{ <{relative}> ?p ?o }} }}", "POST"
+    ) == (absolute)
+    # an explicit BASE wins: the dataset's IRI relative to its publisher's site
+    site, _, tail = dataset.partition("/dataset/")
+    in_site = f"BASE <{site}/> SELECT ?p ?o WHERE {{ <dataset/{tail}> ?p ?o }}"
+    assert rows(in_site) == rows(f"SELECT ?p ?o WHERE {{ <{dataset}> ?p ?o }}") != []
+    # without BASE the same relative IRI names a resource under our base IRI: none
+    assert rows(f"SELECT ?p ?o WHERE {{ <dataset/{tail}> ?p ?o }}") == []
+    # CONSTRUCT and ASK resolve the same way
+    ask = get(server, f"ASK {{ <{relative}> ?p ?o }}", "application/sparql-results+json")
+    assert ask.status_code == 200 and ask.json()["boolean"] is True
+    # a query naming "service" takes the guard's parse, which resolves the same way
+    assert rows("SELECT ?p ?o WHERE { <service/x> ?p ?o }") == []

@@ -21,6 +21,7 @@ import json
 import logging
 import time
 from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, ClassVar
 from urllib.parse import urlencode, urlsplit
@@ -182,6 +183,13 @@ def page_query(opts: SparqlOptions, after: str | None) -> str:
     )
 
 
+@dataclass(slots=True)
+class _Walk:
+    expected: int
+    started: float
+    accounted: int = 0  # yielded, or skipped for a reason that repeats on every run
+
+
 # -- harvester ------------------------------------------------------------------------------
 class SparqlHarvester(Harvester):
     """Dataset descriptions from a SPARQL endpoint, one closure query per batch of datasets."""
@@ -211,13 +219,36 @@ class SparqlHarvester(Harvester):
                 f"skipped {blanks} dataset(s) identified by a blank node: a blank node "
                 "cannot be addressed across SPARQL queries"
             )
+        walk = _Walk(expected=iris, started=time.monotonic())
+        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"sparql-{self.source.name}")
+        try:
+            # the closure query of the next batch runs while this one is split and yielded
+            pending: tuple[list[str], Future[Response]] | None = None
+            for batch in self._batches(opts, request, listing, walk):
+                query = closure_query(opts.closure, batch)
+                fetch = pool.submit(self._send, query, results.ACCEPT)
+                if pending is not None:
+                    yield from self._yield_batch(opts, request, listing, walk, *pending)
+                pending = (batch, fetch)
+            if pending is not None:
+                yield from self._yield_batch(opts, request, listing, walk, *pending)
+        finally:
+            pool.shutdown(wait=False, cancel_futures=True)
+        if request.cancel.is_set():
+            listing.mark_truncated("cancelled")
+            return
+        if walk.accounted != iris and listing.truncated_reason is None:
+            listing.mark_truncated(
+                f"COUNT gave {iris} dataset IRI(s) but keyset paging listed {walk.accounted}"
+            )
+        listing.mark_complete()
+
+    def _batches(
+        self, opts: SparqlOptions, request: HarvestRequest, listing: Listing, walk: _Walk
+    ) -> Iterator[list[str]]:
+        """Keyset pages of dataset IRIs, cut into batches (until cancelled)."""
         after: str | None = None
-        accounted = 0  # yielded, or skipped for a reason that repeats on every run
-        started = time.monotonic()
-        while True:
-            if request.cancel.is_set():
-                listing.mark_truncated("cancelled")
-                return
+        while not request.cancel.is_set():
             page = self._page(opts, after)
             listing.pages += 1
             usable: list[str] = []
@@ -226,39 +257,42 @@ class SparqlHarvester(Harvester):
                     usable.append(iri)
                 else:
                     listing.note(f"skipped dataset IRI {iri!r}: it cannot be written in a query")
-                    accounted += 1
+                    walk.accounted += 1
             for at in range(0, len(usable), opts.batch_size):
                 if request.cancel.is_set():
-                    listing.mark_truncated("cancelled")
                     return
-                batch = usable[at : at + opts.batch_size]
-                for iri, record in zip(batch, self._describe(opts, batch), strict=True):
-                    if request.cancel.is_set():
-                        listing.mark_truncated("cancelled")
-                        return
-                    if record is None:
-                        listing.mark_truncated(f"{iri} was listed but has no triples any more")
-                        continue
-                    yield record
-                    listing.seen += 1
-                    accounted += 1
-                elapsed = time.monotonic() - started
-                log.info(
-                    "%s: %d/%d dataset(s) fetched, page %d, %.0f/s",
-                    self.source.name,
-                    listing.seen,
-                    iris,
-                    listing.pages,
-                    listing.seen / elapsed if elapsed > 0 else 0.0,
-                )
+                yield usable[at : at + opts.batch_size]
             if len(page) < opts.page_size:
-                break
+                return
             after = page[-1]
-        if accounted != iris and listing.truncated_reason is None:
-            listing.mark_truncated(
-                f"COUNT gave {iris} dataset IRI(s) but keyset paging listed {accounted}"
-            )
-        listing.mark_complete()
+
+    def _yield_batch(
+        self,
+        opts: SparqlOptions,
+        request: HarvestRequest,
+        listing: Listing,
+        walk: _Walk,
+        batch: list[str],
+        fetch: Future[Response],
+    ) -> Iterator[RawRecord]:
+        for iri, record in zip(batch, self._describe(opts, batch, fetch.result()), strict=True):
+            if request.cancel.is_set():
+                return
+            if record is None:
+                listing.mark_truncated(f"{iri} was listed but has no triples any more")
+                continue
+            yield record
+            listing.seen += 1
+            walk.accounted += 1
+        elapsed = time.monotonic() - walk.started
+        log.info(
+            "%s: %d/%d dataset(s) fetched, %d page(s), %.0f/s",
+            self.source.name,
+            listing.seen,
+            walk.expected,
+            listing.pages,
+            listing.seen / elapsed if elapsed > 0 else 0.0,
+        )
 
     # -- the three query kinds ---------------------------------------------------------------
     def _count(self, opts: SparqlOptions) -> tuple[int, int]:
@@ -297,9 +331,10 @@ class SparqlHarvester(Harvester):
             iris.append(iri)
         return iris
 
-    def _describe(self, opts: SparqlOptions, batch: Sequence[str]) -> list[RawRecord | None]:
-        """One closure query for the batch; a record per IRI (``None``: no triples)."""
-        response = self._send(closure_query(opts.closure, batch), results.ACCEPT)
+    def _describe(
+        self, opts: SparqlOptions, batch: Sequence[str], response: Response
+    ) -> list[RawRecord | None]:
+        """The batch's closure answer split: a record per IRI (``None``: no triples)."""
         variables = ("s", "p", "o", REACHED)
         try:
             if response.media_type == results.TSV:

@@ -81,6 +81,14 @@ def tsv_rows(content: bytes, variables: Sequence[str]) -> Iterator[Row]:
         raise ValueError(f"the answer's variables are {head}, not {list(variables)}") from err
     width = len(head)
     si, pi, oi, ri = at
+    terms: dict[str, str] = {}  # subjects, predicates and vocabulary terms repeat
+
+    def term(cell: str) -> str:
+        known = terms.get(cell)
+        if known is None:
+            known = terms[cell] = tsv_term(cell)
+        return known
+
     for line in lines[1:]:
         line = line.rstrip("\r")
         if not line:
@@ -89,12 +97,7 @@ def tsv_rows(content: bytes, variables: Sequence[str]) -> Iterator[Row]:
         if len(cells) != width:
             raise ValueError(f"a row of {len(cells)} cells under a head of {width}")
         p, o = cells[pi], cells[oi]
-        yield (
-            tsv_term(cells[si]),
-            tsv_term(p) if p else None,
-            tsv_term(o) if o else None,
-            bool(cells[ri]),
-        )
+        yield term(cells[si]), term(p) if p else None, term(o) if o else None, bool(cells[ri])
 
 
 def _escape(value: str) -> str:

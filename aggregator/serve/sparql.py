@@ -150,6 +150,9 @@ class SparqlEndpoint:
         self.timeout = serve.sparql_timeout
         self.max_rows = serve.sparql_max_rows
         self.endpoint_url = ctx.base_url + "sparql"
+        #: relative IRIs in a query (no BASE) resolve against the store's base IRI, so that
+        #: ``<dataset/...>``, ``<record/...>`` name the catalogue's own resources
+        self.base_iri = ctx.settings.base_iri
         self.writer: RecordStore | None = None
         store = ctx.store
         if isinstance(store, RecordStore):
@@ -323,6 +326,7 @@ class SparqlEndpoint:
             "named_graphs": named if default or named else None,
             "max_rows": self.max_rows,
             "check_service": check_service,
+            "base_iri": self.base_iri,
         }
         try:
             header, body = await self.runner.run(request, client)

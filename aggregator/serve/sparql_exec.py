@@ -98,14 +98,17 @@ def _error(status: int, message: str) -> tuple[dict[str, Any], bytes]:
 def execute(store: Store, req: dict[str, Any]) -> tuple[dict[str, Any], bytes]:
     """Run one request. Keys: ``query``; ``results`` / ``graph`` the negotiated media types
     for SELECT/ASK and CONSTRUCT/DESCRIBE (None: not acceptable); ``default_graph`` /
-    ``named_graphs`` IRI lists or None; ``max_rows``; ``check_service``."""
+    ``named_graphs`` IRI lists or None; ``max_rows``; ``check_service``; ``base_iri`` the IRI
+    relative IRIs resolve against when the query has no BASE (None: relative IRIs are an
+    error)."""
     query: str = req["query"]
+    base_iri: str | None = req.get("base_iri")
     if req.get("check_service"):
         try:  # parse only: no result is read, and the text cannot name SERVICE any more
-            Store().query(neutralised(query))
+            Store().query(neutralised(query), base_iri=base_iri)
         except SyntaxError as err:
             return _error(400, f"malformed query, or a SERVICE clause (not allowed): {err}")
-    kwargs: dict[str, Any] = {}
+    kwargs: dict[str, Any] = {"base_iri": base_iri}
     if req.get("default_graph") is None and req.get("named_graphs") is None:
         kwargs["use_default_graph_as_union"] = True
     else:  # the protocol's dataset replaces the query's: both lists, missing ones empty
