@@ -125,6 +125,7 @@ def main() -> None:
     ap.add_argument("--datasets", type=int, default=10_000)
     ap.add_argument("--layout", choices=("graphs", "default"), default="graphs")
     ap.add_argument("--batch-size", type=int, default=100, help="the source's batch_size")
+    ap.add_argument("--parallel", type=int, default=1, help="the source's parallel")
     ap.add_argument("--page-size", type=int, default=500, help="the source's page_size")
     ap.add_argument("--workers", type=int, default=1, help="mapping/validation processes")
     ap.add_argument("--fetch-only", action="store_true", help="skip the whole harvest")
@@ -141,7 +142,11 @@ def main() -> None:
         f" in {time.perf_counter() - t0:.1f} s",
         flush=True,
     )
-    options = {"batch_size": args.batch_size, "page_size": args.page_size}
+    options = {
+        "batch_size": args.batch_size,
+        "page_size": args.page_size,
+        "parallel": args.parallel,
+    }
     source = SourceConfig(name="bench", type="sparql", url=endpoint, options=options)
     settings = Settings(
         config_path=None,

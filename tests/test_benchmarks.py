@@ -59,6 +59,18 @@ def test_sparql_latency_benchmark(tmp_path: Path) -> None:
     assert "ours" in figures and "oxigraph" in figures
 
 
+def test_sparql_harvest_benchmark(tmp_path: Path) -> None:
+    out = run(
+        "harvest_sparql.py", "--datasets", "60", "--batch-size", "25", "--page-size", "40",
+        "--dir", str(tmp_path),
+    )  # fmt: skip
+    figures = last_json(out)
+    assert figures["datasets"] == 60
+    assert figures["fetch"]["triples"] > 60 * 40  # type: ignore[index]
+    assert figures["harvest"]["counters"] == {"added": 60}  # type: ignore[index]
+    assert "peak RSS" in out
+
+
 @pytest.mark.parametrize(
     ("script", "args"),
     [

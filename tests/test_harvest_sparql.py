@@ -410,6 +410,8 @@ def test_query_text_is_injection_safe() -> None:
         ("https://x.org/sparql", {"construct_format": "rdfxml"}),
         ("https://x.org/sparql", {"method": "PUT"}),
         ("https://x.org/sparql", {"pagesize": 10}),
+        ("https://x.org/sparql", {"parallel": 5}),
+        ("https://x.org/sparql", {"batch_size": 0}),
     ],
 )
 def test_invalid_options_are_config_errors(url: str, options: dict[str, Any]) -> None:
@@ -606,3 +608,14 @@ def test_json_cells_become_ntriples_terms() -> None:
             json_term(bad, renamed)
     with pytest.raises(ValueError):
         json_term({"type": "literal", "value": "x", "xml:lang": "en gb"}, renamed)
+
+
+def test_parallel_batches_keep_order_and_content(
+    endpoint: str, http: HttpClient, generated: list[str]
+) -> None:
+    one, _ = harvest(http, endpoint + "query", graph=GENERATED, batch_size=7)
+    three, listing = harvest(http, endpoint + "query", graph=GENERATED, batch_size=7, parallel=3)
+    assert listing.complete
+    assert [r.local_id for r in three] == [r.local_id for r in one] == generated
+    nt = pyoxigraph.RdfFormat.N_TRIPLES
+    assert [canonical(r.payload, nt) for r in three] == [canonical(r.payload, nt) for r in one]

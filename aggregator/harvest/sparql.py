@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections import deque
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -81,6 +82,7 @@ class SparqlOptions:
     types: tuple[str, ...] = (DCAT + "Dataset",)
     page_size: int = 500
     batch_size: int = 100
+    parallel: int = 1  # closure queries in flight while a batch is split
     graph: str | None = None
     depth: int = 3
     construct_format: str = "ntriples"
@@ -91,7 +93,16 @@ class SparqlOptions:
     def from_source(cls, source: SourceConfig) -> SparqlOptions:
         opts: Mapping[str, Any] = source.options
         where = f"sources.{source.name}.options"
-        known = {"types", "page_size", "batch_size", "graph", "depth", "construct_format", "method"}
+        known = {
+            "types",
+            "page_size",
+            "batch_size",
+            "parallel",
+            "graph",
+            "depth",
+            "construct_format",
+            "method",
+        }
         unknown = set(opts) - known - {"stop_types"}
         if unknown:
             raise ConfigError(f"{where}: unknown option(s) {', '.join(sorted(unknown))}")
@@ -105,6 +116,7 @@ class SparqlOptions:
             raise ConfigError(f"{where}.types: name at least one type")
         page_size = _int(opts, "page_size", 500, 1, 10_000, where)
         batch_size = _int(opts, "batch_size", 100, 1, 1000, where)
+        parallel = _int(opts, "parallel", 1, 1, 4, where)
         depth = _int(opts, "depth", 3, 0, 6, where)
         graph = opts.get("graph")
         if graph is not None and (not isinstance(graph, str) or not _absolute_iri(graph)):
@@ -121,7 +133,7 @@ class SparqlOptions:
             stop_types = tuple(_str_list(opts["stop_types"], where))
             if not all(_absolute_iri(t) for t in stop_types):
                 raise ConfigError(f"{where}.stop_types: expected absolute IRIs")
-        return cls(types, page_size, batch_size, graph, depth, fmt, method, stop_types)
+        return cls(types, page_size, batch_size, parallel, graph, depth, fmt, method, stop_types)
 
     @property
     def closure(self) -> ClosureShape:
@@ -220,18 +232,19 @@ class SparqlHarvester(Harvester):
                 "cannot be addressed across SPARQL queries"
             )
         walk = _Walk(expected=iris, started=time.monotonic())
-        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"sparql-{self.source.name}")
+        pool = ThreadPoolExecutor(
+            max_workers=opts.parallel, thread_name_prefix=f"sparql-{self.source.name}"
+        )
         try:
-            # the closure query of the next batch runs while this one is split and yielded
-            pending: tuple[list[str], Future[Response]] | None = None
+            # the closure queries of the next ``parallel`` batches run while this one is split
+            pending: deque[tuple[list[str], Future[Response]]] = deque()
             for batch in self._batches(opts, request, listing, walk):
                 query = closure_query(opts.closure, batch)
-                fetch = pool.submit(self._send, query, results.ACCEPT)
-                if pending is not None:
-                    yield from self._yield_batch(opts, request, listing, walk, *pending)
-                pending = (batch, fetch)
-            if pending is not None:
-                yield from self._yield_batch(opts, request, listing, walk, *pending)
+                pending.append((batch, pool.submit(self._send, query, results.ACCEPT)))
+                if len(pending) > opts.parallel:
+                    yield from self._yield_batch(opts, request, listing, walk, *pending.popleft())
+            while pending:
+                yield from self._yield_batch(opts, request, listing, walk, *pending.popleft())
         finally:
             pool.shutdown(wait=False, cancel_futures=True)
         if request.cancel.is_set():

@@ -14,7 +14,9 @@ for a whole batch in one SELECT:
 Every frontier ``Fk`` is a ``SELECT DISTINCT`` of the one before, so a resource shared by many
 datasets (a publisher, a vocabulary term described in every record graph of a union default
 graph) is expanded once per batch instead of once per path, and the stop types are removed
-with one ``MINUS`` per level (a hash anti-join) instead of a ``FILTER NOT EXISTS`` per row. The
+by looking up each distinct candidate's types (``OPTIONAL { ?n a ?t FILTER(?t IN (…)) }
+FILTER(!BOUND(?t))``) instead of a ``FILTER NOT EXISTS { ?n a ?s . VALUES ?s {…} }`` per row,
+which Oxigraph evaluates by enumerating every instance of every stop type. The
 frontiers do not know which dataset they came from, so they are a superset: each dataset's
 closure is then computed here, by a breadth-first walk over the returned triples with the
 exact rules (a node is followed when it is a reached node, i.e. not stop-typed; never back to
@@ -59,9 +61,9 @@ def _frontier(shape: ClosureShape, k: int, values: str) -> str:
     candidates = f"SELECT DISTINCT ?n{k} WHERE {{ {step} }}"
     if not shape.stop_types:
         return candidates
-    stops = " ".join(f"<{t}>" for t in shape.stop_types)
-    minus = f"MINUS {{ {_pattern(shape, f'?n{k} a ?t{k} .')} VALUES ?t{k} {{ {stops} }} }}"
-    return f"SELECT DISTINCT ?n{k} WHERE {{ {{ {candidates} }} {minus} }}"
+    stops = ", ".join(f"<{t}>" for t in shape.stop_types)
+    typed = f"OPTIONAL {{ {_pattern(shape, f'?n{k} a ?t{k} .')} FILTER(?t{k} IN ({stops})) }}"
+    return f"SELECT DISTINCT ?n{k} WHERE {{ {{ {candidates} }} {typed} FILTER(!BOUND(?t{k})) }}"
 
 
 def closure_query(shape: ClosureShape, iris: Sequence[str]) -> str:
