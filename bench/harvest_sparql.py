@@ -164,12 +164,14 @@ def main() -> None:
         own_cpu = self_cpu()
         listing = Listing(incremental=False)
         t1 = time.perf_counter()
-        walk = SparqlHarvester(source, http).list_records(
+        session = http.session(source)
+        walk = SparqlHarvester(source, session).list_records(
             HarvestRequest(full=True, checkpoint=None), listing
         )
         triples = 0
         for record in walk:
             triples += record.payload.count(b"\n")
+        session.close()
         dt = time.perf_counter() - t1
         assert listing.complete, listing.truncated_reason
         assert listing.seen == args.datasets, (listing.seen, args.datasets)

@@ -10,9 +10,9 @@
    closure becomes one :class:`~aggregator.models.RawRecord` (N-Triples or Turtle).
 
 Transport: the SPARQL 1.1 Protocol requests (GET with ``query=``, or a form POST) are built
-here and sent with the source's :class:`aggregator.http.HttpSession`, so the SSRF guard, timeouts, retries
-with ``Retry-After``, size caps and per-host limits apply exactly as for every other
-harvester. See docs/protocols/sparql.md.
+here and sent with the source's :class:`aggregator.http.HttpSession`, so the SSRF guard,
+timeouts, retries with ``Retry-After``, size caps and per-host limits apply exactly as for
+every other harvester. See docs/protocols/sparql.md.
 """
 
 from __future__ import annotations
