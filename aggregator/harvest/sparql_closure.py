@@ -13,10 +13,11 @@ for a whole batch in one SELECT:
 
 Every frontier ``Fk`` is a ``SELECT DISTINCT`` of the one before, so a resource shared by many
 datasets (a publisher, a vocabulary term described in every record graph of a union default
-graph) is expanded once per batch instead of once per path, and the stop types are removed
-by looking up each distinct candidate's types (``OPTIONAL { ?n a ?t FILTER(?t IN (…)) }
-FILTER(!BOUND(?t))``) instead of a ``FILTER NOT EXISTS { ?n a ?s . VALUES ?s {…} }`` per row,
-which Oxigraph evaluates by enumerating every instance of every stop type. The
+graph) is expanded once per batch instead of once per path, and the stop-typed nodes are removed
+from the distinct candidates by a left join (``OPTIONAL { ?n a ?t FILTER(?t IN (…)) }
+FILTER(!BOUND(?t))``, which Oxigraph runs as one hash join per frontier) instead of a
+``FILTER NOT EXISTS { ?n a ?s . VALUES ?s {…} }`` per row, which it evaluates by enumerating
+every instance of every stop type for every row. The
 frontiers do not know which dataset they came from, so they are a superset: each dataset's
 closure is then computed here, by a breadth-first walk over the returned triples with the
 exact rules (a node is followed when it is a reached node, i.e. not stop-typed; never back to
