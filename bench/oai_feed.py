@@ -92,8 +92,9 @@ def fill(path: Path, count: int) -> None:
         )
         if len(batch) == 2000 or i == count - 1:
             db.begin()
-            ids = db.upsert(batch)
-            db.clear_pending(ids)  # no graph store work: the provider reads SQLite only
+            generation = db.next_generation()
+            ids = db.upsert(batch, generation)
+            db.clear_pending(generation, ids)  # no graph store work: the provider reads SQLite
             db.commit()
             batch.clear()
     store.jobs.finish(job, JobStatus.SUCCEEDED, {"complete": True}, "bench fill")

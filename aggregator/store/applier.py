@@ -1,7 +1,9 @@
 """Bring the graph store up to the journal, in order, in a background thread.
 
-The record store commits each batch to SQLite (``pending = 1``) and hands the graph contents
-to this thread, which loads them and clears ``pending`` through its own SQLite connection. If
+The record store commits each batch to SQLite (``pending`` = the batch's generation) and hands
+the graph contents to this thread, which loads them and clears ``pending`` through its own
+SQLite connection, only on the rows that still carry that generation (a record written again
+by a later batch keeps the later batch's mark until that batch is loaded). If
 it fails (disk full, a bug), it stops taking work and the error is raised to the writer at the
 next call; the journal still holds every batch, so reopening the store replays them.
 
@@ -59,7 +61,7 @@ class GraphApplier:
                     contents, ids, generation = item
                     self.graphs.replace(contents)
                     conn.execute("BEGIN IMMEDIATE")
-                    clear_pending(conn, ids)
+                    clear_pending(conn, generation, ids)
                     conn.execute("COMMIT")
                     if self.on_applied is not None:
                         self.on_applied(generation)

@@ -11,13 +11,15 @@ catalogue record, so they stay queryable while the dataset leaves the union defa
 
 Write protocol of :meth:`RecordStore.write` (one call per batch):
 
-1. one SQLite transaction: payloads, the new record rows with ``pending = 1``, the job's
-   counters and errors, the "seen" marks;
-2. the graph store is brought to the new state of every pending row (idempotent);
-3. ``pending`` is cleared.
+1. one SQLite transaction: payloads, the new record rows with ``pending`` set to the batch's
+   generation (below), the job's counters and errors, the dead letters;
+2. the graph store is brought to the new state of every row of the batch (idempotent);
+3. ``pending`` is cleared on the rows that still carry the batch's generation (a record
+   written again by a later batch keeps that batch's mark).
 
-On open, pending rows left by a crash between 1 and 3 are replayed, so every record is in
-either its old or its new state and the next run converges.
+On open, every row still pending (a crash between 1 and 3) is compared with what the graph
+store holds for it and replaced where they differ, so every record is in either its old or
+its new state and the next run converges.
 
 One process writes a store at a time: opening a :class:`RecordStore` takes the writer lock
 (``writer_lock.py``) or fails with a :class:`~aggregator.errors.StoreBusyError` naming the
@@ -32,6 +34,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
 
@@ -39,7 +42,7 @@ from pyoxigraph import Literal, NamedNode
 
 from aggregator.jobs.journal import JobLog, Jobs, now_iso
 from aggregator.store.applier import GraphApplier
-from aggregator.store.graphs import GraphBackend, GraphContent, OxigraphGraphs
+from aggregator.store.graphs import GraphBackend, GraphContent, OxigraphGraphs, stale_contents
 from aggregator.store.snapshots import SnapshotShelf, remove_stale_shelves
 from aggregator.store.state import (
     DeadLetter,
@@ -102,6 +105,14 @@ _CHECKSUM_TYPE = f"_:checksum {_T_TYPE} {_iri(SPDX + 'Checksum')} ."
 _CHECKSUM_ALGORITHM = (
     f"_:checksum {_iri(SPDX + 'algorithm')} {_iri(SPDX + 'checksumAlgorithm_sha256')} ."
 )
+
+
+@dataclass(frozen=True, slots=True)
+class Recovery:
+    """What opening a store found in its journal."""
+
+    pending: int = 0  # rows whose write the graph store might not hold
+    repaired: int = 0  # of those, graphs that differed from the journal and were replaced
 
 
 class StoreNames:
@@ -229,7 +240,7 @@ class RecordStore(StoreReads):
         self.jobs = Jobs(self.db)
         # readers of an embedded graph store read snapshots; a server backend serves itself
         self.shelf = snapshot_shelf(path) if isinstance(self.graphs, OxigraphGraphs) else None
-        self.recovered = self.recover()
+        self.recovery = self.recover()
         self._applier = GraphApplier(self.graphs, path / "state.sqlite3", on_applied=self._publish)
         stale = self.jobs.fail_stale()
         if stale:
@@ -292,8 +303,8 @@ class RecordStore(StoreReads):
         try:
             for sha, (data, media_type, packed) in (payloads or {}).items():
                 db.put_payload(data, media_type, sha=sha, packed=packed)
-            ids = db.upsert(writes)
             generation = db.next_generation() if writes else 0
+            ids = db.upsert(writes, generation)
             if dead_letters:
                 insert_dead_letters(db.conn, dead_letters, now_iso())
             db.mark_seen(job.source, seen, job.id)
@@ -338,21 +349,38 @@ class RecordStore(StoreReads):
         except OSError as err:  # readers keep the snapshot they have; the next batch retries
             log.error("could not publish a snapshot of the graph store: %s", err)
 
-    def recover(self) -> int:
-        """Replay journal entries a crash left pending; return how many."""
-        rows = self.db.pending_rows()
-        if not rows:
-            return 0
-        contents = []
-        for row in rows:
-            nt, cat = self.db.graph_bytes(row.id)
-            contents.append(self._graph_content(row, row.id, True, nt, cat))
-        self.graphs.replace(contents)
-        self.db.begin()
-        self.db.clear_pending([r.id for r in rows])
-        self.db.commit()
-        log.warning("replayed %d journalled record write(s) after an interrupted run", len(rows))
-        return len(rows)
+    def recover(self) -> Recovery:
+        """Bring the graph store to every write the journal holds as pending: compare what
+        it holds for each such record with the journalled state, replace where they differ,
+        then clear the marks. In chunks of rows, so memory stays flat."""
+        pending = repaired = 0
+        after = 0
+        while rows := self.db.pending_rows(after):
+            contents = []
+            for row in rows:
+                nt, cat = self.db.graph_bytes(row.id)
+                contents.append(self._graph_content(row, row.id, True, nt, cat))
+            stale = stale_contents(self.graphs, contents)
+            if stale:
+                self.graphs.replace(stale)
+            self.db.begin()
+            try:
+                self.db.clear_pending_rows(rows)
+                self.db.commit()
+            except BaseException:
+                self.db.rollback()
+                raise
+            pending += len(rows)
+            repaired += len(stale)
+            after = rows[-1].id
+        if pending:
+            log.warning(
+                "journal: %d record write(s) of an interrupted run were pending;"
+                " %d graph(s) differed from the journal and were replaced",
+                pending,
+                repaired,
+            )
+        return Recovery(pending, repaired)
 
     # -- reads of the graph store -------------------------------------------------------------
     def graph_names(self) -> set[str]:

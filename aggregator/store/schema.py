@@ -5,7 +5,7 @@ What each table is for: :mod:`aggregator.store.state` (records, payloads, the jo
 (rejections). The indexes serve the keyset paging of the OAI-PMH provider and the catalogue
 (``records_modified``, ``record_sets_page``, with ``set_counts`` for whole-set sizes), the
 skip-by-date look-up of a re-harvest
-(``records_stamps``, covering) and the journal replay (``records_pending``).
+(``records_stamps``, covering) and the journal replay (``records_journal``).
 """
 
 SCHEMA = """
@@ -38,7 +38,9 @@ CREATE INDEX IF NOT EXISTS records_modified ON records (modified, id);
 -- covers the skip-by-date lookup of every harvested record: rows carry ~10 KB graph blobs
 CREATE INDEX IF NOT EXISTS records_stamps ON records (source, local_id, source_datestamp, status);
 CREATE INDEX IF NOT EXISTS records_source_status ON records (source, status);
-CREATE INDEX IF NOT EXISTS records_pending ON records (pending) WHERE pending = 1;
+-- the journal: rows whose write (pending = its generation) may not be in the graphs yet
+DROP INDEX IF EXISTS records_pending;
+CREATE INDEX IF NOT EXISTS records_journal ON records (id) WHERE pending != 0;
 CREATE INDEX IF NOT EXISTS records_dataset ON records (dataset_iri);
 CREATE INDEX IF NOT EXISTS records_iso19139 ON records (modified, id)
     WHERE format = 'iso19139' AND status != 'rejected';

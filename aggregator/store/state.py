@@ -1,9 +1,11 @@
 """The SQLite side of the record store: record state, the write journal, payloads, jobs.
 
 SQLite is the authority on each record's state. A write first commits the new state of a
-batch here with ``pending = 1`` (the journal), then brings the graph store to that state, then
-clears ``pending``. Whatever the moment a process dies, the rows hold either the old or the new
-state and ``pending`` rows are replayed into the graph store when the store is next opened.
+batch here with ``pending`` set to the batch's generation (the journal), then brings the graph
+store to that state, then clears ``pending`` of the rows that still hold that generation: a
+later batch that wrote the same record again keeps its own mark. Whatever the moment a process
+dies, the rows hold either the old or the new state, and rows still ``pending`` are compared
+with the graph store, and repaired, when the store is next opened.
 
 The same rows carry the canonical N-Triples of each dataset, so the republishing layer can
 serve records without touching the graph store (whose datatypes change on insert).
@@ -251,15 +253,17 @@ class StateDB:
             [(job_id, source, lid) for lid in local_ids],
         )
 
-    def upsert(self, writes: Sequence[RecordWrite]) -> list[int]:
-        """Write new states with pending = 1; return the record ids. Call inside begin()."""
+    def upsert(self, writes: Sequence[RecordWrite], generation: int) -> list[int]:
+        """Write new states marked pending with the batch's ``generation`` (from
+        :meth:`next_generation`, never handed out twice); return the record ids. Call inside
+        begin()."""
         ids: list[int] = []
         for w in writes:
             row = self.conn.execute(
                 """INSERT INTO records (source, local_id, record_iri, dataset_iri, status,
                     content_hash, first_seen, modified, source_datestamp, job_id, seen_job, format,
                     payload_sha, url, themes, ntriples, catalog_ntriples, findings, pending)
-                VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,1)
+                VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)
                 ON CONFLICT (source, local_id) DO UPDATE SET
                     record_iri = excluded.record_iri, dataset_iri = excluded.dataset_iri,
                     status = excluded.status, content_hash = excluded.content_hash,
@@ -268,7 +272,7 @@ class StateDB:
                     format = excluded.format, payload_sha = excluded.payload_sha,
                     url = excluded.url, themes = excluded.themes, ntriples = excluded.ntriples,
                     catalog_ntriples = excluded.catalog_ntriples, findings = excluded.findings,
-                    pending = 1
+                    pending = excluded.pending
                 RETURNING id""",
                 (
                     w.source,
@@ -289,6 +293,7 @@ class StateDB:
                     w.packed_ntriples or pack_graph(w.ntriples) or None,
                     w.packed_catalog or pack_graph(w.catalog_ntriples) or None,
                     w.findings,
+                    generation,
                 ),
             ).fetchone()
             ids.append(int(row[0]))
@@ -306,12 +311,25 @@ class StateDB:
             self.rollback()
             raise
 
-    def pending_rows(self) -> list[RecordRow]:
-        cur = self.conn.execute(f"SELECT {RECORD_COLUMNS} FROM records WHERE pending = 1")
+    def pending_rows(self, after: int = 0, limit: int = 500) -> list[RecordRow]:
+        """Rows whose write the graph store may not hold yet, in id order after ``after``
+        (``pending`` is the generation of the write; 1 in a store made before generations)."""
+        cur = self.conn.execute(
+            f"SELECT {RECORD_COLUMNS} FROM records WHERE pending != 0 AND id > ?"
+            " ORDER BY id LIMIT ?",
+            (after, limit),
+        )
         return [RecordRow.from_row(r) for r in cur]
 
-    def clear_pending(self, ids: Sequence[int]) -> None:
-        clear_pending(self.conn, ids)
+    def clear_pending(self, generation: int, ids: Sequence[int]) -> None:
+        clear_pending(self.conn, generation, ids)
+
+    def clear_pending_rows(self, rows: Sequence[RecordRow]) -> None:
+        """Clear the marks of rows as read (each only if no later write marked it since)."""
+        self.conn.executemany(
+            "UPDATE records SET pending = 0 WHERE id = ? AND pending = ?",
+            [(r.id, r.pending) for r in rows],
+        )
 
     # -- payloads ---------------------------------------------------------------------------
     def put_payload(
@@ -427,11 +445,17 @@ def read_generation(conn: sqlite3.Connection) -> int:
     return int(row[0]) if row else 0
 
 
-def clear_pending(conn: sqlite3.Connection, ids: Sequence[int]) -> None:
+def clear_pending(conn: sqlite3.Connection, generation: int, ids: Sequence[int]) -> None:
+    """The graph store holds the write of ``generation`` to these records: clear their marks,
+    except where a later write has marked a record again (its own applier, or recovery at
+    the next open, clears it)."""
     for start in range(0, len(ids), 500):
         chunk = list(ids[start : start + 500])
         marks = ",".join("?" * len(chunk))
-        conn.execute(f"UPDATE records SET pending = 0 WHERE id IN ({marks})", chunk)
+        conn.execute(
+            f"UPDATE records SET pending = 0 WHERE id IN ({marks}) AND pending = ?",
+            (*chunk, generation),
+        )
 
 
 def dumps(value: Any) -> str:
