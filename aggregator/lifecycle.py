@@ -8,8 +8,8 @@ Rules (generalised from the UK DMS collection interface, paragraphs 46-50):
 - unchanged content (same canonical hash) is not rewritten;
 - a record that fails mapping or validation is rejected: a new one is kept as a ``rejected``
   catalogue record with its payload; an active one keeps its last good version;
-- a deleted header withdraws the record; a withdrawn record that comes back with a newer
-  date (or from a source without dates) is reinstated;
+- a deleted header withdraws the record; a withdrawn record that comes back is reinstated,
+  whatever its date (a withdrawn record is not held, so the date rule does not skip it);
 - absent records are withdrawn only by the pipeline, after a complete full listing.
 """
 
@@ -56,9 +56,10 @@ def _newer(incoming: str | None, stored: str | None) -> bool:
     return incoming is None or stored is None or incoming > stored
 
 
-def _held(incoming: datetime | None, stored: str | None) -> bool:
-    """The skip-by-date rule: the store holds this record at its source date or a newer one."""
-    return not _newer(iso(incoming), stored)
+def _held(incoming: datetime | None, stored: str | None, status: str) -> bool:
+    """The skip-by-date rule: the store holds this record at its source date or a newer one.
+    A withdrawn record is not held, whatever its date: if it is listed again, it is back."""
+    return status != "withdrawn" and not _newer(iso(incoming), stored)
 
 
 class UpToDate:
@@ -87,7 +88,7 @@ class UpToDate:
             log.warning("cannot tell which listed records are up to date (%s)", err)
             return frozenset()
         return frozenset(
-            lid for lid, when in listed if lid in stored and _held(when, stored[lid][0])
+            lid for lid, when in listed if lid in stored and _held(when, *stored[lid])
         )
 
     def close(self) -> None:
@@ -180,6 +181,14 @@ class BatchWriter:
         for f in findings:
             if f.severity is Severity.VIOLATION:
                 self.job.error(RecordError.from_finding(local_id, f))
+
+    def _see(self, local_id: str) -> None:
+        """Mark a listed record that needs no write as seen; the marks go to the store a
+        batch at a time, so they do not grow in memory with the listing."""
+        self._seen.add(local_id)
+        if len(self._seen) >= self.batch_size:
+            self.store.mark_seen(self.job, self._seen)
+            self._seen.clear()
 
     def _put(self, w: RecordWrite) -> None:
         self._writes[w.local_id] = w
@@ -283,13 +292,13 @@ class BatchWriter:
                     skipped += 1
                 continue
             known = stamps.get(local_id)
-            if known is not None and not self.force and _held(raw.datestamp, known[0]):
-                self._seen.add(local_id)
+            if known is not None and not self.force and _held(raw.datestamp, *known):
+                self._see(local_id)
                 skipped += 1
                 continue
             if raw.payload_omitted:  # cannot happen (the same rule, on the same or older state)
                 log.warning("%s: listed without its payload but not up to date", local_id)
-                self._seen.add(local_id)
+                self._see(local_id)
                 skipped += 1
                 continue
             todo.append(raw)
@@ -326,14 +335,18 @@ class BatchWriter:
         if prior is None or prior.status == "rejected":
             self._put(self._write(raw, raw.local_id, "rejected", prior, None, p.failure, p))
         else:
-            self._seen.add(raw.local_id)  # keeps its last good (or withdrawn) state
+            self._see(raw.local_id)  # keeps its last good (or withdrawn) state
 
     def _decide(self, p: Processed, c: Checked, prior: RecordRow | RecordWrite | None) -> None:
         raw = p.raw
         ds = c.dataset
         local_id = ds.local_id
-        if prior is not None and not self.force and _held(ds.datestamp, prior.source_datestamp):
-            self._seen.add(local_id)
+        if (
+            prior is not None
+            and not self.force
+            and _held(ds.datestamp, prior.source_datestamp, prior.status)
+        ):
+            self._see(local_id)
             self.job.count(Outcome.SKIPPED)
             return
         lenient = self.source.lenient
@@ -344,12 +357,12 @@ class BatchWriter:
             if prior is None or prior.status == "rejected":
                 self._put(self._write(raw, local_id, "rejected", prior, None, c.findings, p))
             else:
-                self._seen.add(local_id)
+                self._see(local_id)
             return
         if not c.conforms:
             self._errors(local_id, c.findings)  # lenient: stored, but the job lists the errors
         if prior is not None and prior.status == "active" and prior.content_hash == ds.content_hash:
-            self._seen.add(local_id)
+            self._see(local_id)
             self.job.count(Outcome.UNCHANGED)
             return
         outcome = Outcome.ADDED if prior is None or prior.status == "rejected" else Outcome.UPDATED

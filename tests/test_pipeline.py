@@ -391,3 +391,75 @@ def test_a_journal_of_an_older_store_is_replayed_and_its_sequence_started(env: E
     assert counts(job) == {"updated": 1, "skipped": 24}
     assert not list(env.store.db.pending_rows())
     assert_consistent(env.store)
+
+
+def published(env: Env, local_id: str) -> tuple[str, bool, bool, str]:
+    """A record as each side shows it: its state row's status, whether SPARQL finds its
+    dataset in the union graph and its catalogue record's status in its named graph, and its
+    OAI-PMH header (the provider reads the state database)."""
+    from lxml import etree
+
+    from aggregator.serve.context import ServeContext
+    from aggregator.serve.oai import OaiProvider
+    from aggregator.serve.oai_tokens import TokenSigner
+
+    row = env.store.record("portal", local_id)
+    assert row is not None
+    in_union = bool(env.store.graphs.query(f"ASK {{ <{row.dataset_iri}> ?p ?o }}"))
+    agg = "https://w3id.org/ld-aggregator/ns#"
+    active_record = bool(
+        env.store.graphs.query(
+            f"ASK {{ GRAPH <{row.record_iri}> {{ <{row.record_iri}> <{agg}status> <{agg}Active> }} }}"
+        )
+    )
+    provider = OaiProvider(ServeContext(env.store, env.settings), TokenSigner(b"k" * 16))
+    args = {
+        "verb": ["GetRecord"],
+        "identifier": [provider.identifier("portal", local_id)],
+        "metadataPrefix": ["dcat_ap"],
+    }
+    root = etree.fromstring(b"".join(provider.respond(args)))
+    header = root.find(".//{http://www.openarchives.org/OAI/2.0/}header")
+    assert header is not None
+    return row.status, in_union, active_record, header.get("status") or "active"
+
+
+ACTIVE = ("active", True, True, "active")
+WITHDRAWN = ("withdrawn", False, False, "deleted")
+
+
+@pytest.mark.parametrize("gone", ["vanished", "deleted header"])
+@pytest.mark.parametrize("back", ["unchanged", "newer"])
+def test_a_withdrawn_record_that_comes_back_is_reinstated_whatever_its_date(
+    env: Env, gone: str, back: str
+) -> None:
+    """Withdrawn means not held: a record back in the listing is reinstated, even at the very
+    source date it had before it went (the skip-by-date rule, the harvester's shortcut and
+    the decision after mapping all see its status)."""
+    env.run()
+    ident = generate_identifier(7)
+    before = env.store.record("portal", ident)
+    assert before is not None and published(env, ident) == ACTIVE
+    if gone == "vanished":  # missing from a complete listing
+        env.items.remove(ident)  # type: ignore[attr-defined]
+    else:
+        env.items.delete(ident, T0 + timedelta(days=30))  # type: ignore[attr-defined]
+    job = env.run(full=True)
+    assert counts(job) == {"withdrawn": 1, "skipped": 24}
+    assert published(env, ident) == WITHDRAWN
+    assert_consistent(env.store)
+    returning = (
+        item(7) if back == "unchanged" else item(7, revision=1, when=T0 + timedelta(days=31))
+    )
+    env.items.put(returning)  # type: ignore[attr-defined]
+    job = env.run(full=True)
+    assert counts(job) == {"updated": 1, "skipped": 24}
+    row = env.store.record("portal", ident)
+    assert row is not None and row.job_id == job.id
+    assert row.source_datestamp == returning.datestamp.strftime("%Y-%m-%dT%H:%M:%SZ")
+    assert (row.content_hash == before.content_hash) == (back == "unchanged")
+    assert published(env, ident) == ACTIVE
+    assert_consistent(env.store)
+    again = env.run(full=True)  # back for good: the next harvest skips it by date again
+    assert counts(again) == {"skipped": 25}
+    assert published(env, ident) == ACTIVE

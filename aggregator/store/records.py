@@ -320,6 +320,13 @@ class RecordStore(StoreReads):
             ]
             self._applier.submit(contents, ids, generation)
 
+    def mark_seen(self, job: JobLog, local_ids: Iterable[str]) -> None:
+        """Note listed records that needed no write as seen by ``job`` (they are not
+        withdrawn after its listing). No journal transaction: the marks go to a
+        connection-local temporary table, whose writes take no lock on the state database
+        and need no durability (a job that dies withdraws nothing)."""
+        self.db.mark_seen(job.source, sorted(local_ids), job.id)
+
     def sync(self) -> None:
         """Wait until the graph store and the readers' snapshot hold every journalled write;
         raise what the applier hit."""
