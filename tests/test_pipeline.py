@@ -4,6 +4,7 @@ harvester (sickle), the dcat mapper, SHACL, and an on-disk record store."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -463,3 +464,50 @@ def test_a_withdrawn_record_that_comes_back_is_reinstated_whatever_its_date(
     again = env.run(full=True)  # back for good: the next harvest skips it by date again
     assert counts(again) == {"skipped": 25}
     assert published(env, ident) == ACTIVE
+
+
+def test_seen_marks_stay_bounded_and_withdrawal_stays_exact(tmp_path: Path) -> None:
+    """An unchanged re-harvest many batches long keeps at most a batch of "seen" marks in
+    memory (the rest are in the store's connection-local table as the listing goes), and the
+    records a complete listing no longer holds are still exactly the ones withdrawn."""
+    from aggregator.harvest.base import Listing as ListingT
+    from aggregator.jobs.journal import JobLog
+    from aggregator.models import Outcome
+
+    n, batch = 350, 20
+    items = MemoryItems(item(i) for i in range(n))
+    peer = OaiPmhPeer(items, page_size=50)
+    with PeerServer(peer) as server:
+        env = Env(tmp_path, peer, f"{server.url}oai")
+        env.settings = replace(
+            env.settings, harvest=replace(env.settings.harvest, batch_size=batch)
+        )
+        try:
+            assert counts(env.run()) == {"added": n}
+            gone = {generate_identifier(i) for i in (3, 77, 150, 151, 349)}
+            for ident in gone:
+                items.remove(ident)
+            items.put(item(200, revision=1))
+            held_back: list[int] = []
+
+            def progress(job: JobLog, listing: ListingT) -> None:
+                marked = env.store.db.conn.execute(
+                    "SELECT count(*) FROM temp.seen WHERE job_id = ?", (job.id,)
+                ).fetchone()[0]
+                held_back.append(job.counters.get(Outcome.SKIPPED.value, 0) - marked)
+
+            job = run_source(
+                env.settings,
+                env.store,
+                "portal",
+                RunOptions(full=True, progress=progress),
+                http=env.http,
+            )
+            assert counts(job) == {"skipped": n - 6, "updated": 1, "withdrawn": 5}
+            assert held_back and max(held_back) < batch, held_back
+            withdrawn = {r.local_id for r in env.store.db.iter_records("portal", "withdrawn")}
+            assert withdrawn == gone
+            assert env.store.db.counts_by_status("portal") == {"active": n - 5, "withdrawn": 5}
+            assert_consistent(env.store)
+        finally:
+            env.store.close()
