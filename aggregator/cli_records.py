@@ -74,18 +74,18 @@ def rejected() -> None:
 def rejected_list(
     c: Ctx, source: str | None, job_id: int | None, include_closed: bool, limit: int
 ) -> None:
-    """List rejections (open ones: not yet retried), oldest first."""
+    """List rejections (open ones: not passed since), oldest first, with the violation
+    that caused each (its rule and message)."""
     from aggregator.deadletter import rejections
 
     with c.reader() as store:
         for r in rejections(
             store, source=source, job_id=job_id, include_closed=include_closed, limit=limit
         ):
-            first = r.findings[0]["message"] if r.findings else ""
             closed = f" (retried in job {r.superseded_by})" if r.superseded_by else ""
             click.echo(
                 f"{r.id}\t{r.source}\t{r.local_id}\tjob {r.job_id}\t{r.stage}"
-                f"\t{len(r.findings)} finding(s){closed}\t{first}"
+                f"\t{len(r.findings)} finding(s){closed}\t{r.cause()}"
             )
 
 
@@ -124,8 +124,12 @@ def rejected_export(c: Ctx, fmt: str, source: str | None, include_closed: bool) 
 @click.option("--source", default=None)
 @pass_ctx
 def rejected_revalidate(c: Ctx, source: str | None) -> None:
-    """Map and validate open rejections again with today's rules; store what now passes."""
+    """Map and validate open rejections again with today's rules; store what now passes.
+
+    Exit status, as for harvest: 0 every record retried now passes, 3 records were rejected
+    again (or catalogue pages still fail), 4 a job was partial, 1 a job failed."""
     from aggregator.deadletter import revalidate
+    from aggregator.pipeline import exit_code
 
     with c.store(create=False) as store:
         jobs = revalidate(c.settings, store, source=source)
@@ -133,3 +137,5 @@ def rejected_revalidate(c: Ctx, source: str | None) -> None:
         click.echo("no open rejections")
     for j in jobs:
         click.echo(job_line(j))
+    codes = [exit_code(j) for j in jobs]
+    sys.exit(1 if 1 in codes else max(codes, default=0))

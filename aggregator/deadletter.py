@@ -2,10 +2,12 @@
 failing step and every finding; listed, exported, and revalidated after rules or mappings
 change.
 
-A rejection is *open* until a later job has processed its payload again
-(``superseded_by``). ``revalidate`` runs, per source, a job whose listing is the open
-rejections (the newest per record): what now passes is stored, what still fails becomes a
-new rejection with the new findings, and the old ones are closed.
+A record has at most one *open* rejection: a record that fails again brings it up to date
+(the job, step, findings, payload and datestamp of the latest failure; each job's errors keep
+what it said). A rejection is closed (``superseded_by``: that job) when a later job stores the
+record. ``revalidate`` runs, per source, a job whose listing is the open
+rejections: what now passes is stored and its rejection closed, what still fails updates its
+rejection with the new findings.
 """
 
 from __future__ import annotations
@@ -57,6 +59,15 @@ class Rejection:
 
     def as_dict(self) -> dict[str, Any]:
         return {f: getattr(self, f) for f in FIELDS}
+
+    def cause(self) -> str:
+        """What made the record fail: the first violation's rule and message (the findings
+        also hold warnings and informational notes, which reject nothing)."""
+        found = next((f for f in self.findings if f.get("severity") == "violation"), None)
+        if found is None:
+            found = self.findings[0] if self.findings else {}
+        rule, message = found.get("rule") or "", found.get("message") or ""
+        return f"{rule}: {message}" if rule and message else rule or message
 
 
 def rejections(

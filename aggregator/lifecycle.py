@@ -87,9 +87,7 @@ class UpToDate:
         except sqlite3.Error as err:  # only a shortcut: deliver every payload instead
             log.warning("cannot tell which listed records are up to date (%s)", err)
             return frozenset()
-        return frozenset(
-            lid for lid, when in listed if lid in stored and _held(when, *stored[lid])
-        )
+        return frozenset(lid for lid, when in listed if lid in stored and _held(when, *stored[lid]))
 
     def close(self) -> None:
         if self._conn is not None:

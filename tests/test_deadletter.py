@@ -12,7 +12,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
+from click.testing import CliRunner, Result
 
 from aggregator.cli import main
 from aggregator.peers.oaipmh import OaiPmhPeer
@@ -183,3 +183,121 @@ def test_revalidate_after_a_mapping_fix(tmp_path: Path) -> None:
         row = store.record("s", "r1")
         assert row is not None and row.status == "active"
         assert rejections(store, source="s") == []
+
+
+def run(config: Path, *args: str) -> Result:
+    return CliRunner().invoke(main, ["-c", str(config), *args], catch_exceptions=False)
+
+
+def open_rejections(config: Path, ident: str, *extra: str) -> list[list[str]]:
+    listed = cli(config, "rejected", "list", "--source", "oai", *extra)
+    return [line.split("\t") for line in listed.splitlines() if f"\t{ident}\t" in line]
+
+
+def test_a_record_that_fails_again_updates_its_one_open_rejection(
+    setup: tuple[Path, OaiPmhPeer, RdfFilesApp],
+) -> None:
+    config, peer, _ = setup
+    ident = "oai:x:not-rdf"
+    assert run(config, "harvest", "oai").exit_code == 3  # job 1: rejected (parse)
+    (first,) = open_rejections(config, ident)
+    assert (first[3], first[4]) == ("job 1", "parse")
+    # the source changes the record, and it fails again, at another step
+    later = T0 + timedelta(days=1)
+    peer.items.put(OaiItem(ident, later, (), False, NO_DATASET.encode()))  # type: ignore[attr-defined]
+    assert run(config, "harvest", "oai", "--full").exit_code == 3  # job 2
+    (again,) = open_rejections(config, ident)
+    assert again[0] == first[0]  # the same rejection, brought up to date
+    assert (again[3], again[4]) == ("job 2", "map")
+    shown = json.loads(cli(config, "rejected", "show", again[0]))
+    assert shown["datestamp"] == later.strftime("%Y-%m-%dT%H:%M:%SZ")
+    assert [f["rule"] for f in shown["findings"]] == ["mappingError"]
+    payload = run(config, "rejected", "show", again[0], "--payload").stdout_bytes
+    assert payload == NO_DATASET.replace("'", '"').encode()
+    assert run(config, "harvest", "oai", "--full", "--force").exit_code == 3  # job 3, same date
+    (forced,) = open_rejections(config, ident, "--all")  # no closed copies pile up either
+    assert (forced[0], forced[3]) == (first[0], "job 3")
+    # fixed at the source: stored, and its rejection is closed by the job that stored it
+    peer.items.put(OaiItem(ident, later + timedelta(days=1), (), False, generate_dataset(7)))  # type: ignore[attr-defined]
+    run(config, "harvest", "oai", "--full")  # job 4
+    assert f"oai\t{ident}\tactive" in cli(config, "records", "--source", "oai")
+    assert open_rejections(config, ident) == []
+    (closed,) = open_rejections(config, ident, "--all")
+    assert "(retried in job 4)" in closed[5]
+
+
+def test_an_older_store_keeps_one_open_rejection_per_record(
+    setup: tuple[Path, OaiPmhPeer, RdfFilesApp],
+) -> None:
+    """A store made when every failure opened a rejection: when a writer opens it, the older
+    open ones of a record are closed as superseded by the job of its newest."""
+    import sqlite3
+
+    config, _, _ = setup
+    cli(config, "harvest", "oai")
+    db = config.parent / "data" / "state.sqlite3"
+    con = sqlite3.connect(db)
+    with con:
+        con.execute("DROP INDEX rejections_open_record")
+        con.execute("DELETE FROM meta WHERE key = 'one_open_rejection'")
+        con.execute(  # a second, newer rejection of the same record by a job 7
+            "INSERT INTO rejections (source, local_id, job_id, stage, payload_sha, media_type,"
+            " format, url, datestamp, is_collection, findings, created)"
+            " SELECT source, local_id, 7, stage, payload_sha, media_type, format, url, datestamp,"
+            " is_collection, findings, created FROM rejections WHERE local_id = 'oai:x:not-rdf'"
+        )
+    con.close()
+    run(config, "harvest", "oai")  # the writer opens the store (read commands only read it)
+    (newest,) = open_rejections(config, "oai:x:not-rdf")
+    assert newest[3] == "job 7"
+    assert "(retried in job 7)" in " ".join(open_rejections(config, "oai:x:not-rdf", "--all")[0])
+
+
+def test_rejected_list_shows_the_violation_that_caused_the_rejection(
+    setup: tuple[Path, OaiPmhPeer, RdfFilesApp],
+) -> None:
+    config, peer, _ = setup
+    ident = generate_identifier(9)
+    peer.items.put(OaiItem(ident, T0, (), False, BAD_SIZE))  # type: ignore[attr-defined]
+    cli(config, "harvest", "oai")
+    (row,) = open_rejections(config, ident)
+    findings = json.loads(cli(config, "rejected", "show", row[0]))["findings"]
+    assert findings[0]["severity"] == "info"  # the mapper's notes come first ...
+    cause = next(f for f in findings if f["severity"] == "violation")
+    assert "byteSize" in cause["rule"]
+    assert row[6] == f"{cause['rule']}: {cause['message']}"  # ... the list shows the cause
+    (parse,) = open_rejections(config, "oai:x:not-rdf")
+    assert parse[6].startswith("parseError: RDF/XML syntax error")
+
+
+def test_revalidate_exits_non_zero_when_records_are_rejected_again(
+    setup: tuple[Path, OaiPmhPeer, RdfFilesApp], tmp_path: Path
+) -> None:
+    config, peer, _ = setup
+    ident = generate_identifier(9)
+    peer.items.put(OaiItem(ident, T0, (), False, BAD_SIZE))  # type: ignore[attr-defined]
+    cli(config, "harvest", "oai")
+    still = run(config, "rejected", "revalidate", "--source", "oai")  # nothing has changed
+    assert still.exit_code == 3, still.output
+    assert "rejected=3" in still.output
+    assert len(cli(config, "rejected", "list", "--source", "oai").splitlines()) == 3
+    # the source fixes the two records the mapper could not read (a harvest stores them and
+    # closes their rejections) and the operator drops the byte-size rule: all pass
+    lax = tmp_path / "lax.ttl"
+    lax.write_text(
+        "@prefix sh: <http://www.w3.org/ns/shacl#> .\n"
+        "<https://example.org/lax#Dataset> a sh:NodeShape ;\n"
+        "  sh:targetClass <http://www.w3.org/ns/dcat#Dataset> ;\n"
+        "  sh:property [ sh:path <http://purl.org/dc/terms/title> ; sh:minCount 1 ] .\n"
+    )
+    config.write_text(config.read_text() + "[validation.shacl]\nshapes = ['lax.ttl']\n")
+    for i, bad in enumerate(("oai:x:not-rdf", "oai:x:no-dataset")):
+        peer.items.put(OaiItem(bad, T0 + timedelta(days=1), (), False, generate_dataset(20 + i)))  # type: ignore[attr-defined]
+    fixed = run(config, "harvest", "oai", "--full")  # the third is skipped by date
+    assert fixed.exit_code == 0 and "added=2" in fixed.output, fixed.output
+    assert len(cli(config, "rejected", "list", "--source", "oai").splitlines()) == 1
+    passed = run(config, "rejected", "revalidate", "--source", "oai")
+    assert passed.exit_code == 0, passed.output
+    assert "added=1" in passed.output
+    assert cli(config, "rejected", "list", "--source", "oai") == ""
+    assert run(config, "rejected", "revalidate").output.strip() == "no open rejections"

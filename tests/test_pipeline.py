@@ -408,10 +408,9 @@ def published(env: Env, local_id: str) -> tuple[str, bool, bool, str]:
     assert row is not None
     in_union = bool(env.store.graphs.query(f"ASK {{ <{row.dataset_iri}> ?p ?o }}"))
     agg = "https://w3id.org/ld-aggregator/ns#"
+    rec = f"<{row.record_iri}>"
     active_record = bool(
-        env.store.graphs.query(
-            f"ASK {{ GRAPH <{row.record_iri}> {{ <{row.record_iri}> <{agg}status> <{agg}Active> }} }}"
-        )
+        env.store.graphs.query(f"ASK {{ GRAPH {rec} {{ {rec} <{agg}status> <{agg}Active> }} }}")
     )
     provider = OaiProvider(ServeContext(env.store, env.settings), TokenSigner(b"k" * 16))
     args = {

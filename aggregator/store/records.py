@@ -12,7 +12,8 @@ catalogue record, so they stay queryable while the dataset leaves the union defa
 Write protocol of :meth:`RecordStore.write` (one call per batch):
 
 1. one SQLite transaction: payloads, the new record rows with ``pending`` set to the batch's
-   generation (below), the job's counters and errors, the dead letters;
+   generation (below), the job's counters and errors, the dead letters (and the rejections
+   of records now stored, closed);
 2. the graph store is brought to the new state of every row of the batch (idempotent);
 3. ``pending`` is cleared on the rows that still carry the batch's generation (a record
    written again by a later batch keeps that batch's mark).
@@ -49,7 +50,8 @@ from aggregator.store.state import (
     RecordRow,
     RecordWrite,
     StateDB,
-    insert_dead_letters,
+    close_rejections,
+    keep_dead_letters,
 )
 from aggregator.store.writer_lock import WriterLock
 from aggregator.vocab import (
@@ -305,8 +307,9 @@ class RecordStore(StoreReads):
                 db.put_payload(data, media_type, sha=sha, packed=packed)
             generation = db.next_generation() if writes else 0
             ids = db.upsert(writes, generation)
+            close_rejections(db.conn, job.id, writes)
             if dead_letters:
-                insert_dead_letters(db.conn, dead_letters, now_iso())
+                keep_dead_letters(db.conn, dead_letters, now_iso())
             db.mark_seen(job.source, seen, job.id)
             job.flush(db)
             db.commit()

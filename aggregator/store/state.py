@@ -26,6 +26,8 @@ from aggregator.store.record_sets import SetIndex
 from aggregator.store.schema import SCHEMA
 
 GENERATION = "generation"  # meta key: batches of graph changes committed so far
+ONE_OPEN_REJECTION = "one_open_rejection"  # meta key: rejections_open_record is built
+
 RECORD_COLUMNS = (
     "id, source, local_id, record_iri, dataset_iri, status, content_hash, first_seen, modified,"
     " source_datestamp, job_id, seen_job, format, payload_sha, url, themes, findings, pending"
@@ -143,6 +145,8 @@ class StateDB:
             self._build_once("record_sets", self.sets.fill)
         if self.get_meta("set_counts") is None:  # ... or before the set sizes
             self._build_once("set_counts", self.sets.count_all)
+        if self.get_meta(ONE_OPEN_REJECTION) is None:  # ... or before one open rejection
+            self._build_once(ONE_OPEN_REJECTION, lambda: one_open_rejection(self.conn))
 
     def close(self) -> None:
         self.conn.close()
@@ -395,10 +399,19 @@ REJECTION_COLUMNS = (
 )
 
 
-def insert_dead_letters(conn: sqlite3.Connection, letters: Sequence[DeadLetter], ts: str) -> None:
+def keep_dead_letters(conn: sqlite3.Connection, letters: Sequence[DeadLetter], ts: str) -> None:
+    """Open a rejection per letter, or, when the record already has its one open rejection
+    (same source and local_id, not superseded), bring that one up to date: job, stage,
+    payload, datestamp and findings are the latest failure's; ``created`` stays the first's
+    (the job errors keep what each failure said)."""
     conn.executemany(
         f"INSERT INTO rejections ({REJECTION_COLUMNS.partition(', ')[2]})"
-        " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,NULL)",
+        " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,NULL)"
+        " ON CONFLICT (source, local_id) WHERE superseded_by IS NULL DO UPDATE SET"
+        " job_id = excluded.job_id, stage = excluded.stage, payload_sha = excluded.payload_sha,"
+        " media_type = excluded.media_type, format = excluded.format, url = excluded.url,"
+        " datestamp = excluded.datestamp, is_collection = excluded.is_collection,"
+        " findings = excluded.findings",
         [
             (
                 d.source,
@@ -416,6 +429,33 @@ def insert_dead_letters(conn: sqlite3.Connection, letters: Sequence[DeadLetter],
             )
             for d in letters
         ],
+    )
+
+
+def close_rejections(conn: sqlite3.Connection, job_id: int, stored: Sequence[RecordWrite]) -> None:
+    """These records were stored by ``job_id``: their open rejections are closed."""
+    conn.executemany(
+        "UPDATE rejections SET superseded_by = ?"
+        " WHERE source = ? AND local_id = ? AND superseded_by IS NULL",
+        [(job_id, w.source, w.local_id) for w in stored if w.status == "active"],
+    )
+
+
+def one_open_rejection(conn: sqlite3.Connection) -> None:
+    """Make each record's open rejection unique (a store made before it opened a new one at
+    every failure): older open ones are closed as superseded by the job of the newest, which
+    did process the record again, and the unique index is built."""
+    conn.execute(
+        "UPDATE rejections AS r SET superseded_by = (SELECT n.job_id FROM rejections n"
+        " WHERE n.source = r.source AND n.local_id = r.local_id AND n.superseded_by IS NULL"
+        " ORDER BY n.id DESC LIMIT 1)"
+        " WHERE r.superseded_by IS NULL AND EXISTS (SELECT 1 FROM rejections n"
+        " WHERE n.source = r.source AND n.local_id = r.local_id AND n.superseded_by IS NULL"
+        " AND n.id > r.id)"
+    )
+    conn.execute(
+        "CREATE UNIQUE INDEX IF NOT EXISTS rejections_open_record"
+        " ON rejections (source, local_id) WHERE superseded_by IS NULL"
     )
 
 
