@@ -135,7 +135,10 @@ class StateDB:
         self.conn.executescript(SCHEMA)
         # Which records a running job has seen: needed only until that job decides its
         # withdrawals, so a connection-local table (a crash ends the job, which then withdraws
-        # nothing); marking a record here costs no write to its row.
+        # nothing); marking a record here costs no write to its row. Its rollback journal is
+        # kept in memory (one batch's pages): as a file, created and deleted at every commit,
+        # it made a batch of marks cost ~20 us per record instead of ~3.
+        self.conn.execute("PRAGMA temp.journal_mode = MEMORY")
         self.conn.execute(
             "CREATE TEMP TABLE IF NOT EXISTS seen (job_id INTEGER NOT NULL, source TEXT NOT NULL,"
             " local_id TEXT NOT NULL, PRIMARY KEY (job_id, source, local_id)) WITHOUT ROWID"
