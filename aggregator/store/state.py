@@ -448,14 +448,18 @@ def one_open_rejection(conn: sqlite3.Connection) -> None:
     """Make each record's open rejection unique (a store made before it opened a new one at
     every failure): older open ones are closed as superseded by the job of the newest, which
     did process the record again, and the unique index is built."""
-    conn.execute(
-        "UPDATE rejections AS r SET superseded_by = (SELECT n.job_id FROM rejections n"
-        " WHERE n.source = r.source AND n.local_id = r.local_id AND n.superseded_by IS NULL"
-        " ORDER BY n.id DESC LIMIT 1)"
-        " WHERE r.superseded_by IS NULL AND EXISTS (SELECT 1 FROM rejections n"
-        " WHERE n.source = r.source AND n.local_id = r.local_id AND n.superseded_by IS NULL"
-        " AND n.id > r.id)"
+    cur = conn.execute(
+        "SELECT source, local_id, id, job_id FROM rejections WHERE superseded_by IS NULL"
+        " ORDER BY source, local_id, id DESC"
     )
+    closed: list[tuple[int, int]] = []
+    newest: tuple[str, str, int] | None = None  # source, local_id, job of the newest
+    for source, local_id, rid, job_id in cur:
+        if newest is not None and newest[:2] == (source, local_id):
+            closed.append((newest[2], rid))
+        else:
+            newest = (source, local_id, job_id)
+    conn.executemany("UPDATE rejections SET superseded_by = ? WHERE id = ?", closed)
     conn.execute(
         "CREATE UNIQUE INDEX IF NOT EXISTS rejections_open_record"
         " ON rejections (source, local_id) WHERE superseded_by IS NULL"
