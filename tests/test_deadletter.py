@@ -267,7 +267,8 @@ def test_rejected_list_shows_the_violation_that_caused_the_rejection(
     assert "byteSize" in cause["rule"]
     assert row[6] == f"{cause['rule']}: {cause['message']}"  # ... the list shows the cause
     (parse,) = open_rejections(config, "oai:x:not-rdf")
-    assert parse[6].startswith("parseError: RDF/XML syntax error")
+    (broken,) = json.loads(cli(config, "rejected", "show", parse[0]))["findings"]
+    assert parse[6] == f"parseError: {broken['message']}"
 
 
 def test_revalidate_exits_non_zero_when_records_are_rejected_again(
