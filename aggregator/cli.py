@@ -143,7 +143,8 @@ def harvest(
 ) -> None:
     """Harvest sources now, one job per source."""
     from aggregator.http import HttpClient
-    from aggregator.pipeline import RunOptions, exit_code, run_source
+    from aggregator.jobs.journal import JobRow
+    from aggregator.pipeline import RunOptions, jobs_exit_code, run_source
 
     s = c.settings
     if all_:
@@ -155,7 +156,7 @@ def harvest(
     else:
         raise click.UsageError("name one or more sources, or --all")
     http = HttpClient(s.http)
-    worst = 0
+    done: list[JobRow] = []
     with c.store() as store:
         for name in names:
             progress = _Progress(name)
@@ -175,9 +176,8 @@ def harvest(
             finally:
                 progress.stop()
             click.echo(job_line(job))
-            code = exit_code(job)
-            worst = code if code == 1 or worst == 0 else max(worst, code)
-    sys.exit(worst)
+            done.append(job)
+    sys.exit(jobs_exit_code(done))
 
 
 @main.command()

@@ -129,7 +129,7 @@ def rejected_revalidate(c: Ctx, source: str | None) -> None:
     Exit status, as for harvest: 0 every record retried now passes, 3 records were rejected
     again (or catalogue pages still fail), 4 a job was partial, 1 a job failed."""
     from aggregator.deadletter import revalidate
-    from aggregator.pipeline import exit_code
+    from aggregator.pipeline import jobs_exit_code
 
     with c.store(create=False) as store:
         jobs = revalidate(c.settings, store, source=source)
@@ -137,5 +137,4 @@ def rejected_revalidate(c: Ctx, source: str | None) -> None:
         click.echo("no open rejections")
     for j in jobs:
         click.echo(job_line(j))
-    codes = [exit_code(j) for j in jobs]
-    sys.exit(1 if 1 in codes else max(codes, default=0))
+    sys.exit(jobs_exit_code(jobs))

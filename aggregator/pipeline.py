@@ -19,7 +19,7 @@ import multiprocessing
 import queue
 import threading
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Executor, Future, ProcessPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -365,3 +365,10 @@ def exit_code(job: JobRow) -> int:
     if job.counters.get(Outcome.REJECTED.value, 0) or job.counters.get(Outcome.ERRORED.value, 0):
         return 3
     return 0
+
+
+def jobs_exit_code(jobs: Iterable[JobRow]) -> int:
+    """The exit status of a command that ran several jobs: 1 when any failed (a later
+    partial or rejecting job must not hide it), else the highest of the others."""
+    codes = [exit_code(j) for j in jobs]
+    return 1 if 1 in codes else max(codes, default=0)

@@ -117,6 +117,20 @@ def test_exit_codes_separate_rejections_from_failures(
     peer.faults.error_code = "badArgument"
     code, out = run(config, "harvest", "portal", "--full")
     assert code == 1 and "failed" in out  # the job failed
+    # one command, a failed job then a job with rejections: the failure is not hidden
+    peer.faults.error_on_page = None
+    run(config, "source", "add", "gone", "--type", "oai-pmh", "--url", _closed_port_url())
+    code, out = run(config, "harvest", "gone", "portal", "--full", "--force")
+    assert code == 1 and "failed" in out and "rejected=1" in out, out
+
+
+def _closed_port_url() -> str:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    return f"http://127.0.0.1:{port}/oai"
 
 
 def test_config_errors_are_clear(tmp_path: Path) -> None:
