@@ -510,3 +510,38 @@ def test_seen_marks_stay_bounded_and_withdrawal_stays_exact(tmp_path: Path) -> N
             assert_consistent(env.store)
         finally:
             env.store.close()
+
+
+@pytest.mark.parametrize("reading", [True, False])
+def test_batches_are_published_for_readers_only(
+    env: Env, reading: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A snapshot per batch while a process reads the shelf (``serve``); otherwise only the
+    job's end publishes (a checkpoint per batch is work and disk churn for nobody)."""
+    from aggregator.store.snapshots import SnapshotReader, SnapshotShelf
+
+    published: list[int] = []
+    real = SnapshotShelf.publish
+
+    def counted(self: SnapshotShelf, source: object, generation: int) -> Path:
+        published.append(generation)
+        return real(self, source, generation)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(SnapshotShelf, "publish", counted)
+    env.settings = replace(env.settings, harvest=replace(env.settings.harvest, batch_size=5))
+    assert env.store.shelf is not None
+    reader = SnapshotReader(env.store.shelf.root)
+    if reading:
+        reader.check()  # holds the current snapshot open, as a serving process does
+    assert env.store.shelf.has_readers() is reading
+    try:
+        before = env.store.db.generation()
+        job = env.run()
+        assert counts(job) == {"added": 25}
+        generations = set(range(before + 1, env.store.db.generation() + 1))
+        assert len(generations) == 5  # five batches of five records
+        mid_job = set(published) & generations - {env.store.db.generation()}
+        assert bool(mid_job) is reading, published
+        assert env.store.shelf.generation == env.store.db.generation()  # the end, always
+    finally:
+        reader.close()

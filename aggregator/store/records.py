@@ -243,7 +243,9 @@ class RecordStore(StoreReads):
         # readers of an embedded graph store read snapshots; a server backend serves itself
         self.shelf = snapshot_shelf(path) if isinstance(self.graphs, OxigraphGraphs) else None
         self.recovery = self.recover()
-        self._applier = GraphApplier(self.graphs, path / "state.sqlite3", on_applied=self._publish)
+        self._applier = GraphApplier(
+            self.graphs, path / "state.sqlite3", on_applied=self._publish_for_readers
+        )
         stale = self.jobs.fail_stale()
         if stale:
             log.warning("marked %d job(s) left running by a dead process as failed", len(stale))
@@ -348,6 +350,15 @@ class RecordStore(StoreReads):
             self.db.rollback()
             raise
         self._publish(generation)
+
+    def _publish_for_readers(self, generation: int) -> None:
+        """After a batch: publish only while some process reads the shelf (``serve``). A
+        snapshot per batch is a RocksDB checkpoint (a memtable flush, a link to every file)
+        and the collection of the last one: work and disk churn for nobody when no one
+        reads. Job ends, opens and closes publish whatever happens, so a ``serve`` started
+        later begins from the last committed state."""
+        if self.shelf is not None and self.shelf.has_readers():
+            self._publish(generation)
 
     def _publish(self, generation: int) -> None:
         """Publish a snapshot of the graph store, which holds ``generation`` now (the

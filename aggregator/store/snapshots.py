@@ -103,6 +103,16 @@ class SnapshotShelf:
             self._collect(name)
             return path
 
+    def has_readers(self) -> bool:
+        """Whether some process has a snapshot of this shelf open (holds its shared flock)."""
+        for lock_path in self.root.glob(f"{_PREFIX}*.lock"):
+            with contextlib.suppress(FileNotFoundError), open(lock_path, "rb") as lock:
+                try:
+                    fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    return True
+        return False
+
     def collect(self) -> None:
         """Delete the snapshots that are not current and that no reader has open."""
         if not self.root.is_dir():
