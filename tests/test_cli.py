@@ -252,7 +252,9 @@ def test_a_missing_configuration_is_an_error_and_creates_nothing(
     assert (
         CliRunner().invoke(main, ["map", "--from", "dcat", str(bundled_dump_path())]).exit_code == 0
     )
-    code, out = run(missing, "source", "add", "p", "--type", "oai-pmh", "--url", "http://e.org/")
+    code, out = run(
+        missing, "source", "add", "p", "--type", "oai-pmh", "--url", "http://example.org/oai"
+    )
     assert code == 0 and missing.is_file()
 
 
@@ -261,7 +263,9 @@ def test_read_commands_do_not_create_a_store(config: Path) -> None:
     for args in (["jobs"], ["records"], ["rejected", "list"], ["job", "show", "1"]):
         code, out = run(config, *args)
         assert code == 2 and f"no store at {data} yet" in out, (args, out)
-    code, out = run(config, "source", "add", "p", "--type", "oai-pmh", "--url", "http://e.org/")
+    code, out = run(
+        config, "source", "add", "p", "--type", "oai-pmh", "--url", "http://example.org/oai"
+    )
     code, out = run(config, "source", "list")
     assert code == 0 and "never harvested" in out
     code, out = run(config, "source", "show", "p")
