@@ -45,6 +45,28 @@ def _progress(db: Path, job_id: int) -> int:
 
 
 @pytest.mark.slow
+def write_config(tmp_path: Path, url: str) -> Path:
+    """aggregator.toml of one OAI-PMH source, in-process mapping, batches of 20."""
+    config = tmp_path / "aggregator.toml"
+    config.write_text(
+        f"""
+[store]
+path = "store"
+base_iri = "http://127.0.0.1:8000/"
+[http]
+allow_private = true
+[harvest]
+workers = 0
+batch_size = 20
+[sources.portal]
+type = "oai-pmh"
+url = "{url}"
+""",
+        encoding="utf-8",
+    )
+    return config
+
+
 def test_kill_mid_harvest_then_converge(tmp_path: Path) -> None:
     items = generated_items(
         N,
@@ -56,23 +78,7 @@ def test_kill_mid_harvest_then_converge(tmp_path: Path) -> None:
     peer = OaiPmhPeer(items, page_size=25)
     peer.faults.delay = 0.05  # slow pages keep the harvest running long enough to be killed
     with PeerServer(peer) as server:
-        config = tmp_path / "aggregator.toml"
-        config.write_text(
-            f"""
-[store]
-path = "store"
-base_iri = "http://127.0.0.1:8000/"
-[http]
-allow_private = true
-[harvest]
-workers = 0
-batch_size = 20
-[sources.portal]
-type = "oai-pmh"
-url = "{server.url}oai"
-""",
-            encoding="utf-8",
-        )
+        config = write_config(tmp_path, f"{server.url}oai")
         db = tmp_path / "store" / "state.sqlite3"
         cmd = [
             sys.executable,
@@ -154,23 +160,7 @@ def test_kill_between_the_graph_writes_of_one_record_written_in_consecutive_batc
         return peer(environ, start_response)  # type: ignore[arg-type]
 
     with PeerServer(peer_app) as server:  # type: ignore[arg-type]
-        config = tmp_path / "aggregator.toml"
-        config.write_text(
-            f"""
-[store]
-path = "store"
-base_iri = "http://127.0.0.1:8000/"
-[http]
-allow_private = true
-[harvest]
-workers = 0
-batch_size = 20
-[sources.portal]
-type = "oai-pmh"
-url = "{server.url}oai"
-""",
-            encoding="utf-8",
-        )
+        config = write_config(tmp_path, f"{server.url}oai")
         settings = load_settings(config)
         ident = generate_identifier(changing)
         graph_iri = StoreNames(settings.store_path, settings.base_iri).record_iri("portal", ident)
