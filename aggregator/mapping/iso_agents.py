@@ -1,0 +1,197 @@
+"""Responsible parties (``gmd:CI_ResponsibleParty``) -> agents, contact points, attributions.
+
+Each party's role (``gmd:role/gmd:CI_RoleCode``) is looked up in ``[roles]`` of
+mappings/iso19139.toml: ``pointOfContact`` becomes a ``dcat:contactPoint`` (a vCard with name,
+e-mail, telephone, address and web page), the other roles a ``foaf:Agent`` as the value of
+the role's property (``dct:publisher``, ``dct:creator``, ``geodcat:custodian`` ...), and every
+role listed with ``attribution = true`` also a ``prov:qualifiedAttribution`` naming the agent
+and the INSPIRE ResponsiblePartyRole. The same organisation (or person) in several roles is
+one node.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from lxml import etree
+from pyoxigraph import Literal, NamedNode
+
+from aggregator.mapping.iso_table import IsoTable
+from aggregator.mapping.iso_xml import GMD, Node, Out, Texts, code_value, first, is_iri, plain
+from aggregator.vocab import DCAT, FOAF, PROV, VCARD
+
+ROLE_BASE = "http://inspire.ec.europa.eu/metadata-codelist/ResponsiblePartyRole/"
+
+FOAF_NAME = NamedNode(FOAF + "name")
+FOAF_MBOX = NamedNode(FOAF + "mbox")
+FOAF_ORGANIZATION = NamedNode(FOAF + "Organization")
+FOAF_PERSON = NamedNode(FOAF + "Person")
+V = {
+    name: NamedNode(VCARD + name)
+    for name in (
+        "Organization",
+        "Individual",
+        "Address",
+        "fn",
+        "organization-name",
+        "hasEmail",
+        "hasTelephone",
+        "hasAddress",
+        "hasURL",
+        "street-address",
+        "locality",
+        "region",
+        "postal-code",
+        "country-name",
+        "title",
+    )
+}
+QUALIFIED_ATTRIBUTION = NamedNode(PROV + "qualifiedAttribution")
+PROV_ATTRIBUTION = NamedNode(PROV + "Attribution")
+PROV_AGENT = NamedNode(PROV + "agent")
+HAD_ROLE = NamedNode(DCAT + "hadRole")
+CONTACT_POINT = NamedNode(DCAT + "contactPoint")
+
+_CONTACT = "gmd:contactInfo/gmd:CI_Contact"
+
+
+class Party:
+    """One CI_ResponsibleParty, read once."""
+
+    __slots__ = (
+        "address",
+        "email",
+        "individual",
+        "key",
+        "organisation",
+        "phone",
+        "position",
+        "role",
+        "url",
+    )
+
+    def __init__(self, el: etree._Element, texts: Texts) -> None:
+        org = el.find(GMD + "organisationName")
+        self.organisation = texts.literals(org) if org is not None else []
+        self.individual = plain(el.find(GMD + "individualName"))
+        self.position = plain(el.find(GMD + "positionName"))
+        self.role = code_value(first("gmd:role/gmd:CI_RoleCode", el))
+        contact = first(_CONTACT, el)
+        self.email = ""
+        self.phone = ""
+        self.url = ""
+        self.address: list[tuple[str, str]] = []
+        if contact is not None:
+            self.phone = plain(first("gmd:phone/gmd:CI_Telephone/gmd:voice", contact))
+            address = first("gmd:address/gmd:CI_Address", contact)
+            if address is not None:
+                self.email = plain(address.find(GMD + "electronicMailAddress"))
+                for iso, prop in (
+                    ("deliveryPoint", "street-address"),
+                    ("city", "locality"),
+                    ("administrativeArea", "region"),
+                    ("postalCode", "postal-code"),
+                    ("country", "country-name"),
+                ):
+                    value = plain(address.find(GMD + iso))
+                    if value:
+                        self.address.append((prop, value))
+            self.url = plain(first("gmd:onlineResource/gmd:CI_OnlineResource/gmd:linkage", contact))
+        name = str(self.organisation[0].value) if self.organisation else ""
+        self.key = (name.casefold(), self.individual.casefold(), self.email.casefold())
+
+    @property
+    def named(self) -> bool:
+        return bool(self.organisation or self.individual)
+
+
+class Agents:
+    """Makes (and shares) the agent and vCard nodes of one record."""
+
+    def __init__(self, out: Out, table: IsoTable, texts: Texts) -> None:
+        self.out = out
+        self.table = table
+        self.texts = texts
+        self._agents: dict[tuple[str, str, str], Node] = {}
+        self._cards: dict[tuple[str, str, str], Node] = {}
+
+    def read(self, elements: list[etree._Element]) -> list[Party]:
+        parties = [Party(el, self.texts) for el in elements]
+        return [p for p in parties if p.named]
+
+    def agent(self, party: Party) -> Node:
+        node = self._agents.get(party.key)
+        if node is not None:
+            return node
+        out = self.out
+        if party.organisation:
+            node = out.typed(FOAF_ORGANIZATION)
+            out.add_all(node, FOAF_NAME, party.organisation)
+        else:
+            node = out.typed(FOAF_PERSON)
+            out.add(node, FOAF_NAME, Literal(party.individual))
+        if party.email:
+            out.add(node, FOAF_MBOX, NamedNode("mailto:" + party.email))
+        self._agents[party.key] = node
+        return node
+
+    def vcard(self, party: Party) -> Node:
+        node = self._cards.get(party.key)
+        if node is not None:
+            return node
+        out = self.out
+        if party.organisation:
+            node = out.typed(V["Organization"])
+            out.add(node, V["fn"], Literal(str(party.organisation[0].value)))
+            out.add_all(node, V["organization-name"], party.organisation)
+        else:
+            node = out.typed(V["Individual"])
+            out.add(node, V["fn"], Literal(party.individual))
+        if party.organisation and party.individual:
+            out.add(node, V["title"], Literal(party.individual))
+        if party.email:
+            out.add(node, V["hasEmail"], NamedNode("mailto:" + party.email))
+        phone = "".join(ch for ch in party.phone if ch.isdigit() or ch == "+")
+        if phone:
+            out.add(node, V["hasTelephone"], NamedNode("tel:" + phone))
+        if party.url and is_iri(party.url):
+            out.add(node, V["hasURL"], NamedNode(party.url))
+        if party.address:
+            address = out.typed(V["Address"])
+            out.add(node, V["hasAddress"], address)
+            for prop, value in party.address:
+                out.add(address, V[prop], Literal(value))
+        self._cards[party.key] = node
+        return node
+
+    def attribution(self, subject: Node, party: Party) -> None:
+        out = self.out
+        node = out.typed(PROV_ATTRIBUTION)
+        out.add(subject, QUALIFIED_ATTRIBUTION, node)
+        out.add(node, PROV_AGENT, self.agent(party))
+        out.add(node, HAD_ROLE, NamedNode(ROLE_BASE + party.role))
+
+    def apply(self, subject: Node, parties: list[Party]) -> None:
+        """Each party in its role(s) on ``subject`` (the described resource)."""
+        used: Counter[NamedNode] = Counter()
+        for party in parties:
+            role = self.table.roles.get(party.role)
+            if role is None:
+                if party.role.isalnum():  # a role the table does not know: attribution only
+                    self.attribution(subject, party)
+                continue
+            if role.max and used[role.property] >= role.max:
+                self.attribution(subject, party)
+                continue
+            used[role.property] += 1
+            value = self.vcard(party) if role.vcard else self.agent(party)
+            self.out.add(subject, role.property, value)
+            if role.attribution:
+                self.attribution(subject, party)
+
+    def record_contacts(self, record: Node, parties: list[Party]) -> None:
+        """The metadata point(s) of contact on the source's catalogue record."""
+        for party in parties:
+            self.out.add(record, CONTACT_POINT, self.vcard(party))
+            if party.role.isalnum():
+                self.attribution(record, party)

@@ -1,0 +1,262 @@
+"""Distributions, licences and access rights, and the service-only parts of ISO 19139.
+
+* Transfer options (``gmd:MD_DigitalTransferOptions/gmd:onLine/gmd:CI_OnlineResource``): the
+  CI_OnLineFunctionCode (``[online-function]``) decides whether a link is a distribution
+  (``dcat:accessURL``, plus ``dcat:downloadURL`` for downloads and ``WWW:DOWNLOAD`` protocols),
+  a ``dcat:landingPage`` or a ``foaf:page``; a service protocol (``[[protocol]]``) gives the
+  distribution its file type and a ``dcat:accessService``; otherwise the record's one
+  ``gmd:distributionFormat`` gives ``dct:format`` (EU file type, IANA media type or a labelled
+  node).
+* Constraints: ``gmd:useConstraints`` -> licence (a known licence IRI, else a
+  ``dct:LicenseDocument`` with the text), ``gmd:accessConstraints`` -> ``dct:accessRights``
+  (the INSPIRE LimitationsOnPublicAccess anchor, else a ``dct:RightsStatement``),
+  ``gmd:useLimitation`` -> ``dct:rights``. Licence and rights go on each distribution (and on a
+  service), access rights on the resource.
+* Services: ``srv:operatesOn`` -> ``dcat:servesDataset``, connect points and transfer options ->
+  ``dcat:endpointURL`` (GetCapabilities links also ``dcat:endpointDescription``),
+  ``srv:serviceTypeVersion`` -> ``dct:conformsTo`` a ``dct:Standard`` with ``owl:versionInfo``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from urllib.parse import parse_qs, urlsplit
+
+from lxml import etree
+from pyoxigraph import Literal, NamedNode
+
+from aggregator.mapping.base import MappingContext, mint_iri
+from aggregator.mapping.iso_parts import OWL, P, State
+from aggregator.mapping.iso_table import format_key
+from aggregator.mapping.iso_xml import GMD, XLINK_HREF, Node, anchor_href, elements, is_iri, plain
+from aggregator.vocab import DCAT, DCT, FOAF, RDFS
+
+D = {
+    name: NamedNode(DCAT + name)
+    for name in (
+        "Distribution",
+        "DataService",
+        "distribution",
+        "accessURL",
+        "downloadURL",
+        "landingPage",
+        "accessService",
+        "mediaType",
+        "endpointURL",
+        "endpointDescription",
+        "servesDataset",
+    )
+}
+FORMAT = NamedNode(DCT + "format")
+LICENSE = NamedNode(DCT + "license")
+RIGHTS = NamedNode(DCT + "rights")
+ACCESS_RIGHTS = NamedNode(DCT + "accessRights")
+LICENSE_DOCUMENT = NamedNode(DCT + "LicenseDocument")
+RIGHTS_STATEMENT = NamedNode(DCT + "RightsStatement")
+MEDIA_TYPE_OR_EXTENT = NamedNode(DCT + "MediaTypeOrExtent")
+STANDARD = NamedNode(DCT + "Standard")
+PAGE = NamedNode(FOAF + "page")
+LABEL = NamedNode(RDFS + "label")
+VERSION_INFO = NamedNode(OWL + "versionInfo")
+IANA = "https://www.iana.org/assignments/media-types/"
+
+_ONLINE = (
+    "gmd:distributionInfo/gmd:MD_Distribution//gmd:transferOptions/"
+    "gmd:MD_DigitalTransferOptions/gmd:onLine/gmd:CI_OnlineResource"
+)
+
+
+@dataclass
+class Rights:
+    """The constraints of a record, mapped once and shared by its distributions."""
+
+    licence: Node | None = None
+    rights: Node | None = None
+    access: Node | None = None
+
+
+def _statement(state: State, cls: NamedNode, el: etree._Element) -> Node | None:
+    lits = state.texts.literals(el)
+    if not lits:
+        return None
+    node = state.out.typed(cls)
+    state.out.add_all(node, LABEL, lits)
+    return node
+
+
+def constraints(state: State, ident: etree._Element) -> Rights:
+    found = Rights()
+    for c in elements("gmd:resourceConstraints/*", ident):
+        for lim in c.iterfind(GMD + "useLimitation"):
+            if found.rights is None:
+                found.rights = _statement(state, RIGHTS_STATEMENT, lim)
+        if etree.QName(c).localname != "MD_LegalConstraints":
+            continue
+        is_access = c.find(GMD + "accessConstraints") is not None
+        for other in c.iterfind(GMD + "otherConstraints"):
+            href = anchor_href(other)
+            text = plain(other)
+            if is_access:
+                if found.access is None:
+                    if href and is_iri(href):
+                        found.access = NamedNode(href)
+                    else:
+                        found.access = _statement(state, RIGHTS_STATEMENT, other)
+                continue
+            if found.licence is not None:
+                continue
+            probe = f"{href} {text}".casefold()
+            iri = next((iri for match, iri in state.table.licences if match in probe), "")
+            if iri:
+                found.licence = NamedNode(iri)
+            elif href and is_iri(href):
+                found.licence = NamedNode(href)
+            else:
+                found.licence = _statement(state, LICENSE_DOCUMENT, other)
+    return found
+
+
+def _format(state: State, root: etree._Element) -> tuple[NamedNode, Node] | None:
+    """The record's distribution format, when it names exactly one."""
+    names = {
+        plain(n)
+        for n in elements("gmd:distributionInfo/gmd:MD_Distribution//gmd:MD_Format/gmd:name", root)
+        if plain(n)
+    }
+    if len(names) != 1:
+        return None
+    name = names.pop()
+    iri = state.table.formats.get(format_key(name))
+    if iri:
+        return FORMAT, NamedNode(iri)
+    if "/" in name and " " not in name and is_iri(IANA + name):
+        return D["mediaType"], NamedNode(IANA + name.lower())
+    node = state.out.typed(MEDIA_TYPE_OR_EXTENT)
+    state.out.add(node, LABEL, Literal(name))
+    return FORMAT, node
+
+
+def distributions(state: State, root: etree._Element, subject: Node, rights: Rights) -> None:
+    out, table = state.out, state.table
+    fmt = None
+    fmt_read = False
+    for onl in elements(_ONLINE, root):
+        url = plain(onl.find(GMD + "linkage"))
+        if not is_iri(url):
+            state.warn("iso-link-not-url", f"online resource linkage {url!r} is not a URL", onl)
+            continue
+        function = _code(onl)
+        kind = table.online_function.get(function, "distribution")
+        if kind == "page":
+            out.add(subject, PAGE, NamedNode(url))
+            continue
+        if kind == "landing-page":
+            out.add(subject, D["landingPage"], NamedNode(url))
+            continue
+        protocol = plain(onl.find(GMD + "protocol"))
+        dist = out.typed(D["Distribution"])
+        out.add(subject, D["distribution"], dist)
+        out.add(dist, D["accessURL"], NamedNode(url))
+        if kind == "download" or protocol.upper().startswith("WWW:DOWNLOAD"):
+            out.add(dist, D["downloadURL"], NamedNode(url))
+        name = onl.find(GMD + "name")
+        if name is not None:
+            out.add_all(dist, P["title"], state.texts.literals(name))
+        desc = onl.find(GMD + "description")
+        if desc is not None:
+            out.add_all(dist, P["description"], state.texts.literals(desc))
+        folded = protocol.casefold()
+        proto = next((p for p in table.protocols if folded.startswith(p.prefix)), None)
+        if proto is not None:
+            out.add(dist, FORMAT, NamedNode(proto.file_type))
+            if proto.service:
+                service = out.typed(D["DataService"])
+                out.add(dist, D["accessService"], service)
+                out.add(service, D["endpointURL"], NamedNode(url))
+                out.add(service, D["servesDataset"], subject)
+                names = state.texts.literals(name) if name is not None else []
+                out.add_all(service, P["title"], names or [Literal(protocol)])
+        else:
+            if not fmt_read:
+                fmt, fmt_read = _format(state, root), True
+            if fmt is not None:
+                out.add(dist, fmt[0], fmt[1])
+        if rights.licence is not None:
+            out.add(dist, LICENSE, rights.licence)
+        if rights.rights is not None:
+            out.add(dist, RIGHTS, rights.rights)
+
+
+def _code(onl: etree._Element) -> str:
+    el = onl.find(f"{GMD}function/{GMD}CI_OnLineFunctionCode")
+    return (el.get("codeListValue") or el.text or "").strip() if el is not None else ""
+
+
+def served_dataset(ctx: MappingContext, ref: etree._Element) -> NamedNode | None:
+    """The dataset a srv:operatesOn names: its @uuidref (a metadata file identifier of the
+    same source), else the ``id`` parameter of its xlink:href (a CSW GetRecordById link), else
+    the link itself."""
+    uuid = (ref.get("uuidref") or "").strip()
+    href = (ref.get(XLINK_HREF) or "").strip()
+    if not uuid and href:
+        query = parse_qs(urlsplit(href).query)
+        ids = {k.lower(): v for k, v in query.items()}.get("id")
+        if ids:
+            uuid = ids[0]
+        elif "#" in href and not uuid:
+            uuid = href.rsplit("#", 1)[1]
+    if uuid:
+        return NamedNode(mint_iri(ctx, "dataset", uuid))
+    return NamedNode(href) if href and is_iri(href) else None
+
+
+def service(
+    state: State, ctx: MappingContext, root: etree._Element, ident: etree._Element, subject: Node
+) -> None:
+    out = state.out
+    for ref in elements("srv:operatesOn", ident):
+        dataset = served_dataset(ctx, ref)
+        if dataset is not None:
+            out.add(subject, D["servesDataset"], dataset)
+    urls = [
+        plain(u)
+        for u in elements(
+            "srv:containsOperations/srv:SV_OperationMetadata/srv:connectPoint/"
+            "gmd:CI_OnlineResource/gmd:linkage",
+            ident,
+        )
+    ]
+    urls += [plain(onl.find(GMD + "linkage")) for onl in elements(_ONLINE, root)]
+    for url in dict.fromkeys(urls):
+        if not is_iri(url):
+            if url:
+                state.warn("iso-link-not-url", f"service endpoint {url!r} is not a URL", ident)
+            continue
+        if "getcapabilities" in url.casefold():
+            out.add(subject, D["endpointDescription"], NamedNode(url))
+            base = url.split("?", 1)[0]
+            if is_iri(base):
+                out.add(subject, D["endpointURL"], NamedNode(base))
+        else:
+            out.add(subject, D["endpointURL"], NamedNode(url))
+    kind = plain(first_local(ident, "serviceType"))
+    for version in elements("srv:serviceTypeVersion", ident):
+        text = plain(version)
+        if text:
+            std = out.typed(STANDARD)
+            out.add(subject, P["conformsTo"], std)
+            if kind:
+                out.add(std, P["title"], Literal(kind))
+            out.add(std, VERSION_INFO, Literal(text))
+
+
+def first_local(ident: etree._Element, name: str) -> etree._Element | None:
+    found = elements(f"srv:{name}", ident)
+    return found[0] if found else None
+
+
+def service_rights(state: State, subject: Node, rights: Rights) -> None:
+    if rights.licence is not None:
+        state.out.add(subject, LICENSE, rights.licence)
+    if rights.access is not None:
+        state.out.add(subject, ACCESS_RIGHTS, rights.access)

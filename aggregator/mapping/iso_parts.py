@@ -1,0 +1,512 @@
+"""The irregular parts of the ISO 19139 mapping: dates, identifiers, keywords and themes,
+extents, reference systems, spatial resolution, lineage and conformity.
+
+Each function reads one part of the identification (``ident``) or of the record (``root``)
+and writes triples about ``subject`` into ``state.out``; anything it cannot map is a finding
+on ``state.findings``, never silently dropped. The code lists they use are the tables of
+mappings/iso19139.toml and mappings/eu-data-themes.toml (:mod:`.iso_table`).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from decimal import Decimal, InvalidOperation
+
+from lxml import etree
+from pyoxigraph import BlankNode, Literal, NamedNode
+
+from aggregator.mapping.iso_table import IsoTable
+from aggregator.mapping.iso_xml import (
+    GMD,
+    Node,
+    Out,
+    Texts,
+    anchor_href,
+    code_value,
+    date_literal,
+    elements,
+    first,
+    is_iri,
+    plain,
+)
+from aggregator.models import Finding, Severity, Stage
+from aggregator.vocab import ADMS, DCAT, DCT, PROV, RDFS, SKOS, XSD
+
+LOCN = "http://www.w3.org/ns/locn#"
+GSP = "http://www.opengis.net/ont/geosparql#"
+GEODCAT = "http://data.europa.eu/930/"
+DQV = "http://www.w3.org/ns/dqv#"
+OWL = "http://www.w3.org/2002/07/owl#"
+INSPIRE_THEME = "http://inspire.ec.europa.eu/theme/"
+DEGREE = "http://inspire.ec.europa.eu/metadata-codelist/DegreeOfConformity/"
+EPSG = "http://www.opengis.net/def/crs/EPSG/0/"
+CRS84 = "http://www.opengis.net/def/crs/OGC/1.3/CRS84"
+
+
+def _n(ns: str, name: str) -> NamedNode:
+    return NamedNode(ns + name)
+
+
+P = {
+    "created": _n(DCT, "created"),
+    "issued": _n(DCT, "issued"),
+    "modified": _n(DCT, "modified"),
+    "identifier": _n(DCT, "identifier"),
+    "adms_identifier": _n(ADMS, "identifier"),
+    "notation": _n(SKOS, "notation"),
+    "schemaAgency": _n(ADMS, "schemaAgency"),
+    "keyword": _n(DCAT, "keyword"),
+    "theme": _n(DCAT, "theme"),
+    "prefLabel": _n(SKOS, "prefLabel"),
+    "inScheme": _n(SKOS, "inScheme"),
+    "title": _n(DCT, "title"),
+    "spatial": _n(DCT, "spatial"),
+    "bbox": _n(DCAT, "bbox"),
+    "centroid": _n(DCAT, "centroid"),
+    "geometry": _n(LOCN, "geometry"),
+    "geographicName": _n(LOCN, "geographicName"),
+    "temporal": _n(DCT, "temporal"),
+    "startDate": _n(DCAT, "startDate"),
+    "endDate": _n(DCAT, "endDate"),
+    "conformsTo": _n(DCT, "conformsTo"),
+    "referenceSystem": _n(GEODCAT, "referenceSystem"),
+    "resolutionMeters": _n(DCAT, "spatialResolutionInMeters"),
+    "qualityMeasurement": _n(DQV, "hasQualityMeasurement"),
+    "isMeasurementOf": _n(DQV, "isMeasurementOf"),
+    "value": _n(DQV, "value"),
+    "provenance": _n(DCT, "provenance"),
+    "label": _n(RDFS, "label"),
+    "wasUsedBy": _n(PROV, "wasUsedBy"),
+    "qualifiedAssociation": _n(PROV, "qualifiedAssociation"),
+    "hadPlan": _n(PROV, "hadPlan"),
+    "wasDerivedFrom": _n(PROV, "wasDerivedFrom"),
+    "generated": _n(PROV, "generated"),
+    "type": _n(DCT, "type"),
+    "description": _n(DCT, "description"),
+    "versionInfo": _n(OWL, "versionInfo"),
+}
+C = {
+    "Identifier": _n(ADMS, "Identifier"),
+    "Concept": _n(SKOS, "Concept"),
+    "ConceptScheme": _n(SKOS, "ConceptScheme"),
+    "Location": _n(DCT, "Location"),
+    "PeriodOfTime": _n(DCT, "PeriodOfTime"),
+    "Standard": _n(DCT, "Standard"),
+    "QualityMeasurement": _n(DQV, "QualityMeasurement"),
+    "ProvenanceStatement": _n(DCT, "ProvenanceStatement"),
+    "Activity": _n(PROV, "Activity"),
+    "Association": _n(PROV, "Association"),
+    "Plan": _n(PROV, "Plan"),
+    "Entity": _n(PROV, "Entity"),
+}
+WKT = _n(GSP, "wktLiteral")
+GEOJSON = _n(GSP, "geoJSONLiteral")
+DECIMAL = _n(XSD, "decimal")
+AS_SCALE = _n(GEODCAT, "spatialResolutionAsScale")
+
+
+@dataclass
+class State:
+    """What the parts of one record share: where triples go, the tables, the findings."""
+
+    out: Out
+    table: IsoTable
+    texts: Texts
+    findings: list[Finding] = field(default_factory=list)
+    inspire_themes: list[str] = field(default_factory=list)
+
+    def warn(self, rule: str, message: str, el: etree._Element | None = None) -> None:
+        line = el.sourceline if el is not None else None
+        self.findings.append(
+            Finding(Stage.MAP, Severity.WARNING, rule, message, f"line {line}" if line else None)
+        )
+
+
+# -- dates and identifiers -----------------------------------------------------------------
+
+
+def dates(state: State, ident: etree._Element, subject: Node) -> None:
+    """Citation dates by CI_DateTypeCode: creation -> dct:created, publication -> dct:issued
+    (the earliest), revision -> dct:modified (the latest)."""
+    found: dict[str, list[Literal]] = {"creation": [], "publication": [], "revision": []}
+    for ci in elements("gmd:citation/gmd:CI_Citation/gmd:date/gmd:CI_Date", ident):
+        kind = code_value(first("gmd:dateType/gmd:CI_DateTypeCode", ci))
+        text = plain(ci.find(GMD + "date"))
+        lit = date_literal(text)
+        if lit is None:
+            state.warn("iso-date-unreadable", f"citation date {text!r} is not an ISO date", ci)
+            continue
+        if kind in found:
+            found[kind].append(lit)
+    out = state.out
+    if found["creation"]:
+        out.add(subject, P["created"], min(found["creation"], key=lambda x: x.value))
+    if found["publication"]:
+        out.add(subject, P["issued"], min(found["publication"], key=lambda x: x.value))
+    if found["revision"]:
+        out.add(subject, P["modified"], max(found["revision"], key=lambda x: x.value))
+
+
+def identifiers(state: State, ident: etree._Element, subject: Node) -> None:
+    """Resource identifiers (MD_Identifier / RS_Identifier code and codeSpace) -> dct:identifier
+    (code, or codeSpace/code) and adms:identifier [ skos:notation code ; adms:schemaAgency ]."""
+    for idf in elements("gmd:citation/gmd:CI_Citation/gmd:identifier/*", ident):
+        code = plain(idf.find(GMD + "code")) or anchor_href(idf.find(GMD + "code"))
+        if not code:
+            continue
+        space = plain(idf.find(GMD + "codeSpace"))
+        full = code
+        if space and not is_iri(code):
+            full = space + ("" if space.endswith(("/", "#", ":")) else "/") + code
+        out = state.out
+        out.add(subject, P["identifier"], Literal(full))
+        node = out.typed(C["Identifier"])
+        out.add(subject, P["adms_identifier"], node)
+        out.add(node, P["notation"], Literal(code))
+        if space:
+            out.add(node, P["schemaAgency"], Literal(space))
+
+
+# -- keywords, thesauri and themes -------------------------------------------------------
+
+
+def keywords(state: State, ident: etree._Element, subject: Node, themes: list[str]) -> None:
+    """Every keyword text -> dcat:keyword; keywords of a thesaurus -> dcat:theme concepts (IRIs
+    for the known thesauri of the table, else concepts in a scheme named by its title)."""
+    out, table = state.out, state.table
+    for group in elements("gmd:descriptiveKeywords/gmd:MD_Keywords", ident):
+        title_el = first("gmd:thesaurusName/gmd:CI_Citation/gmd:title", group)
+        title = plain(title_el)
+        href = anchor_href(title_el)
+        known = None
+        if title or href:
+            folded = title.casefold()
+            known = next(
+                (
+                    t
+                    for t in table.thesauri
+                    if (t.title and t.title in folded)
+                    or (href and t.anchor and href.startswith(t.anchor))
+                ),
+                None,
+            )
+        scheme: Node | None = None
+        for kw in group.iterfind(GMD + "keyword"):
+            lits = state.texts.literals(kw)
+            kw_href = anchor_href(kw)
+            if not lits and not kw_href:
+                continue
+            out.add_all(subject, P["keyword"], lits)
+            if not (title or href):
+                continue
+            text = plain(kw)
+            concept: Node | None = None
+            if kw_href and is_iri(kw_href):
+                concept = NamedNode(kw_href)
+            elif known is not None and known.labels.get(text.casefold()):
+                concept = NamedNode(known.code_base + known.labels[text.casefold()])
+            elif known is not None and known.codes_are_labels and text.isalnum():
+                concept = NamedNode(known.code_base + text)
+            prop = known.property if known is not None and known.property else P["theme"]
+            if concept is None:
+                if known is not None and known.property:
+                    continue  # not a code of that list: the keyword literal says it
+                if scheme is None:
+                    scheme = _scheme(state, known.scheme if known else "", href, title_el)
+                concept = out.typed(C["Concept"])
+                out.add_all(concept, P["prefLabel"], lits)
+                out.add(concept, P["inScheme"], scheme)
+            out.add(subject, prop, concept)
+            if isinstance(concept, NamedNode):
+                if prop == P["theme"]:
+                    themes.append(concept.value)
+                if concept.value.startswith(INSPIRE_THEME):
+                    state.inspire_themes.append(concept.value[len(INSPIRE_THEME) :])
+
+
+def _scheme(state: State, known: str, href: str, title_el: etree._Element | None) -> Node:
+    if known:
+        return NamedNode(known)
+    if href and is_iri(href):
+        return NamedNode(href)
+    node = state.out.typed(C["ConceptScheme"])
+    if title_el is not None:
+        state.out.add_all(node, P["title"], state.texts.literals(title_el))
+    return node
+
+
+def eu_themes(state: State, ident: etree._Element, subject: Node, themes: list[str]) -> None:
+    """EU data themes from the INSPIRE themes and topic categories (eu-data-themes.toml)."""
+    found: list[str] = []
+    for code in state.inspire_themes:
+        found.extend(state.table.inspire_eu_themes.get(code, ()))
+    for el in elements("gmd:topicCategory/gmd:MD_TopicCategoryCode", ident):
+        found.extend(state.table.topic_eu_themes.get(code_value(el), ()))
+    for iri in dict.fromkeys(found):
+        if iri not in themes:
+            state.out.add(subject, P["theme"], NamedNode(iri))
+            themes.append(iri)
+
+
+# -- extents --------------------------------------------------------------------------------
+
+
+def _number(el: etree._Element | None) -> Decimal | None:
+    try:
+        value = Decimal(plain(el))
+    except InvalidOperation:
+        return None
+    return value if value.is_finite() else None
+
+
+def _coord(value: Decimal) -> str:
+    """A coordinate as written in WKT and GeoJSON: plain decimal notation, no trailing zeros."""
+    text = format(value.normalize(), "f")
+    return "0" if text == "-0" else text
+
+
+def extents(state: State, ident: etree._Element, subject: Node) -> None:
+    """Bounding boxes -> dct:spatial dct:Location with dcat:bbox (WKT), locn:geometry
+    (GeoJSON) and dcat:centroid; geographic identifiers -> a Location (IRI when linked);
+    temporal extents -> dct:temporal dct:PeriodOfTime."""
+    out = state.out
+    for ext in elements("gmd:extent/gmd:EX_Extent | *[local-name()='extent']/gmd:EX_Extent", ident):
+        for box in elements("gmd:geographicElement/gmd:EX_GeographicBoundingBox", ext):
+            w, e, s, n = (
+                _number(box.find(GMD + name))
+                for name in (
+                    "westBoundLongitude",
+                    "eastBoundLongitude",
+                    "southBoundLatitude",
+                    "northBoundLatitude",
+                )
+            )
+            if w is None or e is None or s is None or n is None:
+                state.warn("iso-bbox-unreadable", "a bounding box coordinate is not a number", box)
+                continue
+            if not (-180 <= w <= 180 and -180 <= e <= 180 and -90 <= s <= n <= 90):
+                state.warn(
+                    "iso-bbox-out-of-range",
+                    f"bounding box W {w} E {e} S {s} N {n} is not a longitude/latitude box",
+                    box,
+                )
+                continue
+            loc = out.typed(C["Location"])
+            out.add(subject, P["spatial"], loc)
+            W, E, S, N = (_coord(v) for v in (w, e, s, n))
+            ring = f"{W} {S},{E} {S},{E} {N},{W} {N},{W} {S}"
+            out.add(loc, P["bbox"], Literal(f"POLYGON(({ring}))", datatype=WKT))
+            coords = f"[{W},{S}],[{E},{S}],[{E},{N}],[{W},{N}],[{W},{S}]"
+            geojson = '{"type":"Polygon","coordinates":[[' + coords + "]]}"
+            out.add(loc, P["geometry"], Literal(geojson, datatype=GEOJSON))
+            centre = f"POINT({_coord((w + e) / 2)} {_coord((s + n) / 2)})"
+            out.add(loc, P["centroid"], Literal(centre, datatype=WKT))
+        for code_el in elements(
+            "gmd:geographicElement/gmd:EX_GeographicDescription/gmd:geographicIdentifier/*/gmd:code",
+            ext,
+        ):
+            href = anchor_href(code_el)
+            if href and is_iri(href):
+                out.add(subject, P["spatial"], NamedNode(href))
+                continue
+            lits = state.texts.literals(code_el)
+            if lits:
+                loc = out.typed(C["Location"])
+                out.add(subject, P["spatial"], loc)
+                out.add_all(loc, P["geographicName"], lits)
+        for period in elements(
+            "gmd:temporalElement/*/gmd:extent/*[local-name()='TimePeriod' or "
+            "local-name()='TimeInstant']",
+            ext,
+        ):
+            _period(state, period, subject)
+
+
+def _position(el: etree._Element | None) -> str:
+    if el is None or el.get("indeterminatePosition") in ("now", "unknown"):
+        return ""
+    return (el.text or "").strip()
+
+
+def _period(state: State, period: etree._Element, subject: Node) -> None:
+    if etree.QName(period).localname == "TimeInstant":
+        start = end = _position(first("*[local-name()='timePosition']", period))
+    else:
+        start = _position(
+            first(
+                "*[local-name()='beginPosition'] | *[local-name()='begin']//*"
+                "[local-name()='timePosition']",
+                period,
+            )
+        )
+        end = _position(
+            first(
+                "*[local-name()='endPosition'] | *[local-name()='end']//*"
+                "[local-name()='timePosition']",
+                period,
+            )
+        )
+    bounds = []
+    for pred, text in ((P["startDate"], start), (P["endDate"], end)):
+        if not text:
+            continue
+        lit = date_literal(text)
+        if lit is None:
+            message = f"time position {text!r} is not an ISO date"
+            state.warn("iso-temporal-unreadable", message, period)
+        else:
+            bounds.append((pred, lit))
+    if bounds:
+        node = state.out.typed(C["PeriodOfTime"])
+        state.out.add(subject, P["temporal"], node)
+        for pred, lit in bounds:
+            state.out.add(node, pred, lit)
+
+
+# -- reference systems, resolution --------------------------------------------------------
+
+_EPSG_CODE = re.compile(r"(?:^|[:/])(\d{4,6})$")
+
+
+def crs_iri(code: str, space: str, href: str) -> str:
+    """The OGC IRI of a reference system code ("EPSG:27700", "urn:ogc:def:crs:EPSG::4258",
+    code "27700" with codeSpace "EPSG", "CRS84"), its link, or "" when it is not recognised."""
+    if href and is_iri(href):
+        return href
+    if code.startswith(("http://", "https://")) and is_iri(code):
+        return code
+    if code.upper().endswith("CRS84"):
+        return CRS84
+    if "EPSG" in (code + space).upper():
+        m = _EPSG_CODE.search(code)
+        if m:
+            return EPSG + m.group(1)
+    return ""
+
+
+def reference_systems(state: State, root: etree._Element, subject: Node) -> None:
+    out = state.out
+    for rs in elements(
+        "gmd:referenceSystemInfo/gmd:MD_ReferenceSystem/gmd:referenceSystemIdentifier/"
+        "gmd:RS_Identifier",
+        root,
+    ):
+        code_el = rs.find(GMD + "code")
+        code = plain(code_el)
+        space = plain(rs.find(GMD + "codeSpace"))
+        iri = crs_iri(code, space, anchor_href(code_el))
+        node: Node
+        if iri:
+            node = NamedNode(iri)
+        elif code:
+            node = out.typed(C["Standard"])
+            out.add(node, P["identifier"], Literal(f"{space}:{code}" if space else code))
+        else:
+            continue
+        out.add(subject, P["conformsTo"], node)
+        out.add(subject, P["referenceSystem"], node)
+
+
+_UNITS = {"m": 1, "metre": 1, "meter": 1, "metres": 1, "meters": 1, "km": 1000, "cm": 0.01}
+_UNITS |= {"mm": 0.001, "urn:ogc:def:uom:epsg::9001": 1}
+
+
+def _decimal(value: Decimal) -> Literal:
+    text = format(value.normalize(), "f")
+    return Literal(text if "." in text else text + ".0", datatype=DECIMAL)
+
+
+def resolution(state: State, ident: etree._Element, subject: Node) -> None:
+    """Equivalent scale -> dqv:hasQualityMeasurement (geodcat:spatialResolutionAsScale, value
+    1/denominator); distance -> dcat:spatialResolutionInMeters."""
+    out = state.out
+    for res in elements("gmd:spatialResolution/gmd:MD_Resolution/*", ident):
+        name = etree.QName(res).localname
+        try:
+            if name == "equivalentScale":
+                denom = Decimal(plain(first("*/gmd:denominator", res)))
+                if denom <= 0:
+                    raise InvalidOperation
+                node = out.typed(C["QualityMeasurement"])
+                out.add(subject, P["qualityMeasurement"], node)
+                out.add(node, P["isMeasurementOf"], AS_SCALE)
+                out.add(node, P["value"], _decimal(1 / denom))
+            elif name == "distance":
+                dist = first("gco:Distance", res)
+                unit = (dist.get("uom", "m") if dist is not None else "m").strip()
+                factor = _UNITS.get(unit.casefold())
+                if factor is None:
+                    message = f"distance unit {unit!r} is not a length"
+                    state.warn("iso-resolution-unit", message, res)
+                    continue
+                metres = Decimal(plain(res)) * Decimal(str(factor))
+                out.add(subject, P["resolutionMeters"], _decimal(metres))
+        except (InvalidOperation, ValueError):
+            message = f"spatial resolution {name} is not a number"
+            state.warn("iso-resolution-unreadable", message, res)
+
+
+# -- lineage and conformity --------------------------------------------------------------
+
+
+def lineage(state: State, root: etree._Element, subject: Node) -> None:
+    for stmt in elements(
+        "gmd:dataQualityInfo/gmd:DQ_DataQuality/gmd:lineage/gmd:LI_Lineage/gmd:statement", root
+    ):
+        lits = state.texts.literals(stmt)
+        if lits:
+            node = state.out.typed(C["ProvenanceStatement"])
+            state.out.add(subject, P["provenance"], node)
+            state.out.add_all(node, P["label"], lits)
+
+
+def conformity(state: State, root: etree._Element, subject: Node) -> None:
+    """DQ_ConformanceResult -> dct:conformsTo the specification (when passed) and, always,
+    GeoDCAT-AP's prov:wasUsedBy activity with the degree of conformity."""
+    out = state.out
+    for result in elements(
+        "gmd:dataQualityInfo/gmd:DQ_DataQuality/gmd:report/*/gmd:result/gmd:DQ_ConformanceResult",
+        root,
+    ):
+        cit = first("gmd:specification/gmd:CI_Citation", result)
+        if cit is None:
+            continue
+        title_el = cit.find(GMD + "title")
+        title = plain(title_el)
+        href = anchor_href(title_el)
+        spec: Node
+        folded = title.casefold()
+        known = next((iri for part, iri in state.table.specifications if part in folded), "")
+        if href and is_iri(href):
+            spec = NamedNode(href)
+        elif known:
+            spec = NamedNode(known)
+        else:
+            spec = out.typed(C["Standard"])
+            if title_el is not None:
+                out.add_all(spec, P["title"], state.texts.literals(title_el))
+            issued = date_literal(plain(first("gmd:date/gmd:CI_Date/gmd:date", cit)))
+            if issued is not None:
+                out.add(spec, P["issued"], issued)
+        passed = plain(result.find(GMD + "pass")).lower()
+        degree = {"true": "conformant", "1": "conformant", "false": "notConformant"}
+        level = degree.get(passed, "notConformant" if passed == "0" else "notEvaluated")
+        if level == "conformant":
+            out.add(subject, P["conformsTo"], spec)
+        activity = out.typed(C["Activity"])
+        out.add(subject, P["wasUsedBy"], activity)
+        assoc = out.typed(C["Association"])
+        out.add(activity, P["qualifiedAssociation"], assoc)
+        plan = out.typed(C["Plan"])
+        out.add(assoc, P["hadPlan"], plan)
+        out.add(plan, P["wasDerivedFrom"], spec)
+        entity = out.typed(C["Entity"])
+        out.add(activity, P["generated"], entity)
+        out.add(entity, P["type"], NamedNode(DEGREE + level))
+        explanation = result.find(GMD + "explanation")
+        if explanation is not None:
+            out.add_all(entity, P["description"], state.texts.literals(explanation))
+
+
+__all__ = ["BlankNode", "State"]

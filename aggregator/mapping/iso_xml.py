@@ -1,0 +1,206 @@
+"""Reading ISO 19139 XML and writing triples: the small helpers every part of the mapping uses.
+
+* :class:`Texts` reads a ``gco:CharacterString`` / ``gmx:Anchor`` property with its
+  ``gmd:PT_FreeText`` translations as language-tagged literals (the record's ``gmd:locale``
+  list gives each ``#locale`` its language).
+* :class:`Out` collects the triples of one mapped resource (and of the source's catalogue
+  record) and makes blank nodes.
+* :func:`xpath` compiles an XPath with the ISO namespaces, once (``lxml.etree.XPath``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator
+from datetime import date, datetime
+from functools import lru_cache
+
+from lxml import etree
+from pyoxigraph import BlankNode, Literal, NamedNode, Triple
+
+from aggregator.vocab import RDF_TYPE, XSD
+
+NS = {
+    "gmd": "http://www.isotc211.org/2005/gmd",
+    "gco": "http://www.isotc211.org/2005/gco",
+    "gmx": "http://www.isotc211.org/2005/gmx",
+    "srv": "http://www.isotc211.org/2005/srv",
+    "gml": "http://www.opengis.net/gml/3.2",
+    "gml31": "http://www.opengis.net/gml",
+    "xlink": "http://www.w3.org/1999/xlink",
+}
+GMD = f"{{{NS['gmd']}}}"
+GCO = f"{{{NS['gco']}}}"
+GMX = f"{{{NS['gmx']}}}"
+XLINK_HREF = f"{{{NS['xlink']}}}href"
+CHARACTER_STRING = GCO + "CharacterString"
+ANCHOR = GMX + "Anchor"
+FREE_TEXT = GMD + "PT_FreeText"
+LOCALISED = GMD + "LocalisedCharacterString"
+
+Node = NamedNode | BlankNode
+Term = NamedNode | BlankNode | Literal
+
+
+@lru_cache(maxsize=512)
+def xpath(path: str) -> etree.XPath:
+    """``path`` compiled once, with the ISO 19139 prefixes (gmd, gco, gmx, srv, gml, xlink)."""
+    return etree.XPath(path, namespaces=NS)
+
+
+def elements(path: str, node: etree._Element) -> list[etree._Element]:
+    found = xpath(path)(node)
+    return [e for e in found if isinstance(e, etree._Element)] if isinstance(found, list) else []
+
+
+def first(path: str, node: etree._Element) -> etree._Element | None:
+    found = elements(path, node)
+    return found[0] if found else None
+
+
+def clean(text: str | None) -> str:
+    """Text with its runs of white space kept but its ends trimmed ("" for None)."""
+    return text.strip() if text else ""
+
+
+def plain(prop: etree._Element | None) -> str:
+    """The text of a property element: its gco:CharacterString / gmx:Anchor / other gco
+    value child (gco:Decimal, gco:Date ...), or its own text."""
+    if prop is None:
+        return ""
+    for child in prop:
+        if isinstance(child.tag, str) and child.tag != FREE_TEXT:
+            return clean(child.text)
+    return clean(prop.text)
+
+
+def anchor_href(prop: etree._Element | None) -> str:
+    """The xlink:href of the property's gmx:Anchor (or of the property itself), or ""."""
+    if prop is None:
+        return ""
+    for child in prop:
+        if child.tag == ANCHOR:
+            return clean(child.get(XLINK_HREF))
+    return clean(prop.get(XLINK_HREF))
+
+
+def code_value(el: etree._Element | None) -> str:
+    """A code list element's value: @codeListValue, else its text."""
+    if el is None:
+        return ""
+    return clean(el.get("codeListValue")) or clean(el.text)
+
+
+class Texts:
+    """Language-tagged text of a record: the metadata language and the PT_Locale tags."""
+
+    def __init__(self, default_tag: str, locales: dict[str, str]) -> None:
+        self.default_tag = default_tag
+        self.locales = locales  # "#EN" / "EN" -> "en"
+
+    def literals(self, prop: etree._Element) -> list[Literal]:
+        """The main text with the metadata language and each translation with its own tag
+        (a translation in the metadata language itself is dropped when it repeats the text)."""
+        out: list[Literal] = []
+        main = plain(prop)
+        if main:
+            out.append(self.literal(main, self.default_tag))
+        for loc in prop.iter(LOCALISED):
+            text = clean(loc.text)
+            if not text:
+                continue
+            ref = clean(loc.get("locale"))
+            tag = self.locales.get(ref) or self.locales.get(ref.lstrip("#")) or ""
+            if tag == self.default_tag and text == main:
+                continue
+            lit = self.literal(text, tag)
+            if lit not in out:
+                out.append(lit)
+        return out
+
+    @staticmethod
+    def literal(text: str, tag: str) -> Literal:
+        return Literal(text, language=tag) if tag else Literal(text)
+
+
+_DATE = re.compile(r"^(\d{4})(?:-(\d{2})(?:-(\d{2}))?)?$")
+_DATETIME = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:\d{2})?$")
+
+
+def date_literal(text: str) -> Literal | None:
+    """An ISO date or date-time as xsd:gYear / gYearMonth / date / dateTime; None if it is none.
+
+    A date-time at midnight of a record that only gives dates stays a dateTime: the source
+    wrote it that way."""
+    text = text.strip()
+    m = _DATE.match(text)
+    if m:
+        year, month, day = m.groups()
+        try:
+            if day:
+                date(int(year), int(month), int(day))
+                return Literal(text, datatype=NamedNode(XSD + "date"))
+            if month:
+                date(int(year), int(month), 1)
+                return Literal(text, datatype=NamedNode(XSD + "gYearMonth"))
+        except ValueError:
+            return None
+        return Literal(text, datatype=NamedNode(XSD + "gYear"))
+    if _DATETIME.match(text):
+        if len(text) == 16:  # no seconds: xsd:dateTime needs them
+            text += ":00"
+        try:
+            datetime.fromisoformat(text.replace("Z", "+00:00"))
+        except ValueError:
+            return None
+        return Literal(text, datatype=NamedNode(XSD + "dateTime"))
+    return None
+
+
+def parse_datetime(text: str) -> datetime | None:
+    """A gco:Date / gco:DateTime value as a datetime (dates at midnight), None if unreadable."""
+    text = text.strip()
+    try:
+        if "T" in text:
+            return datetime.fromisoformat(text.replace("Z", "+00:00"))
+        return datetime.fromisoformat(text + "T00:00:00") if _DATE.match(text) else None
+    except ValueError:
+        return None
+
+
+class Out:
+    """The triples of one graph being built (the resource's, or the catalogue record's)."""
+
+    __slots__ = ("triples",)
+
+    def __init__(self) -> None:
+        self.triples: list[Triple] = []
+
+    def add(self, s: Node, p: NamedNode, o: Term) -> None:
+        self.triples.append(Triple(s, p, o))
+
+    def add_all(self, s: Node, p: NamedNode, objects: Iterable[Term]) -> None:
+        for o in objects:
+            self.triples.append(Triple(s, p, o))
+
+    def typed(self, cls: NamedNode, node: Node | None = None) -> Node:
+        """A node (a new blank node by default) typed ``cls``."""
+        node = node if node is not None else BlankNode()
+        self.triples.append(Triple(node, TYPE, cls))
+        return node
+
+    def objects(self, s: Node, p: NamedNode) -> Iterator[Term]:
+        for t in self.triples:
+            if t.subject == s and t.predicate == p:
+                yield t.object  # type: ignore[misc]
+
+
+TYPE = NamedNode(RDF_TYPE)
+
+
+def is_iri(text: str) -> bool:
+    """An absolute http(s)/urn/mailto IRI with no character an IRI may not hold."""
+    return bool(_IRI.match(text))
+
+
+_IRI = re.compile(r"^(?:https?://[^\s<>\"{}|\\^`]+|urn:[A-Za-z0-9][^\s<>\"{}|\\^`]*)$")
