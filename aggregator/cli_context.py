@@ -87,6 +87,9 @@ class Ctx:
         if not create and not self.store_exists():
             raise self._no_store()
         store = RecordStore(s.store_path, s.base_iri)
+        from aggregator.notify import attach_default
+
+        attach_default(s)  # the [notify] rules hear this process's harvest events
         try:
             yield store
         finally:

@@ -33,10 +33,13 @@ import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from aggregator.errors import ConfigError
+
+if TYPE_CHECKING:
+    from aggregator.notify.settings import NotifySettings
 
 SOURCE_NAME = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,62}$")
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -204,6 +207,7 @@ class Settings:
     sources: Mapping[str, SourceConfig] = field(default_factory=dict)
     serve: ServeSettings = field(default_factory=ServeSettings)
     validation: ValidationSettings = field(default_factory=ValidationSettings)
+    notify: NotifySettings = field(default_factory=lambda: _no_notify())
 
     def source(self, name: str) -> SourceConfig:
         try:
@@ -213,6 +217,12 @@ class Settings:
 
     def with_sources(self, sources: Mapping[str, SourceConfig]) -> Settings:
         return replace(self, sources=dict(sources))
+
+
+def _no_notify() -> NotifySettings:
+    from aggregator.notify.settings import NotifySettings
+
+    return NotifySettings()
 
 
 def _typed(table: Mapping[str, Any], key: str, kind: type | tuple[type, ...], where: str) -> Any:
@@ -442,7 +452,8 @@ def load_settings(path: Path, environ: Mapping[str, str] | None = None) -> Setti
         raise ConfigError(f"{path}: is a directory, not a configuration file") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as err:
         raise ConfigError(f"{path}: {err}") from err
-    unknown = set(doc) - {"store", "http", "harvest", "sources", "serve", "validation"}
+    known = {"store", "http", "harvest", "sources", "serve", "validation", "notify"}
+    unknown = set(doc) - known
     if unknown:
         raise ConfigError(f"{path}: unknown section(s) {', '.join(sorted(unknown))}")
     store = dict(doc.get("store", {}))
@@ -461,6 +472,8 @@ def load_settings(path: Path, environ: Mapping[str, str] | None = None) -> Setti
         name: parse_source(name, table, environ, root=root, validation=validation)
         for name, table in dict(doc.get("sources", {})).items()
     }
+    from aggregator.notify.settings import parse_notify
+
     return Settings(
         config_path=path,
         store_path=store_path,
@@ -470,6 +483,7 @@ def load_settings(path: Path, environ: Mapping[str, str] | None = None) -> Setti
         sources=sources,
         serve=serve,
         validation=validation,
+        notify=parse_notify(doc.get("notify", {}), root, environ),
     )
 
 

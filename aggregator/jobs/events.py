@@ -15,7 +15,9 @@ small frozen dataclasses, emitted from the thread that runs the job, in this ord
 
 The job is already finished in the state database when the closing events are emitted, so a
 subscriber may read it there. A subscriber that raises is logged and skipped: it never breaks
-a harvest nor keeps the other subscribers from hearing the event. ::
+a harvest nor keeps the other subscribers from hearing the event. An event a subscriber emits
+while hearing one (the notifier's escalations, :mod:`aggregator.notify`) is delivered once
+every subscriber has heard the first, so all subscribers hear the same order. ::
 
     bus = EventBus()
     unsubscribe = bus.subscribe(print, JobFailed, SourceUnreachable)   # no kinds: every event
@@ -102,6 +104,7 @@ class EventBus:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._subscribers: list[tuple[tuple[type[HarvestEvent], ...], Handler]] = []
+        self._local = threading.local()  # events a subscriber emitted, per thread
 
     def subscribe(self, handler: Handler, *kinds: type[HarvestEvent]) -> Callable[[], None]:
         """Call ``handler`` for events of these kinds (all when none); returns the
@@ -118,6 +121,21 @@ class EventBus:
         return unsubscribe
 
     def emit(self, event: HarvestEvent) -> None:
+        """Call the subscribers of ``event``. An event a subscriber emits while hearing one
+        (a notifier's escalation) is queued and delivered after every subscriber has heard
+        the first, so all of them hear events in the same order."""
+        pending: list[HarvestEvent] | None = getattr(self._local, "pending", None)
+        if pending is not None:
+            pending.append(event)
+            return
+        self._local.pending = queue = [event]
+        try:
+            while queue:
+                self._deliver(queue.pop(0))
+        finally:
+            self._local.pending = None
+
+    def _deliver(self, event: HarvestEvent) -> None:
         with self._lock:
             subscribers = list(self._subscribers)
         for kinds, handler in subscribers:
