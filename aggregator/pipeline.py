@@ -226,6 +226,9 @@ def _run_source(
     prefetch: _Prefetch | None = None
     up_to_date: UpToDate | None = None
     in_flight: deque[tuple[Future[list[Processed]], list[RawRecord]]] = deque()
+    listed: deque[int] = deque()  # records listed in each chunk in flight
+    stored = [0]  # records listed and stored (or skipped, rejected): their batch is written
+    progress = _Progress(store, writer, listing, src.name, job.id, active=opts.lister is None)
     unreachable: TransportError | None = None
     session: HttpSession | None = None
     beat = Heartbeat(str(store.path / "state.sqlite3"), job.id).start()
@@ -245,13 +248,20 @@ def _run_source(
             while len(in_flight) > limit:
                 future, submitted = in_flight.popleft()
                 writer.apply(rejoin(future.result(), submitted))
+                stored[0] += listed.popleft()
                 if opts.progress:
                     opts.progress(job, listing)
+            progress.save(stored[0])
 
         for chunk in _chunks(iter(prefetch), CHUNK):
+            if in_flight and any(r.deleted for r in chunk):
+                # a deletion may follow the listing of its own record in a chunk still being
+                # mapped (an MDR page published, then exited): decide that one first
+                drain(0)
             todo = writer.prefilter(chunk)
             task = executor.submit(process_chunk, todo, ctx, src.validation, src.lenient)
             in_flight.append((task, todo))
+            listed.append(len(chunk))
             drain(IN_FLIGHT)
             if opts.cancel.is_set():
                 listing.mark_truncated("cancelled")
@@ -264,11 +274,11 @@ def _run_source(
         status, message = JobStatus.FAILED, err.message
         if isinstance(err, TransportError):
             unreachable = err
-        _safe_drain(writer, in_flight)
+        _safe_drain(writer, in_flight, listed, stored, progress)
     except Exception as err:
         status, message = JobStatus.FAILED, f"internal error: {type(err).__name__}: {err}"
         log.exception("job %s (%s) failed", job.id, src.name)
-        _safe_drain(writer, in_flight)
+        _safe_drain(writer, in_flight, listed, stored, progress)
     finally:
         beat.stop()
         if prefetch is not None:
@@ -289,6 +299,8 @@ def _run_source(
         "notes": listing.notes,
         "checkpoint_used": checkpoint,
     }
+    if progress.saved is not None:
+        facts["checkpoint_progress"] = progress.saved
     if status is JobStatus.SUCCEEDED and listing.next_checkpoint and opts.lister is None:
         store.jobs.set_checkpoint(src.name, listing.next_checkpoint, job.id)
         facts["checkpoint_saved"] = listing.next_checkpoint
@@ -297,15 +309,53 @@ def _run_source(
     return done
 
 
+class _Progress:
+    """Saves the checkpoints a harvester marks with :meth:`Listing.checkpoint_at` once the
+    records listed before each are written (their batch flushed: the journal transaction is
+    the durable point), so a run that fails later resumes from the last one."""
+
+    def __init__(
+        self,
+        store: RecordStore,
+        writer: BatchWriter,
+        listing: Listing,
+        source: str,
+        job_id: int,
+        *,
+        active: bool,
+    ) -> None:
+        self.store, self.writer, self.listing = store, writer, listing
+        self.source, self.job_id, self.active = source, job_id, active
+        self.saved: str | None = None
+
+    def save(self, done: int) -> None:
+        marks = self.listing.progress
+        latest: str | None = None
+        while marks and marks[0][0] <= done:
+            latest = marks.popleft()[1]
+        if latest is None or not self.active:
+            return
+        self.writer.flush()
+        self.store.jobs.set_checkpoint(self.source, latest, self.job_id)
+        self.saved = latest
+
+
 def _safe_drain(
-    writer: BatchWriter, in_flight: deque[tuple[Future[list[Processed]], list[RawRecord]]]
+    writer: BatchWriter,
+    in_flight: deque[tuple[Future[list[Processed]], list[RawRecord]]],
+    listed: deque[int],
+    stored: list[int],
+    progress: _Progress,
 ) -> None:
-    """After a listing failed: store what was already fetched and mapped, then flush."""
+    """After a listing failed: store what was already fetched and mapped, then flush, and
+    save the checkpoints the stored records reached."""
     try:
         while in_flight:
             future, submitted = in_flight.popleft()
             writer.apply(rejoin(future.result(), submitted))
+            stored[0] += listed.popleft()
         writer.flush()
+        progress.save(stored[0])
         writer.store.sync()
     except Exception:  # the job is failing already; its batch is journaled or rolled back
         log.exception("could not write the last batch of a failing job")

@@ -14,6 +14,7 @@ was stored so far, marks the job failed or partial, and withdraws nothing.
 from __future__ import annotations
 
 import threading
+from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -51,6 +52,8 @@ class Listing:
         self.seen = 0  # records yielded (deleted headers included)
         self.next_checkpoint: str | None = None  # saved only if the run succeeds
         self.notes: list[str] = []  # protocol facts worth showing on the job
+        #: (records yielded before it, checkpoint): see :meth:`checkpoint_at`
+        self.progress: deque[tuple[int, str]] = deque()
 
     def mark_complete(self) -> None:
         if self.truncated_reason is None:
@@ -62,6 +65,14 @@ class Listing:
 
     def note(self, message: str) -> None:
         self.notes.append(message)
+
+    def checkpoint_at(self, checkpoint: str) -> None:
+        """Everything yielded so far (``seen`` records) is covered by ``checkpoint``: the
+        pipeline saves it as soon as those records are stored (their batch committed), even
+        if the run fails later, so the next run resumes from there. For a harvester that
+        walks a source in steps (the MDR's time windows); call it from the listing thread
+        after yielding a step's records and counting them in ``seen``."""
+        self.progress.append((self.seen, checkpoint))
 
     @property
     def allows_withdrawal(self) -> bool:

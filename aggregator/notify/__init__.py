@@ -27,9 +27,10 @@ The API, all of it::
   ``escalation`` Notice (level ``escalation``) once; clearing emits its ``recovery`` Notice.
   Open conditions survive restarts in ``[notify] state_file`` (default
   ``<store>/notify-state.json``).
-* Translators derive events from events (a harvester's ``notify_translator(source)``: the
-  MDR harvester turns a failed job of an MDR source into ``MD_REPL_FAILED``); a harvester's
-  ``notify_conditions(source)`` adds its conditions (``DOWN_TIME_ESCLTN``).
+* Translators derive events from events (a harvester's
+  ``notify_translator(settings, source)``: the MDR harvester turns a failed job of an MDR
+  source into ``MD_REPL_FAILED``); a harvester's ``notify_conditions(source)`` adds its
+  conditions (``DOWN_TIME_ESCLTN``).
 * E-mail is sent with :mod:`smtplib` (:class:`Mailer`); the SMTP password comes from the
   environment variable ``[notify.smtp] password_env`` names, and is never logged.
 

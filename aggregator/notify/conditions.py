@@ -110,10 +110,9 @@ class ConditionTracker:
         self, state: dict[str, dict[str, Any]], now: datetime, only: str | None
     ) -> list[Transition]:
         out: list[Transition] = []
-        by_name = {c.name: c for c in self.conditions}
         for key, entry in sorted(state.items()):
             name, _, source = key.partition("|")
-            cond = by_name.get(name)
+            cond = next((c for c in self.conditions if c.name == name and c.applies(source)), None)
             if cond is None or entry.get("escalated") or (only is not None and source != only):
                 continue
             since = _at(entry)

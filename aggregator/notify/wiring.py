@@ -20,7 +20,7 @@ STATE_FILE = "notify-state.json"
 def attach(settings: Settings, bus: EventBus, *, clock: Clock = utc_now) -> Notifier:
     """A notifier for ``settings`` (its ``[notify]`` section, plus the conditions and
     translators the sources' harvesters declare through ``notify_conditions(source)`` and
-    ``notify_translator(source)``), subscribed to ``bus``."""
+    ``notify_translator(settings, source)``), subscribed to ``bus``."""
     from aggregator.plugins import harvesters
 
     notify = settings.notify
@@ -37,7 +37,7 @@ def attach(settings: Settings, bus: EventBus, *, clock: Clock = utc_now) -> Noti
             conditions.extend(declare(source))
         translator = getattr(cls, "notify_translator", None)
         if translator is not None:
-            translators.append(translator(source))
+            translators.append(translator(settings, source))
     notifier = Notifier(notify, clock=clock, conditions=conditions, translators=translators)
     notifier.attach(bus)
     return notifier
