@@ -19,6 +19,7 @@ import click
 
 from aggregator.cli_context import Ctx, fail, job_line, pass_ctx
 from aggregator.cli_files import map_file, validate
+from aggregator.cli_mdr import mdc_monitor
 from aggregator.cli_records import record, records, rejected
 from aggregator.cli_sources import orphan_line, orphans, source
 from aggregator.errors import AggregatorError, ConfigError
@@ -230,7 +231,7 @@ def job_show(c: Ctx, job_id: int, as_json: bool) -> None:
         click.echo(f"  - {e['local_id']} [{e['stage']}/{e['rule']}]{where}: {e['message']}")
 
 
-for _command in (source, records, record, rejected, map_file, validate):
+for _command in (source, records, record, rejected, map_file, validate, mdc_monitor):
     main.add_command(_command)
 
 

@@ -29,7 +29,7 @@ class Transition:
 
     condition: Condition
     source: str
-    what: str  # opened, repeated, escalated, cleared
+    what: str  # opened, joined (another raising kind), repeated, escalated, cleared
     since: datetime
     reason: str  # the message of the event that opened it
 
@@ -87,12 +87,20 @@ class ConditionTracker:
                     if entry is not None:
                         del state[key]
                         out.append(Transition(cond, source, "cleared", _at(entry), entry["reason"]))
-                elif any(k in cond.raise_on for k in kinds):
+                elif raising := [k for k in kinds if k in cond.raise_on]:
                     if entry is None:
-                        state[key] = {"since": now.isoformat(), "reason": reason, "escalated": 0}
+                        state[key] = {
+                            "since": now.isoformat(),
+                            "reason": reason,
+                            "escalated": 0,
+                            "kinds": raising,
+                        }
                         out.append(Transition(cond, source, "opened", now, reason))
-                    else:
+                    elif set(raising) <= set(entry.get("kinds", ())):
                         out.append(Transition(cond, source, "repeated", _at(entry), reason))
+                    else:  # another kind of the same condition (the DB after the CMS)
+                        entry["kinds"] = sorted({*entry.get("kinds", ()), *raising})
+                        out.append(Transition(cond, source, "joined", _at(entry), reason))
             out.extend(self._due(state, now, only=source))
         return out
 

@@ -119,9 +119,10 @@ class Condition:
     ``clear_on`` event; lasting ``escalate_after`` it raises the ``escalation`` Notice once,
     and when it clears the ``recovery`` Notice (if named).
 
-    ``after_by_source`` overrides the duration for some sources; ``quiet_repeats``: events
-    that raise an already open condition run no actions (a service found down at every
-    check mails once, when it goes down)."""
+    ``after_by_source`` overrides the duration for some sources; ``quiet_repeats``: an event
+    of a kind that already raised the open condition runs no actions (a service found down
+    at every check mails once, when it goes down; a database found down after the CMS still
+    mails)."""
 
     name: str
     raise_on: tuple[str, ...]
