@@ -128,7 +128,9 @@ class MdrBench:
         return HttpClient(self.settings.http, sleep=self.sleeps.append)
 
     def run(self, **kw: Any) -> JobRow:
-        return run_source(self.settings, self.store, "portal", http=self.http(), events=self.bus, **kw)
+        return run_source(
+            self.settings, self.store, "portal", http=self.http(), events=self.bus, **kw
+        )
 
     def kinds(self) -> list[str]:
         return [getattr(e, "kind", type(e).__name__) for e in self.heard]

@@ -86,7 +86,9 @@ def test_an_unset_password_is_a_down_service_naming_the_variable(
     tmp_path: Path, service: tuple[MdrService, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("PORTAL_MDR_PASSWORD", raising=False)
-    result = CliRunner().invoke(main, ["-c", str(config(tmp_path, service[1])), "mdc-monitor", "--once"])
+    result = CliRunner().invoke(
+        main, ["-c", str(config(tmp_path, service[1])), "mdc-monitor", "--once"]
+    )
     assert result.exit_code == 1
     assert "needs environment variable 'PORTAL_MDR_PASSWORD'" in result.output
 
@@ -94,14 +96,12 @@ def test_an_unset_password_is_a_down_service_naming_the_variable(
 @pytest.mark.parametrize(
     ("options", "message"),
     [
-        (', chunk_minutes = 0', "chunk_minutes must be 1 to 65535 minutes"),
+        (", chunk_minutes = 0", "chunk_minutes must be 1 to 65535 minutes"),
         (', since = "yesterday"', "since 'yesterday' is not an ISO date-time"),
-        (', rate = -1', "rate must be 0"),
+        (", rate = -1", "rate must be 0"),
     ],
 )
-def test_mdr_options_are_checked_at_load(
-    tmp_path: Path, options: str, message: str
-) -> None:
+def test_mdr_options_are_checked_at_load(tmp_path: Path, options: str, message: str) -> None:
     with pytest.raises(ConfigError) as err:
         load_settings(config(tmp_path, "http://127.0.0.1:9/mdr", options), environ={})
     assert message in err.value.message
@@ -109,6 +109,8 @@ def test_mdr_options_are_checked_at_load(
 
 def test_an_mdr_source_needs_its_password_secret(tmp_path: Path) -> None:
     path = config(tmp_path, "http://127.0.0.1:9/mdr")
-    path.write_text(path.read_text().replace('secrets = { password = "PORTAL_MDR_PASSWORD" }\n', ""))
+    path.write_text(
+        path.read_text().replace('secrets = { password = "PORTAL_MDR_PASSWORD" }\n', "")
+    )
     with pytest.raises(ConfigError, match="an mdr source needs secrets"):
         load_settings(path, environ={})

@@ -23,11 +23,6 @@ ACT = "https://portal.example.gov.in/acts/right-to-services-act.html"
 
 
 @pytest.fixture
-def clocked(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    yield
-
-
-@pytest.fixture
 def smtp() -> Iterator[SmtpPeer]:
     with SmtpPeer() as peer:
         yield peer
@@ -63,7 +58,11 @@ def test_first_run_then_new_updated_and_exited_pages(
         # the invalid page: rejected with its attribute, the website admin notified
         assert bench.status(INVALID) == "rejected"
         [note] = bench.service.notifications
-        assert (note.event_id, note.error_no, note.source) == ("RECV_INVALID_MD", "Language", INVALID)
+        assert (note.event_id, note.error_no, note.source) == (
+            "RECV_INVALID_MD",
+            "Language",
+            INVALID,
+        )
         assert "'xyz' is not one of" in note.description and note.user == USER
         assert bench.kinds().count("RECV_INVALID_MD") == 1
         assert "MD_REPL_SUCCESS" in bench.kinds()
@@ -176,7 +175,7 @@ def test_replayed_stale_and_future_requests_are_refused(
                 if ok:
                     assert client.status().healthy
                 else:
-                    with pytest.raises(MdrFault, match="older than 300 s|60 s in the future"):
+                    with pytest.raises(MdrFault, match=r"older than 300 s|60 s in the future"):
                         client.status()
             fresh = MdrClient(bench.url, http, USER, secret, clock=bench.clock)
             fresh.status()

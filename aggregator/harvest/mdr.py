@@ -51,8 +51,8 @@ if TYPE_CHECKING:
     from aggregator.jobs.events import HarvestEvent
     from aggregator.notify.settings import Condition
 
-MINUTES = (1, 65535)
-ASSUMED_RATE = 1_000_000.0  # bytes/s, until this run's answers have been timed  # the specification's range: 1 to 64K
+MINUTES = (1, 65535)  # the specification's range: 1 to 64K
+ASSUMED_RATE = 1_000_000.0  # bytes/s, until this run's answers have been timed
 
 
 def parse_time(text: str) -> datetime:
