@@ -8,8 +8,10 @@ operator can keep using the directory with the other commands afterwards.
 
 from __future__ import annotations
 
+import os
 import shutil
 from contextlib import ExitStack
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import click
@@ -17,6 +19,7 @@ import click
 from aggregator.config import load_settings
 from aggregator.errors import ConfigError
 from aggregator.http import HttpClient
+from aggregator.peers.mdr import MdrService, iso, load_sample_pages
 from aggregator.peers.oaipmh import OaiPmhPeer
 from aggregator.peers.oaipmh_items import MemoryItems, OaiItem
 from aggregator.peers.rdf_files import RdfFilesApp
@@ -27,11 +30,13 @@ from aggregator.sources_file import add_source
 from aggregator.store.records import RecordStore, StoreNames
 
 MARKER = ".aggregator-demo"
+MDR_USER, MDR_PASSWORD_ENV, MDR_PASSWORD = "demomdr", "AGGREGATOR_DEMO_MDR_PASSWORD", "demo-only"
 
 CONFIG = """\
 # Written by `aggregator demo`. An ordinary configuration: try
 #   aggregator -c {config} jobs
 #   aggregator -c {config} records --source demo-oai
+#   AGGREGATOR_DEMO_MDR_PASSWORD=demo-only aggregator -c {config} mdc-monitor --once
 [store]
 path = "data"
 base_iri = "http://127.0.0.1:{port}/"
@@ -66,7 +71,18 @@ def start_sources(stack: ExitStack) -> dict[str, str]:
     files = RdfFilesApp()
     files.put_file("/catalog.ttl", bundled_dump_path(), "text/turtle")
     dump = stack.enter_context(PeerServer(files))
-    return {"demo-oai": f"{oai.url}oai", "demo-dump": f"{dump.url}catalog.ttl"}
+    # the MDR service's sample pages, published over the last hours
+    pages = load_sample_pages()
+    now = datetime.now(UTC).replace(microsecond=0)
+    for i, page in enumerate(pages):
+        page.published = now - timedelta(hours=len(pages) - i)
+        page.metadata["datePublished"] = iso(page.published)
+    mdr = stack.enter_context(PeerServer(MdrService({MDR_USER: MDR_PASSWORD}, pages)))
+    return {
+        "demo-oai": f"{oai.url}oai",
+        "demo-dump": f"{dump.url}catalog.ttl",
+        "demo-mdr": f"{mdr.url}mdr/services/MdrService",
+    }
 
 
 def run_demo(directory: Path, *, port: int = 8000, serve: bool = True) -> int:
@@ -92,11 +108,29 @@ def run_demo(directory: Path, *, port: int = 8000, serve: bool = True) -> int:
             "demo-dump",
             {"type": "rdf-dump", "url": urls["demo-dump"], "publisher": "Demo open data portal"},
         )
+        os.environ.setdefault(MDR_PASSWORD_ENV, MDR_PASSWORD)  # the demo service's own
+        since = iso(datetime.now(UTC) - timedelta(days=1))
+        add_source(
+            config,
+            "demo-mdr",
+            {
+                "type": "mdr",
+                "url": urls["demo-mdr"],
+                "format": "mdr",
+                "publisher": "Demo State Portal (MDR service)",
+                "validation": [{"validator": "mdr-metadata"}, "shacl"],
+                "secrets": {"password": MDR_PASSWORD_ENV},
+                "options": {"username": MDR_USER, "since": since, "chunk_minutes": 60},
+            },
+        )
         settings = load_settings(config)
         click.echo(f"demo directory: {directory}")
         for name, url in urls.items():
             click.echo(f"source {name}: {url}")
         http = HttpClient(settings.http)
+        from aggregator.notify import attach_default
+
+        attach_default(settings)  # the MDR source's events (notifyWebSiteAdmin for a bad page)
         with RecordStore(settings.store_path, settings.base_iri) as store:
             for name in settings.sources:
                 job = run_source(settings, store, name, RunOptions(), http=http)

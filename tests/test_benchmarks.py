@@ -81,3 +81,11 @@ def test_sparql_harvest_benchmark(tmp_path: Path) -> None:
 )
 def test_in_process_benchmarks(script: str, args: tuple[str, ...]) -> None:
     assert run(script, *args).strip()
+
+
+def test_mdr_replication_benchmark() -> None:
+    out = run("harvest_mdr.py", "--pages", "120", "--days", "1", "--new", "7", "--workers", "0")
+    figures = last_json(out)
+    first, second = figures["first"], figures["second"]
+    assert first["added"] == 120 and first["windows"] == 25  # type: ignore[index]
+    assert second["added"] == 7 and second["windows"] == 1  # type: ignore[index]

@@ -445,6 +445,8 @@ def test_the_demo_harvests_then_serves_and_harvests_again_meanwhile(tmp_path: Pa
             text=True,
             timeout=300,
             check=False,
+            # the demo's MDR service password, which the demo sets for itself
+            env={**os.environ, "AGGREGATOR_DEMO_MDR_PASSWORD": "demo-only"},
         )
         assert again.returncode in (0, 3), again.stderr  # the demo data has rejections
         after = requests.get(base + "sparql", params=query, headers=accept, timeout=30)
@@ -458,7 +460,7 @@ def test_the_demo_harvests_then_serves_and_harvests_again_meanwhile(tmp_path: Pa
             timeout=300,
             check=False,
         )
-        assert jobs.returncode == 0 and "job 4 demo-dump" in jobs.stdout, jobs.stdout
+        assert jobs.returncode == 0 and "job 5 demo-dump" in jobs.stdout, jobs.stdout
     finally:
         demo.send_signal(signal.SIGINT)
         try:
