@@ -58,7 +58,7 @@ def _serve(count: int, days: float, port_q: Any, commands: Any) -> None:
             for i in range(count, count + k):
                 service.publish(generate_page(i, at))
             count += k
-            port_q.put(("published", k, len(service.calls)))
+            port_q.put(("published", k))
 
 
 def main() -> None:
@@ -118,7 +118,7 @@ def main() -> None:
             }
             print(f"first replication: {added} pages in {took:.1f} s = {added / took:.0f} pages/s")
             commands.put(("publish", args.new))
-            _, published, calls_before = port_q.get(timeout=600)
+            _, published = port_q.get(timeout=600)
             began = time.perf_counter()
             second = run_source(settings, store, source.name, http=HttpClient(settings.http))
             took = time.perf_counter() - began
