@@ -270,3 +270,22 @@ def test_a_service_down_mid_window_loses_nothing_and_escalates_then_recovers(
     assert rcpt[2] == ["cio@portal.example.gov.in", "mdc-head@aggregator.example"]
     log = (tmp_path / "events.log").read_text().splitlines()
     assert [line.split()[2] for line in log] == [s.split(":")[0] for s in subjects]
+
+
+def test_get_webpage_metadata_returns_current_pages_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    bench = bench_for(tmp_path, monkeypatch)
+    secret = Secret("MDR_PASSWORD", PASSWORD)
+    try:
+        bench.service.modify(HOSPITALS, T0 - timedelta(hours=1), title="Hospitals (revised)")
+        bench.service.exit(ACT, T0 - timedelta(hours=1))
+        with bench.http().session(bench.source) as http:
+            client = MdrClient(bench.url, http, USER, secret, clock=bench.clock)
+            pages = client.pages([HOSPITALS, ACT, "https://portal.example.gov.in/none.html"])
+        tns = "{http://mdc.npi.gov.in}"
+        assert [p.findtext(f"{tns}identifier") for p in pages] == [HOSPITALS]
+        assert pages[0].findtext(f"{tns}metadata/{tns}title") == "Hospitals (revised)"
+        assert pages[0].findtext(f"{tns}metadata/{tns}dateModified") == "2026-01-11T23:00:00Z"
+    finally:
+        bench.close()
