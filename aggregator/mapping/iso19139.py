@@ -137,7 +137,8 @@ class IsoMapper(Mapper):
             if kind not in rule.on:
                 continue
             target = (record_out, record) if rule.subject == "record" else (out, iri)
-            self._element(state, rule, root if rule.context == "metadata" else ident, *target)
+            context = root if rule.context == "metadata" else ident
+            self._element(state, ctx, rule, context, *target)
 
         themes: list[str] = []
         dates(state, ident, iri)
@@ -207,7 +208,12 @@ class IsoMapper(Mapper):
 
     @staticmethod
     def _element(
-        state: State, rule: ElementRule, context: etree._Element, out: Out, subject: Node
+        state: State,
+        ctx: MappingContext,
+        rule: ElementRule,
+        context: etree._Element,
+        out: Out,
+        subject: Node,
     ) -> None:
         found = rule.xpath(context)
         if not isinstance(found, list):
@@ -218,9 +224,11 @@ class IsoMapper(Mapper):
                 continue
             if rule.kind == "text":
                 values.extend(state.texts.literals(el))
-            elif rule.kind == "literal":
+            elif rule.kind in ("literal", "record"):
                 text = plain(el)
-                if text:
+                if text and rule.kind == "record":
+                    values.append(NamedNode(mint_iri(ctx, "dataset", text)))
+                elif text:
                     values.append(Literal(text))
             else:
                 code = code_value(el)

@@ -21,7 +21,7 @@ from aggregator.resources import bundled
 
 DEFAULT_TABLE = bundled("mappings", "iso19139.toml")
 DEFAULT_THEMES = bundled("mappings", "eu-data-themes.toml")
-KINDS = ("text", "codelist", "codeiri", "literal")
+KINDS = ("text", "codelist", "codeiri", "literal", "record")
 RESOURCE_KINDS = ("dataset", "series", "service")
 
 
