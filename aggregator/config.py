@@ -359,7 +359,9 @@ def parse_source(
         raise ConfigError(
             f"[{where}]: a {kind} source yields {', '.join(harvester.formats)}, not {fmt!r}"
         )
-    chain = parse_chain(table.get("validation", ["shacl"]), where, root, validation)
+    from aggregator.validate.profiles import default_chain
+
+    chain = parse_chain(table.get("validation", default_chain(fmt)), where, root, validation)
     schedule = table.get("schedule", "daily")
     if schedule not in SCHEDULES and len(str(schedule).split()) != 5:
         raise ConfigError(f"[{where}]: schedule must be one of {SCHEDULES} or a cron expression")
@@ -404,13 +406,24 @@ def parse_chain(
     against the validator's ``Options`` and merged over the ``[validation.NAME]`` defaults."""
     from aggregator.plugin_options import complete_options, convert_options
     from aggregator.plugins import validators
+    from aggregator.validate.profiles import PROFILES, profile_steps
 
+    if isinstance(value, str):  # a profile name: its payload steps, then shacl
+        if value not in PROFILES:
+            raise ConfigError(
+                f"[{where}]: validation {value!r} is not a profile ({', '.join(PROFILES)});"
+                " give a list of validators or step tables"
+            )
+        value = [value, "shacl"]
     if not isinstance(value, list | tuple):
         raise ConfigError(f"[{where}]: validation must be a list of validators or step tables")
     defaults = defaults or ValidationSettings()
     steps: list[ValidationStep] = []
     for i, item in enumerate(value, 1):
         at = f"{where}.validation[{i}]"
+        if isinstance(item, str) and item in PROFILES:
+            steps.extend(profile_steps(item, defaults))
+            continue
         table = {"validator": item} if isinstance(item, str) else item
         if not isinstance(table, Mapping) or not isinstance(table.get("validator"), str):
             raise ConfigError(f"[{at}]: a step is a validator name or a table with 'validator'")

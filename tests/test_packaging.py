@@ -31,7 +31,7 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(ROOT / name, src / name)
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
-    for name in ("aggregator", "mappings", "shapes"):
+    for name in ("aggregator", "mappings", "shapes", "schemas"):
         shutil.copytree(ROOT / name, src / name, ignore=ignore)
     out = tmp_path_factory.mktemp("dist")
     build = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation"]
@@ -48,6 +48,10 @@ def test_wheel_carries_the_mappings_and_shapes(wheel: Path) -> None:
         assert f"share/ld-aggregator/mappings/{path.name}" in data
     for path in (ROOT / "shapes").glob("*.ttl"):
         assert f"share/ld-aggregator/shapes/{path.name}" in data
+    schemas = list((ROOT / "schemas").glob("*.sch"))
+    assert schemas
+    for path in schemas:
+        assert f"share/ld-aggregator/schemas/{path.name}" in data
     assert "aggregator/resources.py" in names
     assert any(n.startswith("aggregator/peers/data/") for n in names)
 
@@ -90,3 +94,11 @@ def test_installed_wheel_maps_and_validates_outside_the_tree(wheel: Path, tmp_pa
     (tmp_path / "mapped.ttl").write_text(mapped.stdout)
     checked = _run([str(env_dir / "bin" / "aggregator"), "validate", "mapped.ttl"], tmp_path)
     assert checked.returncode == 0, checked.stdout + checked.stderr
+
+    # the iso19139 mapper reads its tables from share/ld-aggregator/mappings too
+    gemini = ROOT / "aggregator" / "peers" / "data" / "iso" / "gemini-service-flood-wms.xml"
+    iso = _run(
+        [str(env_dir / "bin" / "aggregator"), "map", "--from", "iso19139", str(gemini)], tmp_path
+    )
+    assert iso.returncode == 0, iso.stderr
+    assert "dcat:DataService" in iso.stdout
