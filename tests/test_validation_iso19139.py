@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator
+from typing import Any
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -611,3 +612,69 @@ def test_a_lenient_gemini_source_keeps_the_failing_records(tmp_path: Path, peer_
         assert row is not None and "gemini-lineage" in row.findings
     finally:
         env.store.close()
+
+
+# -- hostile records through the chain: per-record errors, nothing read, nothing fetched -----
+
+BOMB = (
+    '<?xml version="1.0"?>\n<!DOCTYPE gmd:MD_Metadata [<!ENTITY a "aaaaaaaaaa">'
+    + "".join(f'<!ENTITY {chr(98 + i)} "{("&" + chr(97 + i) + ";") * 10}">' for i in range(8))
+    + ']>\n<gmd:MD_Metadata xmlns:gmd="http://www.isotc211.org/2005/gmd">&i;</gmd:MD_Metadata>'
+)
+
+
+def _chain(tmp_path: Path) -> tuple[Any, ...]:
+    path = tmp_path / "aggregator.toml"
+    path.write_text(SOURCE, encoding="utf-8")
+    return load_settings(path).source("gemini").validation
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "message"),
+    [
+        ("billion-laughs", BOMB, "DOCTYPE"),
+        (
+            "xxe",
+            '<!DOCTYPE x [<!ENTITY s SYSTEM "file:///etc/passwd">]>'
+            '<gmd:MD_Metadata xmlns:gmd="http://www.isotc211.org/2005/gmd">&s;</gmd:MD_Metadata>',
+            "DOCTYPE",
+        ),
+        (
+            "external-dtd",
+            '<!DOCTYPE gmd:MD_Metadata SYSTEM "http://127.0.0.1:9/evil.dtd">'
+            '<gmd:MD_Metadata xmlns:gmd="http://www.isotc211.org/2005/gmd"/>',
+            "DOCTYPE",
+        ),
+        (
+            "huge-text",
+            SERIES.replace("Annual 25 cm", "x" * 11_000_000, 1),
+            "malformed XML",
+        ),
+        ("deep", "<a>" * 5000 + "</a>" * 5000, "malformed XML"),
+    ],
+)
+def test_hostile_records_are_rejected_per_record_with_a_clear_error(
+    tmp_path: Path, name: str, text: str, message: str
+) -> None:
+    result = process(_raw(text, name), CTX, _chain(tmp_path), lenient=True)
+    assert not result.checked
+    [failure] = result.failure
+    assert failure.stage in (Stage.PARSE, Stage.XSD) and message in failure.message
+    assert failure.severity is Severity.VIOLATION
+
+
+def test_xinclude_is_neither_expanded_nor_accepted(tmp_path: Path) -> None:
+    secret = tmp_path / "secret.txt"
+    secret.write_text("TOP-SECRET-VALUE")
+    text = SERIES.replace(
+        "<gco:CharacterString>Annual 25 cm",
+        f'<xi:include xmlns:xi="http://www.w3.org/2001/XInclude" href="{secret.as_uri()}"'
+        ' parse="text"/><gco:CharacterString>Annual 25 cm',
+        1,
+    )
+    result = process(_raw(text), CTX, _chain(tmp_path))
+    assert {f.step for f in result.failure} == {"iso19139-xsd"}
+    assert any("XInclude" in f.message for f in result.failure)
+    lenient = process(_raw(text), CTX, _chain(tmp_path), lenient=True)
+    [checked] = lenient.checked
+    assert b"TOP-SECRET-VALUE" not in checked.dataset.ntriples
