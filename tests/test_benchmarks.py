@@ -75,6 +75,7 @@ def test_sparql_harvest_benchmark(tmp_path: Path) -> None:
     ("script", "args"),
     [
         ("map_dcat.py", ("--datasets", "50", "--records", "50")),
+        ("iso_pipeline.py", ("--records", "40", "--step-sample", "10")),
         ("mqa.py", ("--datasets", "50", "--runs", "1")),
         ("shacl_engines.py", ("--records", "30", "--reference-records", "3", "--repeats", "1")),
     ],

@@ -30,7 +30,6 @@ from aggregator.errors import MappingError
 from aggregator.mapping.base import (
     Mapper,
     MappingContext,
-    canonical_ntriples,
     content_hash,
     mint_iri,
 )
@@ -192,7 +191,7 @@ class IsoMapper(Mapper):
         when = parse_datetime(stamp_text)
         if when is not None and when.tzinfo is None:
             when = when.replace(tzinfo=UTC)
-        ntriples = canonical_ntriples(out.triples)
+        ntriples = out.canonical()
         return [
             MappedDataset(
                 local_id=raw.local_id,
@@ -200,7 +199,7 @@ class IsoMapper(Mapper):
                 ntriples=ntriples,
                 content_hash=content_hash(ntriples),
                 datestamp=when if isinstance(when, datetime) else raw.datestamp,
-                catalog_ntriples=canonical_ntriples(record_out.triples),
+                catalog_ntriples=record_out.canonical(),
                 findings=tuple(state.findings),
                 themes=tuple(dict.fromkeys(themes)),
             )

@@ -17,7 +17,7 @@ from lxml import etree
 from pyoxigraph import Literal, NamedNode
 
 from aggregator.mapping.iso_table import IsoTable
-from aggregator.mapping.iso_xml import GMD, Node, Out, Texts, code_value, first, is_iri, plain
+from aggregator.mapping.iso_xml import GMD, Node, Out, Texts, code_value, first, iri, is_iri, plain
 from aggregator.vocab import DCAT, FOAF, PROV, VCARD
 
 ROLE_BASE = "http://inspire.ec.europa.eu/metadata-codelist/ResponsiblePartyRole/"
@@ -130,8 +130,9 @@ class Agents:
         else:
             node = out.typed(FOAF_PERSON)
             out.add(node, FOAF_NAME, Literal(party.individual))
-        if party.email:
-            out.add(node, FOAF_MBOX, NamedNode("mailto:" + party.email))
+        mbox = iri("mailto:" + party.email) if party.email else None
+        if mbox is not None:
+            out.add(node, FOAF_MBOX, mbox)
         self._agents[party.key] = node
         return node
 
@@ -149,8 +150,9 @@ class Agents:
             out.add(node, V["fn"], Literal(party.individual))
         if party.organisation and party.individual:
             out.add(node, V["title"], Literal(party.individual))
-        if party.email:
-            out.add(node, V["hasEmail"], NamedNode("mailto:" + party.email))
+        mbox = iri("mailto:" + party.email) if party.email else None
+        if mbox is not None:
+            out.add(node, V["hasEmail"], mbox)
         phone = "".join(ch for ch in party.phone if ch.isdigit() or ch == "+")
         if phone:
             out.add(node, V["hasTelephone"], NamedNode("tel:" + phone))
