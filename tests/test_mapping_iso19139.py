@@ -8,6 +8,7 @@ graph isomorphism (rdflib, tests only) with tests/data/iso/<name>.trig, whose gr
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pyoxigraph as ox
@@ -225,3 +226,47 @@ def test_every_table_row_is_documented() -> None:
         assert f"`{rule.path}`" in doc, f"element {rule.name!r} is missing from the docs table"
     for code in table.roles:
         assert f"`{code}`" in doc, f"role {code!r} is missing from the docs table"
+
+
+def test_the_same_record_reordered_maps_to_the_same_bytes(mapper: IsoMapper) -> None:
+    text = (SAMPLES / "gemini-dataset-flood-risk.xml").read_text(encoding="utf-8")
+    onlines = re.findall(r"<gmd:onLine>.*?</gmd:onLine>", text, flags=re.S)
+    parties = re.findall(r"<gmd:pointOfContact>.*?</gmd:pointOfContact>", text, flags=re.S)
+    assert len(onlines) == 3 and len(parties) == 4
+    swapped = text.replace(onlines[0], "@@0@@").replace(onlines[1], onlines[0])
+    swapped = swapped.replace("@@0@@", onlines[1])
+    swapped = swapped.replace(parties[2], "@@2@@").replace(parties[3], parties[2])
+    swapped = swapped.replace("@@2@@", parties[3])
+    assert swapped != text
+    [one] = mapper.map(_raw(text.encode()), CTX)
+    [two] = mapper.map(_raw(swapped.encode()), CTX)
+    assert one.ntriples == two.ntriples and one.content_hash == two.content_hash
+    assert b"_:b" in one.ntriples  # blank nodes named by their content
+
+
+def test_cyclic_blank_nodes_fall_back_to_rdfc(mapper: IsoMapper) -> None:
+    from pyoxigraph import BlankNode, NamedNode
+
+    from aggregator.mapping.iso_xml import canonical_ntriples
+
+    a, b, p = BlankNode(), BlankNode(), NamedNode("http://example.org/p")
+    out = canonical_ntriples([(a, p, b), (b, p, a)])
+    assert out.count(b"_:c14n") == 4 and out.endswith(b" .\n")
+
+
+def test_values_that_are_not_iris_are_skipped_not_a_crash(mapper: IsoMapper) -> None:
+    text = (SAMPLES / "gemini-dataset-flood-risk.xml").read_text(encoding="utf-8")
+    text = text.replace("enquiries@naturalresources.example.wales", "enquiries at nrw@x y")
+    text = text.replace(
+        "https://datamap.example.gov.wales/downloads/fraw-flood-zones.gml.zip",
+        "https://datamap.example.gov.wales/downloads/100%zz.zip",
+    )
+    text = text.replace(
+        'xlink:href="http://www.eionet.europa.eu/gemet/concept/3311"',
+        'xlink:href="http://www.eionet.europa.eu/gemet/concept/33 11"',
+    )
+    [mapped] = mapper.map(_raw(text.encode()), CTX)
+    assert b"enquiries at" not in mapped.ntriples and b"%zz" not in mapped.ntriples
+    assert {f.rule for f in mapped.findings} == {"iso-link-not-url"}
+    assert b'"flood"@en' in mapped.ntriples  # the keyword is kept, as a concept in its scheme
+    assert ShaclValidator().validate_graph(mapped).conforms
