@@ -245,11 +245,9 @@ def test_the_same_record_reordered_maps_to_the_same_bytes(mapper: IsoMapper) -> 
 
 
 def test_cyclic_blank_nodes_fall_back_to_rdfc(mapper: IsoMapper) -> None:
-    from pyoxigraph import BlankNode, NamedNode
+    from aggregator.mapping.iso_xml import blank, canonical_ntriples, named
 
-    from aggregator.mapping.iso_xml import canonical_ntriples
-
-    a, b, p = BlankNode(), BlankNode(), NamedNode("http://example.org/p")
+    a, b, p = blank(), blank(), named("http://example.org/p")
     out = canonical_ntriples([(a, p, b), (b, p, a)])
     assert out.count(b"_:c14n") == 4 and out.endswith(b" .\n")
 

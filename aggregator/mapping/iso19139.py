@@ -24,7 +24,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from lxml import etree
-from pyoxigraph import BlankNode, Literal, NamedNode
 
 from aggregator.errors import MappingError
 from aggregator.mapping.base import (
@@ -59,10 +58,13 @@ from aggregator.mapping.iso_xml import (
     Node,
     Out,
     Texts,
+    blank,
     code_value,
     date_literal,
     elements,
     first,
+    lit,
+    named,
     parse_datetime,
     plain,
 )
@@ -71,12 +73,13 @@ from aggregator.payload import ParsedPayload
 from aggregator.vocab import DCAT, DCT, FOAF, RDF_TYPE
 
 MD_METADATA = f"{{{NS['gmd']}}}MD_Metadata"
-GEODCAT_AP = NamedNode("http://data.europa.eu/930/")
 RESOURCE_TYPE = "http://inspire.ec.europa.eu/metadata-codelist/ResourceType/"
-TYPE = NamedNode(RDF_TYPE)
-PRIMARY_TOPIC = NamedNode(FOAF + "primaryTopic")
-CATALOG_RECORD = NamedNode(DCAT + "CatalogRecord")
-RESOURCE_TYPE_PROPS = (NamedNode(DCT + "type"), NamedNode("http://data.europa.eu/930/resourceType"))
+TYPE = named(RDF_TYPE)
+PRIMARY_TOPIC = named(FOAF + "primaryTopic")
+CATALOG_RECORD = named(DCAT + "CatalogRecord")
+ACCESS_RIGHTS = named(DCT + "accessRights")
+STANDARD = named(DCT + "Standard")
+RESOURCE_TYPE_PROPS = (named(DCT + "type"), named("http://data.europa.eu/930/resourceType"))
 _CODE_SAFE = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.")
 
 
@@ -119,7 +122,8 @@ class IsoMapper(Mapper):
         cls, rtype = table.hierarchy.get(level, table.hierarchy["dataset"])
         kind = {"series": "series", "service": "service"}.get(rtype, "dataset")
         file_id = plain(first("gmd:fileIdentifier", root))
-        iri = NamedNode(mint_iri(ctx, "dataset", file_id or raw.local_id))
+        dataset_iri = mint_iri(ctx, "dataset", file_id or raw.local_id)
+        iri = named(dataset_iri)
         texts = _texts(table, root)
 
         out = Out()
@@ -127,9 +131,9 @@ class IsoMapper(Mapper):
         out.add(iri, TYPE, cls)
         if kind != "service":
             for prop in RESOURCE_TYPE_PROPS:
-                out.add(iri, prop, NamedNode(RESOURCE_TYPE + rtype))
+                out.add(iri, prop, named(RESOURCE_TYPE + rtype))
         record_out = Out()
-        record = BlankNode()
+        record = blank()
         record_out.add(record, TYPE, CATALOG_RECORD)
         record_out.add(record, PRIMARY_TOPIC, iri)
         for rule in table.elements:
@@ -166,7 +170,7 @@ class IsoMapper(Mapper):
             resolution(state, ident, iri)
             distributions(state, root, iri, rights)
             if rights.access is not None:
-                out.add(iri, NamedNode(DCT + "accessRights"), rights.access)
+                out.add(iri, ACCESS_RIGHTS, rights.access)
         lineage(state, root, iri)
         conformity(state, root, iri)
 
@@ -195,7 +199,7 @@ class IsoMapper(Mapper):
         return [
             MappedDataset(
                 local_id=raw.local_id,
-                dataset_iri=iri.value,
+                dataset_iri=dataset_iri,
                 ntriples=ntriples,
                 content_hash=content_hash(ntriples),
                 datestamp=when if isinstance(when, datetime) else raw.datestamp,
@@ -217,7 +221,7 @@ class IsoMapper(Mapper):
         found = rule.xpath(context)
         if not isinstance(found, list):
             return
-        values: list[NamedNode | Literal] = []
+        values: list[str] = []
         for el in found:
             if not isinstance(el, etree._Element):
                 continue
@@ -226,16 +230,16 @@ class IsoMapper(Mapper):
             elif rule.kind in ("literal", "record"):
                 text = plain(el)
                 if text and rule.kind == "record":
-                    values.append(NamedNode(mint_iri(ctx, "dataset", text)))
+                    values.append(named(mint_iri(ctx, "dataset", text)))
                 elif text:
-                    values.append(Literal(text))
+                    values.append(lit(text))
             else:
                 code = code_value(el)
                 if not code:
                     continue
                 if rule.kind == "codeiri":
                     if set(code) <= _CODE_SAFE:
-                        values.append(NamedNode(rule.base + code))
+                        values.append(named(rule.base + code))
                         continue
                 else:
                     mapped = state.table.codelists[rule.table].get(code) or state.table.codelists[
@@ -243,7 +247,7 @@ class IsoMapper(Mapper):
                     ].get(code.lower())
                     if mapped:
                         is_iri = mapped.startswith("http")
-                        values.append(NamedNode(mapped) if is_iri else Literal(mapped))
+                        values.append(named(mapped) if is_iri else lit(mapped))
                         continue
                 message = f"{rule.name}: code {code!r} is not in the mapping table"
                 state.warn("iso-code-unknown", message, el)
@@ -259,9 +263,9 @@ class IsoMapper(Mapper):
         name = plain(first("gmd:metadataStandardName", root))
         if not name:
             return
-        std = out.typed(NamedNode(DCT + "Standard"))
+        std = out.typed(STANDARD)
         out.add(record, P["conformsTo"], std)
-        out.add(std, P["title"], Literal(name))
+        out.add(std, P["title"], lit(name))
         version = plain(first("gmd:metadataStandardVersion", root))
         if version:
-            out.add(std, P["versionInfo"], Literal(version))
+            out.add(std, P["versionInfo"], lit(version))

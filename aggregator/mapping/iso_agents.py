@@ -14,20 +14,30 @@ from __future__ import annotations
 from collections import Counter
 
 from lxml import etree
-from pyoxigraph import Literal, NamedNode
 
 from aggregator.mapping.iso_table import IsoTable
-from aggregator.mapping.iso_xml import GMD, Node, Out, Texts, code_value, first, iri, is_iri, plain
+from aggregator.mapping.iso_xml import (
+    GMD,
+    Node,
+    Out,
+    Texts,
+    code_value,
+    first,
+    iri,
+    lit,
+    named,
+    plain,
+)
 from aggregator.vocab import DCAT, FOAF, PROV, VCARD
 
 ROLE_BASE = "http://inspire.ec.europa.eu/metadata-codelist/ResponsiblePartyRole/"
 
-FOAF_NAME = NamedNode(FOAF + "name")
-FOAF_MBOX = NamedNode(FOAF + "mbox")
-FOAF_ORGANIZATION = NamedNode(FOAF + "Organization")
-FOAF_PERSON = NamedNode(FOAF + "Person")
+FOAF_NAME = named(FOAF + "name")
+FOAF_MBOX = named(FOAF + "mbox")
+FOAF_ORGANIZATION = named(FOAF + "Organization")
+FOAF_PERSON = named(FOAF + "Person")
 V = {
-    name: NamedNode(VCARD + name)
+    name: named(VCARD + name)
     for name in (
         "Organization",
         "Individual",
@@ -46,11 +56,11 @@ V = {
         "title",
     )
 }
-QUALIFIED_ATTRIBUTION = NamedNode(PROV + "qualifiedAttribution")
-PROV_ATTRIBUTION = NamedNode(PROV + "Attribution")
-PROV_AGENT = NamedNode(PROV + "agent")
-HAD_ROLE = NamedNode(DCAT + "hadRole")
-CONTACT_POINT = NamedNode(DCAT + "contactPoint")
+QUALIFIED_ATTRIBUTION = named(PROV + "qualifiedAttribution")
+PROV_ATTRIBUTION = named(PROV + "Attribution")
+PROV_AGENT = named(PROV + "agent")
+HAD_ROLE = named(DCAT + "hadRole")
+CONTACT_POINT = named(DCAT + "contactPoint")
 
 _CONTACT = "gmd:contactInfo/gmd:CI_Contact"
 
@@ -63,6 +73,7 @@ class Party:
         "email",
         "individual",
         "key",
+        "name",
         "organisation",
         "phone",
         "position",
@@ -97,8 +108,8 @@ class Party:
                     if value:
                         self.address.append((prop, value))
             self.url = plain(first("gmd:onlineResource/gmd:CI_OnlineResource/gmd:linkage", contact))
-        name = str(self.organisation[0].value) if self.organisation else ""
-        self.key = (name.casefold(), self.individual.casefold(), self.email.casefold())
+        self.name = plain(org) if org is not None else ""
+        self.key = (self.name.casefold(), self.individual.casefold(), self.email.casefold())
 
     @property
     def named(self) -> bool:
@@ -129,7 +140,7 @@ class Agents:
             out.add_all(node, FOAF_NAME, party.organisation)
         else:
             node = out.typed(FOAF_PERSON)
-            out.add(node, FOAF_NAME, Literal(party.individual))
+            out.add(node, FOAF_NAME, lit(party.individual))
         mbox = iri("mailto:" + party.email) if party.email else None
         if mbox is not None:
             out.add(node, FOAF_MBOX, mbox)
@@ -143,26 +154,27 @@ class Agents:
         out = self.out
         if party.organisation:
             node = out.typed(V["Organization"])
-            out.add(node, V["fn"], Literal(str(party.organisation[0].value)))
+            out.add(node, V["fn"], lit(party.name or party.individual))
             out.add_all(node, V["organization-name"], party.organisation)
         else:
             node = out.typed(V["Individual"])
-            out.add(node, V["fn"], Literal(party.individual))
+            out.add(node, V["fn"], lit(party.individual))
         if party.organisation and party.individual:
-            out.add(node, V["title"], Literal(party.individual))
+            out.add(node, V["title"], lit(party.individual))
         mbox = iri("mailto:" + party.email) if party.email else None
         if mbox is not None:
             out.add(node, V["hasEmail"], mbox)
         phone = "".join(ch for ch in party.phone if ch.isdigit() or ch == "+")
         if phone:
-            out.add(node, V["hasTelephone"], NamedNode("tel:" + phone))
-        if party.url and is_iri(party.url):
-            out.add(node, V["hasURL"], NamedNode(party.url))
+            out.add(node, V["hasTelephone"], named("tel:" + phone))
+        page = iri(party.url) if party.url.startswith(("http://", "https://")) else None
+        if page is not None:
+            out.add(node, V["hasURL"], page)
         if party.address:
             address = out.typed(V["Address"])
             out.add(node, V["hasAddress"], address)
             for prop, value in party.address:
-                out.add(address, V[prop], Literal(value))
+                out.add(address, V[prop], lit(value))
         self._cards[party.key] = node
         return node
 
@@ -171,11 +183,11 @@ class Agents:
         node = out.typed(PROV_ATTRIBUTION)
         out.add(subject, QUALIFIED_ATTRIBUTION, node)
         out.add(node, PROV_AGENT, self.agent(party))
-        out.add(node, HAD_ROLE, NamedNode(ROLE_BASE + party.role))
+        out.add(node, HAD_ROLE, named(ROLE_BASE + party.role))
 
     def apply(self, subject: Node, parties: list[Party]) -> None:
         """Each party in its role(s) on ``subject`` (the described resource)."""
-        used: Counter[NamedNode] = Counter()
+        used: Counter[str] = Counter()
         for party in parties:
             role = self.table.roles.get(party.role)
             if role is None:

@@ -23,16 +23,25 @@ from dataclasses import dataclass
 from urllib.parse import parse_qs, urlsplit
 
 from lxml import etree
-from pyoxigraph import Literal, NamedNode
 
 from aggregator.mapping.base import MappingContext, mint_iri
 from aggregator.mapping.iso_parts import OWL, P, State
 from aggregator.mapping.iso_table import format_key
-from aggregator.mapping.iso_xml import GMD, XLINK_HREF, Node, anchor_href, elements, is_iri, plain
+from aggregator.mapping.iso_xml import (
+    GMD,
+    XLINK_HREF,
+    Node,
+    anchor_href,
+    elements,
+    is_iri,
+    lit,
+    named,
+    plain,
+)
 from aggregator.vocab import DCAT, DCT, FOAF, RDFS
 
 D = {
-    name: NamedNode(DCAT + name)
+    name: named(DCAT + name)
     for name in (
         "Distribution",
         "DataService",
@@ -47,17 +56,17 @@ D = {
         "servesDataset",
     )
 }
-FORMAT = NamedNode(DCT + "format")
-LICENSE = NamedNode(DCT + "license")
-RIGHTS = NamedNode(DCT + "rights")
-ACCESS_RIGHTS = NamedNode(DCT + "accessRights")
-LICENSE_DOCUMENT = NamedNode(DCT + "LicenseDocument")
-RIGHTS_STATEMENT = NamedNode(DCT + "RightsStatement")
-MEDIA_TYPE_OR_EXTENT = NamedNode(DCT + "MediaTypeOrExtent")
-STANDARD = NamedNode(DCT + "Standard")
-PAGE = NamedNode(FOAF + "page")
-LABEL = NamedNode(RDFS + "label")
-VERSION_INFO = NamedNode(OWL + "versionInfo")
+FORMAT = named(DCT + "format")
+LICENSE = named(DCT + "license")
+RIGHTS = named(DCT + "rights")
+ACCESS_RIGHTS = named(DCT + "accessRights")
+LICENSE_DOCUMENT = named(DCT + "LicenseDocument")
+RIGHTS_STATEMENT = named(DCT + "RightsStatement")
+MEDIA_TYPE_OR_EXTENT = named(DCT + "MediaTypeOrExtent")
+STANDARD = named(DCT + "Standard")
+PAGE = named(FOAF + "page")
+LABEL = named(RDFS + "label")
+VERSION_INFO = named(OWL + "versionInfo")
 IANA = "https://www.iana.org/assignments/media-types/"
 
 _ONLINE = (
@@ -75,7 +84,7 @@ class Rights:
     access: Node | None = None
 
 
-def _statement(state: State, cls: NamedNode, el: etree._Element) -> Node | None:
+def _statement(state: State, cls: str, el: etree._Element) -> Node | None:
     lits = state.texts.literals(el)
     if not lits:
         return None
@@ -99,24 +108,24 @@ def constraints(state: State, ident: etree._Element) -> Rights:
             if is_access:
                 if found.access is None:
                     if href and is_iri(href):
-                        found.access = NamedNode(href)
+                        found.access = named(href)
                     else:
                         found.access = _statement(state, RIGHTS_STATEMENT, other)
                 continue
             if found.licence is not None:
                 continue
             probe = f"{href} {text}".casefold()
-            iri = next((iri for match, iri in state.table.licences if match in probe), "")
-            if iri:
-                found.licence = NamedNode(iri)
+            licence = next((x for match, x in state.table.licences if match in probe), "")
+            if licence:
+                found.licence = named(licence)
             elif href and is_iri(href):
-                found.licence = NamedNode(href)
+                found.licence = named(href)
             else:
                 found.licence = _statement(state, LICENSE_DOCUMENT, other)
     return found
 
 
-def _format(state: State, root: etree._Element) -> tuple[NamedNode, Node] | None:
+def _format(state: State, root: etree._Element) -> tuple[str, Node] | None:
     """The record's distribution format, when it names exactly one."""
     names = {
         plain(n)
@@ -126,13 +135,13 @@ def _format(state: State, root: etree._Element) -> tuple[NamedNode, Node] | None
     if len(names) != 1:
         return None
     name = names.pop()
-    iri = state.table.formats.get(format_key(name))
-    if iri:
-        return FORMAT, NamedNode(iri)
-    if "/" in name and " " not in name and is_iri(IANA + name):
-        return D["mediaType"], NamedNode(IANA + name.lower())
+    file_type = state.table.formats.get(format_key(name))
+    if file_type:
+        return FORMAT, named(file_type)
+    if "/" in name and " " not in name and is_iri(IANA + name.lower()):
+        return D["mediaType"], named(IANA + name.lower())
     node = state.out.typed(MEDIA_TYPE_OR_EXTENT)
-    state.out.add(node, LABEL, Literal(name))
+    state.out.add(node, LABEL, lit(name))
     return FORMAT, node
 
 
@@ -147,18 +156,19 @@ def distributions(state: State, root: etree._Element, subject: Node, rights: Rig
             continue
         function = _code(onl)
         kind = table.online_function.get(function, "distribution")
+        link = named(url)
         if kind == "page":
-            out.add(subject, PAGE, NamedNode(url))
+            out.add(subject, PAGE, link)
             continue
         if kind == "landing-page":
-            out.add(subject, D["landingPage"], NamedNode(url))
+            out.add(subject, D["landingPage"], link)
             continue
         protocol = plain(onl.find(GMD + "protocol"))
         dist = out.typed(D["Distribution"])
         out.add(subject, D["distribution"], dist)
-        out.add(dist, D["accessURL"], NamedNode(url))
+        out.add(dist, D["accessURL"], link)
         if kind == "download" or protocol.upper().startswith("WWW:DOWNLOAD"):
-            out.add(dist, D["downloadURL"], NamedNode(url))
+            out.add(dist, D["downloadURL"], link)
         name = onl.find(GMD + "name")
         if name is not None:
             out.add_all(dist, P["title"], state.texts.literals(name))
@@ -168,14 +178,14 @@ def distributions(state: State, root: etree._Element, subject: Node, rights: Rig
         folded = protocol.casefold()
         proto = next((p for p in table.protocols if folded.startswith(p.prefix)), None)
         if proto is not None:
-            out.add(dist, FORMAT, NamedNode(proto.file_type))
+            out.add(dist, FORMAT, named(proto.file_type))
             if proto.service:
                 service = out.typed(D["DataService"])
                 out.add(dist, D["accessService"], service)
-                out.add(service, D["endpointURL"], NamedNode(url))
+                out.add(service, D["endpointURL"], link)
                 out.add(service, D["servesDataset"], subject)
                 names = state.texts.literals(name) if name is not None else []
-                out.add_all(service, P["title"], names or [Literal(protocol)])
+                out.add_all(service, P["title"], names or [lit(protocol)])
         else:
             if not fmt_read:
                 fmt, fmt_read = _format(state, root), True
@@ -192,7 +202,7 @@ def _code(onl: etree._Element) -> str:
     return (el.get("codeListValue") or el.text or "").strip() if el is not None else ""
 
 
-def served_dataset(ctx: MappingContext, ref: etree._Element) -> NamedNode | None:
+def served_dataset(ctx: MappingContext, ref: etree._Element) -> str | None:
     """The dataset a srv:operatesOn names: its @uuidref (a metadata file identifier of the
     same source), else the ``id`` parameter of its xlink:href (a CSW GetRecordById link), else
     the link itself."""
@@ -206,8 +216,8 @@ def served_dataset(ctx: MappingContext, ref: etree._Element) -> NamedNode | None
         elif "#" in href and not uuid:
             uuid = href.rsplit("#", 1)[1]
     if uuid:
-        return NamedNode(mint_iri(ctx, "dataset", uuid))
-    return NamedNode(href) if href and is_iri(href) else None
+        return named(mint_iri(ctx, "dataset", uuid))
+    return named(href) if href and is_iri(href) else None
 
 
 def service(
@@ -233,12 +243,12 @@ def service(
                 state.warn("iso-link-not-url", f"service endpoint {url!r} is not a URL", ident)
             continue
         if "getcapabilities" in url.casefold():
-            out.add(subject, D["endpointDescription"], NamedNode(url))
+            out.add(subject, D["endpointDescription"], named(url))
             base = url.split("?", 1)[0]
             if is_iri(base):
-                out.add(subject, D["endpointURL"], NamedNode(base))
+                out.add(subject, D["endpointURL"], named(base))
         else:
-            out.add(subject, D["endpointURL"], NamedNode(url))
+            out.add(subject, D["endpointURL"], named(url))
     kind = plain(first_local(ident, "serviceType"))
     for version in elements("srv:serviceTypeVersion", ident):
         text = plain(version)
@@ -246,8 +256,8 @@ def service(
             std = out.typed(STANDARD)
             out.add(subject, P["conformsTo"], std)
             if kind:
-                out.add(std, P["title"], Literal(kind))
-            out.add(std, VERSION_INFO, Literal(text))
+                out.add(std, P["title"], lit(kind))
+            out.add(std, VERSION_INFO, lit(text))
 
 
 def first_local(ident: etree._Element, name: str) -> etree._Element | None:

@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 
 from lxml import etree
-from pyoxigraph import BlankNode, Literal, NamedNode
 
 from aggregator.mapping.iso_table import IsoTable
 from aggregator.mapping.iso_xml import (
@@ -28,7 +27,11 @@ from aggregator.mapping.iso_xml import (
     elements,
     first,
     is_iri,
+    lexical,
+    lit,
+    named,
     plain,
+    typed_lit,
 )
 from aggregator.models import Finding, Severity, Stage
 from aggregator.vocab import ADMS, DCAT, DCT, PROV, RDFS, SKOS, XSD
@@ -44,8 +47,8 @@ EPSG = "http://www.opengis.net/def/crs/EPSG/0/"
 CRS84 = "http://www.opengis.net/def/crs/OGC/1.3/CRS84"
 
 
-def _n(ns: str, name: str) -> NamedNode:
-    return NamedNode(ns + name)
+def _n(ns: str, name: str) -> str:
+    return named(ns + name)
 
 
 P = {
@@ -100,9 +103,9 @@ C = {
     "Plan": _n(PROV, "Plan"),
     "Entity": _n(PROV, "Entity"),
 }
-WKT = _n(GSP, "wktLiteral")
-GEOJSON = _n(GSP, "geoJSONLiteral")
-DECIMAL = _n(XSD, "decimal")
+WKT = GSP + "wktLiteral"
+GEOJSON = GSP + "geoJSONLiteral"
+DECIMAL = XSD + "decimal"
 AS_SCALE = _n(GEODCAT, "spatialResolutionAsScale")
 
 
@@ -129,7 +132,7 @@ class State:
 def dates(state: State, ident: etree._Element, subject: Node) -> None:
     """Citation dates by CI_DateTypeCode: creation -> dct:created, publication -> dct:issued
     (the earliest), revision -> dct:modified (the latest)."""
-    found: dict[str, list[Literal]] = {"creation": [], "publication": [], "revision": []}
+    found: dict[str, list[str]] = {"creation": [], "publication": [], "revision": []}
     for ci in elements("gmd:citation/gmd:CI_Citation/gmd:date/gmd:CI_Date", ident):
         kind = code_value(first("gmd:dateType/gmd:CI_DateTypeCode", ci))
         text = plain(ci.find(GMD + "date"))
@@ -141,11 +144,11 @@ def dates(state: State, ident: etree._Element, subject: Node) -> None:
             found[kind].append(lit)
     out = state.out
     if found["creation"]:
-        out.add(subject, P["created"], min(found["creation"], key=lambda x: x.value))
+        out.add(subject, P["created"], min(found["creation"], key=lexical))
     if found["publication"]:
-        out.add(subject, P["issued"], min(found["publication"], key=lambda x: x.value))
+        out.add(subject, P["issued"], min(found["publication"], key=lexical))
     if found["revision"]:
-        out.add(subject, P["modified"], max(found["revision"], key=lambda x: x.value))
+        out.add(subject, P["modified"], max(found["revision"], key=lexical))
 
 
 def identifiers(state: State, ident: etree._Element, subject: Node) -> None:
@@ -160,12 +163,12 @@ def identifiers(state: State, ident: etree._Element, subject: Node) -> None:
         if space and not is_iri(code):
             full = space + ("" if space.endswith(("/", "#", ":")) else "/") + code
         out = state.out
-        out.add(subject, P["identifier"], Literal(full))
+        out.add(subject, P["identifier"], lit(full))
         node = out.typed(C["Identifier"])
         out.add(subject, P["adms_identifier"], node)
-        out.add(node, P["notation"], Literal(code))
+        out.add(node, P["notation"], lit(code))
         if space:
-            out.add(node, P["schemaAgency"], Literal(space))
+            out.add(node, P["schemaAgency"], lit(space))
 
 
 # -- keywords, thesauri and themes -------------------------------------------------------
@@ -201,13 +204,14 @@ def keywords(state: State, ident: etree._Element, subject: Node, themes: list[st
             if not (title or href):
                 continue
             text = plain(kw)
-            concept: Node | None = None
+            concept_iri = ""
             if kw_href and is_iri(kw_href):
-                concept = NamedNode(kw_href)
+                concept_iri = kw_href
             elif known is not None and known.labels.get(text.casefold()):
-                concept = NamedNode(known.code_base + known.labels[text.casefold()])
+                concept_iri = known.code_base + known.labels[text.casefold()]
             elif known is not None and known.codes_are_labels and text.isalnum():
-                concept = NamedNode(known.code_base + text)
+                concept_iri = known.code_base + text
+            concept: Node | None = named(concept_iri) if concept_iri else None
             prop = known.property if known is not None and known.property else P["theme"]
             if concept is None:
                 if known is not None and known.property:
@@ -218,18 +222,18 @@ def keywords(state: State, ident: etree._Element, subject: Node, themes: list[st
                 out.add_all(concept, P["prefLabel"], lits)
                 out.add(concept, P["inScheme"], scheme)
             out.add(subject, prop, concept)
-            if isinstance(concept, NamedNode):
+            if concept_iri:
                 if prop == P["theme"]:
-                    themes.append(concept.value)
-                if concept.value.startswith(INSPIRE_THEME):
-                    state.inspire_themes.append(concept.value[len(INSPIRE_THEME) :])
+                    themes.append(concept_iri)
+                if concept_iri.startswith(INSPIRE_THEME):
+                    state.inspire_themes.append(concept_iri[len(INSPIRE_THEME) :])
 
 
 def _scheme(state: State, known: str, href: str, title_el: etree._Element | None) -> Node:
     if known:
-        return NamedNode(known)
+        return named(known)
     if href and is_iri(href):
-        return NamedNode(href)
+        return named(href)
     node = state.out.typed(C["ConceptScheme"])
     if title_el is not None:
         state.out.add_all(node, P["title"], state.texts.literals(title_el))
@@ -243,10 +247,10 @@ def eu_themes(state: State, ident: etree._Element, subject: Node, themes: list[s
         found.extend(state.table.inspire_eu_themes.get(code, ()))
     for el in elements("gmd:topicCategory/gmd:MD_TopicCategoryCode", ident):
         found.extend(state.table.topic_eu_themes.get(code_value(el), ()))
-    for iri in dict.fromkeys(found):
-        if iri not in themes:
-            state.out.add(subject, P["theme"], NamedNode(iri))
-            themes.append(iri)
+    for theme in dict.fromkeys(found):
+        if theme not in themes:
+            state.out.add(subject, P["theme"], named(theme))
+            themes.append(theme)
 
 
 # -- extents --------------------------------------------------------------------------------
@@ -296,19 +300,19 @@ def extents(state: State, ident: etree._Element, subject: Node) -> None:
             out.add(subject, P["spatial"], loc)
             W, E, S, N = (_coord(v) for v in (w, e, s, n))
             ring = f"{W} {S},{E} {S},{E} {N},{W} {N},{W} {S}"
-            out.add(loc, P["bbox"], Literal(f"POLYGON(({ring}))", datatype=WKT))
+            out.add(loc, P["bbox"], typed_lit(f"POLYGON(({ring}))", WKT))
             coords = f"[{W},{S}],[{E},{S}],[{E},{N}],[{W},{N}],[{W},{S}]"
             geojson = '{"type":"Polygon","coordinates":[[' + coords + "]]}"
-            out.add(loc, P["geometry"], Literal(geojson, datatype=GEOJSON))
+            out.add(loc, P["geometry"], typed_lit(geojson, GEOJSON))
             centre = f"POINT({_coord((w + e) / 2)} {_coord((s + n) / 2)})"
-            out.add(loc, P["centroid"], Literal(centre, datatype=WKT))
+            out.add(loc, P["centroid"], typed_lit(centre, WKT))
         for code_el in elements(
             "gmd:geographicElement/gmd:EX_GeographicDescription/gmd:geographicIdentifier/*/gmd:code",
             ext,
         ):
             href = anchor_href(code_el)
             if href and is_iri(href):
-                out.add(subject, P["spatial"], NamedNode(href))
+                out.add(subject, P["spatial"], named(href))
                 continue
             lits = state.texts.literals(code_el)
             if lits:
@@ -395,13 +399,13 @@ def reference_systems(state: State, root: etree._Element, subject: Node) -> None
         code_el = rs.find(GMD + "code")
         code = plain(code_el)
         space = plain(rs.find(GMD + "codeSpace"))
-        iri = crs_iri(code, space, anchor_href(code_el))
+        crs = crs_iri(code, space, anchor_href(code_el))
         node: Node
-        if iri:
-            node = NamedNode(iri)
+        if crs:
+            node = named(crs)
         elif code:
             node = out.typed(C["Standard"])
-            out.add(node, P["identifier"], Literal(f"{space}:{code}" if space else code))
+            out.add(node, P["identifier"], lit(f"{space}:{code}" if space else code))
         else:
             continue
         out.add(subject, P["conformsTo"], node)
@@ -412,9 +416,9 @@ _UNITS = {"m": 1, "metre": 1, "meter": 1, "metres": 1, "meters": 1, "km": 1000, 
 _UNITS |= {"mm": 0.001, "urn:ogc:def:uom:epsg::9001": 1}
 
 
-def _decimal(value: Decimal) -> Literal:
+def _decimal(value: Decimal) -> str:
     text = format(value.normalize(), "f")
-    return Literal(text if "." in text else text + ".0", datatype=DECIMAL)
+    return typed_lit(text if "." in text else text + ".0", DECIMAL)
 
 
 def resolution(state: State, ident: etree._Element, subject: Node) -> None:
@@ -477,11 +481,11 @@ def conformity(state: State, root: etree._Element, subject: Node) -> None:
         href = anchor_href(title_el)
         spec: Node
         folded = title.casefold()
-        known = next((iri for part, iri in state.table.specifications if part in folded), "")
+        known = next((spec for part, spec in state.table.specifications if part in folded), "")
         if href and is_iri(href):
-            spec = NamedNode(href)
+            spec = named(href)
         elif known:
-            spec = NamedNode(known)
+            spec = named(known)
         else:
             spec = out.typed(C["Standard"])
             if title_el is not None:
@@ -503,10 +507,10 @@ def conformity(state: State, root: etree._Element, subject: Node) -> None:
         out.add(plan, P["wasDerivedFrom"], spec)
         entity = out.typed(C["Entity"])
         out.add(activity, P["generated"], entity)
-        out.add(entity, P["type"], NamedNode(DEGREE + level))
+        out.add(entity, P["type"], named(DEGREE + level))
         explanation = result.find(GMD + "explanation")
         if explanation is not None:
             out.add_all(entity, P["description"], state.texts.literals(explanation))
 
 
-__all__ = ["BlankNode", "State"]
+__all__ = ["State"]

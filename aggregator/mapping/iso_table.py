@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 from lxml import etree
-from pyoxigraph import NamedNode
 
 from aggregator.errors import ConfigError
 from aggregator.mapping.iso_xml import NS
@@ -33,7 +32,7 @@ class ElementRule:
     context: str  # "metadata" | "identification"
     path: str
     xpath: etree.XPath
-    predicates: tuple[NamedNode, ...]
+    predicates: tuple[str, ...]
     kind: str
     on: frozenset[str]
     subject: str  # "resource" | "record"
@@ -45,7 +44,7 @@ class ElementRule:
 @dataclass(frozen=True, slots=True)
 class Role:
     code: str
-    property: NamedNode
+    property: str
     vcard: bool
     max: int
     attribution: bool
@@ -59,7 +58,7 @@ class Thesaurus:
     scheme: str
     code_base: str = ""
     labels: dict[str, str] = field(default_factory=dict)  # case-folded label -> code
-    property: NamedNode | None = None
+    property: str | None = None
     codes_are_labels: bool = False
 
 
@@ -75,7 +74,7 @@ class IsoTable:
     """Everything the mapper reads from the two files."""
 
     elements: tuple[ElementRule, ...]
-    hierarchy: dict[str, tuple[NamedNode, str]]  # code -> (class, INSPIRE resource type)
+    hierarchy: dict[str, tuple[str, str]]  # code -> (class, INSPIRE resource type)
     roles: dict[str, Role]
     codelists: dict[str, dict[str, str]]  # table name -> code -> IRI or literal text
     language_tags: dict[str, str]  # ISO 639-2 -> BCP 47
@@ -90,10 +89,11 @@ class IsoTable:
     source: Path
 
 
-def _expand(value: str, prefixes: dict[str, str], where: str) -> NamedNode:
+def _expand(value: str, prefixes: dict[str, str], where: str) -> str:
+    """A prefixed name as an N-Triples IRI term."""
     prefix, sep, local = value.partition(":")
     if sep and prefix in prefixes:
-        return NamedNode(prefixes[prefix] + local)
+        return f"<{prefixes[prefix]}{local}>"
     raise ConfigError(f"{where}: {value!r} is not a known prefixed name")
 
 

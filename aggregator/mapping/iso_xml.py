@@ -3,9 +3,14 @@
 * :class:`Texts` reads a ``gco:CharacterString`` / ``gmx:Anchor`` property with its
   ``gmd:PT_FreeText`` translations as language-tagged literals (the record's ``gmd:locale``
   list gives each ``#locale`` its language).
-* :class:`Out` collects the triples of one mapped resource (and of the source's catalogue
-  record) and makes blank nodes.
+* :class:`Out` collects the triples of one graph and makes blank nodes; :func:`canonical_ntriples`
+  writes them as canonical N-Triples.
 * :func:`xpath` compiles an XPath with the ISO namespaces, once (``lxml.etree.XPath``).
+
+Terms are N-Triples strings from the start (:func:`named`, :func:`lit`, :func:`typed_lit`,
+``_:`` blank nodes): a record makes a few hundred of them, and building pyoxigraph objects
+only to print them again cost more than the rest of the mapping. An IRI taken from the record
+is checked by pyoxigraph (:func:`iri`) before it is used.
 """
 
 from __future__ import annotations
@@ -15,9 +20,10 @@ import re
 from collections.abc import Iterable
 from datetime import date, datetime
 from functools import lru_cache
+from itertools import count
 
 from lxml import etree
-from pyoxigraph import BlankNode, Literal, NamedNode, Triple
+from pyoxigraph import NamedNode, RdfFormat, parse
 
 from aggregator.vocab import RDF_TYPE, XSD
 
@@ -39,8 +45,40 @@ ANCHOR = GMX + "Anchor"
 FREE_TEXT = GMD + "PT_FreeText"
 LOCALISED = GMD + "LocalisedCharacterString"
 
-Node = NamedNode | BlankNode
-Term = NamedNode | BlankNode | Literal
+Node = str  # an N-Triples IRI ("<...>") or blank node ("_:n1")
+Term = str  # a Node or an N-Triples literal
+_BLANKS = count()
+
+
+def named(iri_text: str) -> str:
+    """A trusted IRI (a constant, a table value, a minted IRI) as an N-Triples term."""
+    return f"<{iri_text}>"
+
+
+def blank() -> str:
+    return f"_:n{next(_BLANKS)}"
+
+
+def _escape(text: str) -> str:
+    return text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\r", "\\r")
+
+
+def lit(text: str, tag: str = "") -> str:
+    """A plain or language-tagged literal."""
+    return f'"{_escape(text)}"@{tag}' if tag else f'"{_escape(text)}"'
+
+
+def typed_lit(text: str, datatype: str) -> str:
+    return f'"{_escape(text)}"^^<{datatype}>'
+
+
+def lexical(term: str) -> str:
+    """The lexical form of a literal made by :func:`lit` / :func:`typed_lit`."""
+    return _UNESCAPE.sub(lambda m: _ECHAR[m.group(1)], term[1 : term.rfind('"')])
+
+
+_ECHAR = {"n": "\n", "r": "\r", '"': '"', "\\": "\\"}
+_UNESCAPE = re.compile(r'\\([nr"\\])')
 
 
 @lru_cache(maxsize=512)
@@ -99,10 +137,10 @@ class Texts:
         self.default_tag = default_tag
         self.locales = locales  # "#EN" / "EN" -> "en"
 
-    def literals(self, prop: etree._Element) -> list[Literal]:
+    def literals(self, prop: etree._Element) -> list[str]:
         """The main text with the metadata language and each translation with its own tag
         (a translation in the metadata language itself is dropped when it repeats the text)."""
-        out: list[Literal] = []
+        out: list[str] = []
         main = plain(prop)
         if main:
             out.append(self.literal(main, self.default_tag))
@@ -120,15 +158,15 @@ class Texts:
         return out
 
     @staticmethod
-    def literal(text: str, tag: str) -> Literal:
-        return Literal(text, language=tag) if tag else Literal(text)
+    def literal(text: str, tag: str) -> str:
+        return lit(text, tag)
 
 
 _DATE = re.compile(r"^(\d{4})(?:-(\d{2})(?:-(\d{2}))?)?$")
 _DATETIME = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:\d{2})?$")
 
 
-def date_literal(text: str) -> Literal | None:
+def date_literal(text: str) -> str | None:
     """An ISO date or date-time as xsd:gYear / gYearMonth / date / dateTime; None if it is none.
 
     A date-time at midnight of a record that only gives dates stays a dateTime: the source
@@ -140,13 +178,13 @@ def date_literal(text: str) -> Literal | None:
         try:
             if day:
                 date(int(year), int(month), int(day))
-                return Literal(text, datatype=NamedNode(XSD + "date"))
+                return typed_lit(text, XSD + "date")
             if month:
                 date(int(year), int(month), 1)
-                return Literal(text, datatype=NamedNode(XSD + "gYearMonth"))
+                return typed_lit(text, XSD + "gYearMonth")
         except ValueError:
             return None
-        return Literal(text, datatype=NamedNode(XSD + "gYear"))
+        return typed_lit(text, XSD + "gYear")
     if _DATETIME.match(text):
         if len(text) == 16:  # no seconds: xsd:dateTime needs them
             text += ":00"
@@ -154,7 +192,7 @@ def date_literal(text: str) -> Literal | None:
             datetime.fromisoformat(text.replace("Z", "+00:00"))
         except ValueError:
             return None
-        return Literal(text, datatype=NamedNode(XSD + "dateTime"))
+        return typed_lit(text, XSD + "dateTime")
     return None
 
 
@@ -175,18 +213,18 @@ class Out:
     __slots__ = ("triples",)
 
     def __init__(self) -> None:
-        self.triples: list[tuple[Node, NamedNode, Term]] = []
+        self.triples: list[tuple[Node, str, Term]] = []
 
-    def add(self, s: Node, p: NamedNode, o: Term) -> None:
+    def add(self, s: Node, p: str, o: Term) -> None:
         self.triples.append((s, p, o))
 
-    def add_all(self, s: Node, p: NamedNode, objects: Iterable[Term]) -> None:
+    def add_all(self, s: Node, p: str, objects: Iterable[Term]) -> None:
         for o in objects:
             self.triples.append((s, p, o))
 
-    def typed(self, cls: NamedNode, node: Node | None = None) -> Node:
+    def typed(self, cls: str, node: Node | None = None) -> Node:
         """A node (a new blank node by default) typed ``cls``."""
-        node = node if node is not None else BlankNode()
+        node = node if node is not None else blank()
         self.triples.append((node, TYPE, cls))
         return node
 
@@ -199,7 +237,7 @@ class _Cycle(Exception):
     pass
 
 
-def canonical_ntriples(triples: Iterable[tuple[Node, NamedNode, Term]]) -> bytes:
+def canonical_ntriples(triples: Iterable[tuple[Node, str, Term]]) -> bytes:
     """Sorted N-Triples whose blank node labels are hashes of what the node says.
 
     The mapper's blank nodes form trees hanging from IRIs (a distribution, its licence, an
@@ -210,7 +248,7 @@ def canonical_ntriples(triples: Iterable[tuple[Node, NamedNode, Term]]) -> bytes
     pyoxigraph Dataset (:func:`aggregator.mapping.base.canonical_ntriples`), which is used
     instead should a cycle ever appear.
     """
-    rows = [(str(s), str(p), str(o)) for s, p, o in triples]
+    rows = list(triples)
     edges: dict[str, list[tuple[str, str]]] = {}
     for s, p, o in rows:
         if s.startswith("_:"):
@@ -240,11 +278,12 @@ def canonical_ntriples(triples: Iterable[tuple[Node, NamedNode, Term]]) -> bytes
     except _Cycle:
         from aggregator.mapping.base import canonical_ntriples as rdfc
 
-        return rdfc(Triple(s, p, o) for s, p, o in triples)
+        text = "".join(f"{s} {p} {o} .\n" for s, p, o in rows)
+        return rdfc(parse(text.encode(), format=RdfFormat.N_TRIPLES))
     return ("\n".join(sorted(out)) + "\n").encode() if out else b""
 
 
-TYPE = NamedNode(RDF_TYPE)
+TYPE = named(RDF_TYPE)
 
 
 def is_iri(text: str) -> bool:
@@ -252,12 +291,15 @@ def is_iri(text: str) -> bool:
     return bool(_IRI.match(text)) and iri(text) is not None
 
 
-def iri(text: str) -> NamedNode | None:
-    """``text`` as an IRI, or None when it is not a valid one (any scheme: mailto:, tel:)."""
+@lru_cache(maxsize=4096)
+def iri(text: str) -> str | None:
+    """``text`` as an N-Triples IRI term, or None when it is not a valid IRI (any scheme:
+    mailto:, tel:); checked by pyoxigraph's parser, cached (the same links recur)."""
     try:
-        return NamedNode(text)
+        NamedNode(text)
     except ValueError:
         return None
+    return f"<{text}>"
 
 
 _IRI = re.compile(r"^(?:https?://[^\s<>\"{}|\\^`]+|urn:[A-Za-z0-9][^\s<>\"{}|\\^`]*)$")
