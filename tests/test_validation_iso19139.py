@@ -541,7 +541,7 @@ def test_profile_steps_build_and_run_in_order(tmp_path: Path) -> None:
 
 
 class Env:
-    def __init__(self, tmp: Path, url: str, lenient: bool) -> None:
+    def __init__(self, tmp: Path, url: str, lenient: bool, workers: int = 0) -> None:
         config = tmp / "aggregator.toml"
         config.write_text(
             "[sources.gemini]\ntype = 'oai-pmh'\n"
@@ -555,7 +555,7 @@ class Env:
             store_path=tmp / "store",
             base_iri=BASE,
             http=HttpSettings(allow_private=True, retries=0),
-            harvest=HarvestSettings(workers=0),
+            harvest=HarvestSettings(workers=workers),
             sources=loaded.sources,
         )
         self.store = RecordStore(self.settings.store_path, BASE)
@@ -599,12 +599,19 @@ def test_a_gemini_harvest_rejects_at_the_failing_step(tmp_path: Path, peer_url: 
         assert by_record["oai:gemini:5"]["stage"] == "gemini-2.3"
         assert by_record["oai:gemini:5"]["rule"] == "gemini-lineage"
         assert env.store.db.counts_by_status("gemini") == {"active": 3, "rejected": 2}
+        dead = env.store.db.conn.execute(
+            "SELECT local_id, stage FROM rejections ORDER BY local_id"
+        ).fetchall()
+        assert [tuple(d) for d in dead] == [
+            ("oai:gemini:4", "iso19139-xsd"),
+            ("oai:gemini:5", "gemini-2.3"),
+        ]
     finally:
         env.store.close()
 
 
 def test_a_lenient_gemini_source_keeps_the_failing_records(tmp_path: Path, peer_url: str) -> None:
-    env = Env(tmp_path, peer_url, lenient=True)
+    env = Env(tmp_path, peer_url, lenient=True, workers=2)  # validators travel to the workers
     try:
         job = run_source(env.settings, env.store, "gemini", RunOptions(), http=env.http)
         assert {k: v for k, v in job.counters.items() if v} == {"added": 5}
