@@ -185,6 +185,13 @@ def test_minimal_record_language_tag_and_unknown_level(mapper: IsoMapper) -> Non
     )
     [older] = mapper.map(_raw(as_text), CTX)  # GEMINI 2.1 wrote the language code as text
     assert b'"Titre"@fr' in older.ntriples
+    degrees = _minimal(
+        "<gmd:spatialResolution><gmd:MD_Resolution><gmd:distance>"
+        '<gco:Distance uom="deg">0.00010</gco:Distance>'
+        "</gmd:distance></gmd:MD_Resolution></gmd:spatialResolution>"
+    )
+    [angular] = mapper.map(_raw(degrees), CTX)
+    assert b'<http://data.europa.eu/930/spatialResolutionAsText> "0.0001 deg"' in angular.ntriples
     assert b"authority/language/FRA>" in older.catalog_ntriples
 
 

@@ -75,6 +75,7 @@ P = {
     "conformsTo": _n(DCT, "conformsTo"),
     "referenceSystem": _n(GEODCAT, "referenceSystem"),
     "resolutionMeters": _n(DCAT, "spatialResolutionInMeters"),
+    "resolutionText": _n(GEODCAT, "spatialResolutionAsText"),
     "qualityMeasurement": _n(DQV, "hasQualityMeasurement"),
     "isMeasurementOf": _n(DQV, "isMeasurementOf"),
     "value": _n(DQV, "value"),
@@ -423,7 +424,8 @@ def _decimal(value: Decimal) -> str:
 
 def resolution(state: State, ident: etree._Element, subject: Node) -> None:
     """Equivalent scale -> dqv:hasQualityMeasurement (geodcat:spatialResolutionAsScale, value
-    1/denominator); distance -> dcat:spatialResolutionInMeters."""
+    1/denominator); distance -> dcat:spatialResolutionInMeters, or, in a unit that is not a
+    length (degrees), geodcat:spatialResolutionAsText "0.0001 deg"."""
     out = state.out
     for res in elements("gmd:spatialResolution/gmd:MD_Resolution/*", ident):
         name = etree.QName(res).localname
@@ -440,11 +442,12 @@ def resolution(state: State, ident: etree._Element, subject: Node) -> None:
                 dist = first("gco:Distance", res)
                 unit = (dist.get("uom", "m") if dist is not None else "m").strip()
                 factor = _UNITS.get(unit.casefold())
-                if factor is None:
-                    message = f"distance unit {unit!r} is not a length"
-                    state.warn("iso-resolution-unit", message, res)
+                value = Decimal(plain(res))
+                if factor is None:  # an angle (deg) or an unknown unit: kept as text
+                    text = f"{format(value.normalize(), 'f')} {unit}"
+                    out.add(subject, P["resolutionText"], lit(text))
                     continue
-                metres = Decimal(plain(res)) * Decimal(str(factor))
+                metres = value * Decimal(str(factor))
                 out.add(subject, P["resolutionMeters"], _decimal(metres))
         except (InvalidOperation, ValueError):
             message = f"spatial resolution {name} is not a number"
