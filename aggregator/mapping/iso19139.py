@@ -42,16 +42,14 @@ from aggregator.mapping.iso_distribution import (
 from aggregator.mapping.iso_parts import (
     P,
     State,
-    conformity,
     dates,
     eu_themes,
     extents,
     identifiers,
     keywords,
-    lineage,
     reference_systems,
-    resolution,
 )
+from aggregator.mapping.iso_quality import conformity, lineage, resolution
 from aggregator.mapping.iso_table import ElementRule, IsoTable, load_table
 from aggregator.mapping.iso_xml import (
     NS,
