@@ -1,0 +1,90 @@
+"""What the ISO 19139 harvesters (CSW, WAF, single document) read from a record themselves.
+
+A harvester needs three facts of each ``gmd:MD_Metadata`` record before the pipeline sees it:
+whether it looks like a GEMINI / ISO 19139 document at all, its ``fileIdentifier`` (the
+record's local id, so that the lifecycle rules of the UK DMS collection interface apply:
+skip when not newer, newest of two with the same id, reinstate after withdrawal) and its
+``dateStamp`` (the metadata date those rules compare). Everything else is the mapper's job.
+
+The XPaths are compiled once; they read a parsed tree (the hardened parser of
+:mod:`aggregator.xml`) and never change it.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from lxml import etree
+
+GMD = "http://www.isotc211.org/2005/gmd"
+GCO = "http://www.isotc211.org/2005/gco"
+GMI = "http://www.isotc211.org/2005/gmi"
+NS = {"gmd": GMD, "gco": GCO, "gmi": GMI}
+MD_METADATA = f"{{{GMD}}}MD_Metadata"
+MI_METADATA = f"{{{GMI}}}MI_Metadata"
+#: root elements of an ISO 19139 record (MI_Metadata: the ISO 19115-2 extension of it)
+RECORD_TAGS = frozenset({MD_METADATA, MI_METADATA})
+
+_FILE_ID = etree.XPath("string(gmd:fileIdentifier/gco:CharacterString)", namespaces=NS)
+_DATE_STAMP = etree.XPath(
+    "string((gmd:dateStamp/gco:DateTime | gmd:dateStamp/gco:Date)[1])", namespaces=NS
+)
+_HIERARCHY = etree.XPath(
+    "string(gmd:hierarchyLevel/gmd:MD_ScopeCode/@codeListValue)", namespaces=NS
+)
+
+
+def looks_like_gemini(root: etree._Element) -> bool:
+    """An ISO 19139 metadata record: its root is ``gmd:MD_Metadata`` (or ``gmi:MI_Metadata``).
+
+    This is the test the DMS spec means by "looks like a GEMINI XML document": whether the
+    record is *valid* GEMINI is for the validation chain (XSD, Schematron) to say."""
+    return root.tag in RECORD_TAGS
+
+
+def parse_metadata_date(text: str) -> datetime | None:
+    """A ``gco:Date`` or ``gco:DateTime`` as an aware UTC datetime (naive: taken as UTC);
+    None when empty or unreadable (the record is then never skipped by date)."""
+    value = text.strip()
+    if not value:
+        return None
+    if value.endswith("Z"):
+        value = value[:-1] + "+00:00"
+    try:
+        stamp = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    if stamp.tzinfo is None:
+        stamp = stamp.replace(tzinfo=UTC)
+    return stamp.astimezone(UTC)
+
+
+@dataclass(frozen=True, slots=True)
+class RecordFacts:
+    """The facts a harvester takes from one record."""
+
+    file_identifier: str  # "" when the record has none
+    date_stamp: datetime | None
+    hierarchy_level: str  # "dataset", "series", "service" ... ("" when not given)
+
+
+def record_facts(record: etree._Element) -> RecordFacts:
+    """Read fileIdentifier, dateStamp and hierarchy level of one ``MD_Metadata`` element."""
+    return RecordFacts(
+        str(_FILE_ID(record)).strip(),
+        parse_metadata_date(str(_DATE_STAMP(record))),
+        str(_HIERARCHY(record)).strip(),
+    )
+
+
+def serialise_embedded(record: etree._Element) -> bytes:
+    """The bytes kept for a record that came inside a protocol response (a CSW page).
+
+    A copy of the element is serialised, so the namespaces the record uses from the envelope
+    are declared on it and no others: the bytes parse on their own and are the same whenever
+    the record is the same (the store tells unchanged records by their hash)."""
+    return etree.tostring(
+        copy.deepcopy(record), encoding="UTF-8", xml_declaration=False, with_tail=False
+    )
