@@ -174,6 +174,7 @@ class CswHarvester(Harvester):
                 identifiers_only=False,
                 output_schema=schema,
                 types=self.options.types,
+                type_queryable=(self.capabilities or Capabilities()).type_queryable,
                 modified_queryable=modified,
                 since=since,
             )

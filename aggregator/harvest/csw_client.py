@@ -59,6 +59,8 @@ class Capabilities:
     max_record_default: int | None = None
     #: the queryable name to filter on the metadata date ("apiso:Modified", "Modified"), if any
     modified_queryable: str | None = None
+    #: the queryable name of the record type ("apiso:Type"; "Type" when none is advertised)
+    type_queryable: str = "Type"
     output_schemas: tuple[str, ...] = ()  # of GetRecords / GetRecordById
 
     def supports(self, operation: str, binding: str) -> bool:
@@ -89,6 +91,7 @@ class Capabilities:
             operations=ops,
             max_record_default=data.get("max_record_default"),
             modified_queryable=data.get("modified_queryable"),
+            type_queryable=str(data.get("type_queryable") or "Type"),
             output_schemas=tuple(data.get("output_schemas", ())),
         )
 
@@ -115,6 +118,7 @@ def parse_capabilities(root: etree._Element) -> Capabilities:
     operations: dict[str, Operation] = {}
     max_default: int | None = None
     modified: str | None = None
+    type_name = "Type"
     schemas: list[str] = []
     for element in root.iter():
         name = _local(element.tag)
@@ -134,12 +138,15 @@ def parse_capabilities(root: etree._Element) -> Capabilities:
                 found = next(_values(element), "")
                 if found.isdigit() and int(found) > 0:
                     max_default = int(found)
-            elif "queryables" in key and modified is None:
+            elif "queryables" in key:
+                iso = "iso" in key  # the ISO profile's queryables win over Dublin Core's
                 for value in _values(element):
-                    if value.split(":")[-1].lower() == "modified":
+                    local = value.split(":")[-1].lower()
+                    if local == "modified" and (modified is None or iso):
                         modified = value
-                        break
-    return Capabilities(title, operations, max_default, modified, tuple(schemas))
+                    elif local == "type" and (type_name == "Type" or iso):
+                        type_name = value
+    return Capabilities(title, operations, max_default, modified, type_name, tuple(schemas))
 
 
 def exception_report(root: etree._Element, what: str) -> HarvestError | None:
@@ -233,12 +240,15 @@ class CswClient:
         identifiers_only: bool,
         output_schema: str = ISO_SCHEMA,
         types: Sequence[str] = (),
+        type_queryable: str = "Type",
         modified_queryable: str | None = None,
         since: str | None = None,
     ) -> SearchResults:
         """One page. ``identifiers_only``: the DMS request (``csw:Record``, ``dc:identifier``
         only, no filter); else the full ISO records with the Type and Modified filter."""
-        filter_xml = "" if identifiers_only else _filter(types, modified_queryable, since)
+        filter_xml = (
+            "" if identifiers_only else _filter(types, type_queryable, modified_queryable, since)
+        )
         params = {
             "service": "CSW",
             "version": "2.0.2",
@@ -331,13 +341,13 @@ def identifiers_of(records: Sequence[etree._Element]) -> list[str | None]:
     return found
 
 
-def _filter(types: Sequence[str], modified: str | None, since: str | None) -> str:
+def _filter(types: Sequence[str], type_name: str, modified: str | None, since: str | None) -> str:
     """The OGC Filter 1.1 of a full-records request: ``Type`` any of ``types`` (dataset,
     series ...) and, for selective harvesting, ``Modified >= since``."""
     clauses = []
     if types:
         equals = [
-            "<ogc:PropertyIsEqualTo><ogc:PropertyName>Type</ogc:PropertyName>"
+            f"<ogc:PropertyIsEqualTo><ogc:PropertyName>{escape(type_name)}</ogc:PropertyName>"
             f"<ogc:Literal>{escape(t)}</ogc:Literal></ogc:PropertyIsEqualTo>"
             for t in types
         ]
