@@ -71,6 +71,17 @@ def test_sparql_harvest_benchmark(tmp_path: Path) -> None:
     assert "peak RSS" in out
 
 
+def test_csw_harvest_benchmark(tmp_path: Path) -> None:
+    out = run("harvest_csw.py", "--records", "250", "--page-size", "40", "--dir", str(tmp_path))
+    figures = last_json(out)
+    assert figures["records"] == 250
+    assert figures["first"]["records_per_s"] > 0  # type: ignore[index]
+    if figures["end_to_end"]:
+        assert figures["first"]["counters"] == {"added": 250}  # type: ignore[index]
+        assert figures["unchanged"]["counters"] == {"skipped": 250}  # type: ignore[index]
+    assert "peak RSS" in out
+
+
 @pytest.mark.parametrize(
     ("script", "args"),
     [

@@ -23,11 +23,13 @@ truncated and withdraws nothing. An ``ows:ExceptionReport`` is an error, whateve
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import ClassVar, Literal
-from urllib.parse import urlencode, urlsplit
+from urllib.parse import quote_plus, urlencode, urlsplit
 
 from lxml import etree
 
@@ -49,6 +51,7 @@ from aggregator.http import HttpSession
 from aggregator.models import RawRecord
 
 MEDIA_TYPE = "application/xml"
+_URL_SAFE = re.compile(r"[A-Za-z0-9_.~-]+")
 DEFAULT_PAGE = 50  # data.europa.eu's default; MaxRecordDefault wins when the server gives one
 MAX_PAGE = 500
 VALID_TYPES = frozenset(DEFAULT_TYPES) | {"application", "nonGeographicDataset", "model"}
@@ -105,6 +108,8 @@ class CswHarvester(Harvester):
         self.options: CswOptions = self.options_of(source)
         self.capabilities: Capabilities | None = None
         self.binding = "post" if self.options.binding == "auto" else self.options.binding
+        self._url_schema = ""
+        self._url_parts = ("", "")
 
     @classmethod
     def check_config(cls, source: SourceConfig) -> None:
@@ -249,36 +254,47 @@ class CswHarvester(Harvester):
     ) -> Iterator[SearchResults]:
         """GetRecords pages, driven by the records actually returned (see the module doc)."""
         walk = _Walk()
-        while True:
-            if request.cancel.is_set():
-                listing.mark_truncated("cancelled")
-                return
-            page = fetch(walk.start)
-            listing.pages += 1
-            if walk.matched is None:
-                walk.matched = page.matched
-                listing.expected_total = page.matched
-            elif page.matched != walk.matched and walk.drifted is None:
-                walk.drifted = (
-                    f"numberOfRecordsMatched changed from {walk.matched} to {page.matched}"
-                    f" on page {listing.pages}"
-                )
-                listing.note(walk.drifted)
-            returned = len(page.records)
-            if page.returned is not None and page.returned != returned:
-                listing.note(
-                    f"page {listing.pages}: numberOfRecordsReturned={page.returned} but"
-                    f" {returned} records in the page; paging on the records"
-                )
-            yield page
-            walk.listed += returned
-            rule = self._stop_rule(walk, page, returned, listing.pages)
-            if rule is None:
-                walk.start += returned
-                continue
-            walk.stopped_by = rule
-            listing.note(f"paging stopped: {rule}")
-            break
+        ahead = ThreadPoolExecutor(max_workers=1, thread_name_prefix="csw-page-ahead")
+        following: Future[SearchResults] | None = None
+        try:
+            while True:
+                if request.cancel.is_set():
+                    listing.mark_truncated("cancelled")
+                    return
+                page = following.result() if following is not None else fetch(walk.start)
+                following = None
+                listing.pages += 1
+                if walk.matched is None:
+                    walk.matched = page.matched
+                    listing.expected_total = page.matched
+                elif page.matched != walk.matched and walk.drifted is None:
+                    walk.drifted = (
+                        f"numberOfRecordsMatched changed from {walk.matched} to {page.matched}"
+                        f" on page {listing.pages}"
+                    )
+                    listing.note(walk.drifted)
+                returned = len(page.records)
+                if page.returned is not None and page.returned != returned:
+                    listing.note(
+                        f"page {listing.pages}: numberOfRecordsReturned={page.returned} but"
+                        f" {returned} records in the page; paging on the records"
+                    )
+                # where the walk goes after this page is known before its records are read:
+                # the next page is requested now and travels while this one is consumed
+                walk.listed += returned
+                rule = self._stop_rule(walk, page, returned, listing.pages)
+                if rule is None:
+                    walk.start += returned
+                    following = ahead.submit(fetch, walk.start)
+                yield page
+                if rule is not None:
+                    walk.stopped_by = rule
+                    listing.note(f"paging stopped: {rule}")
+                    break
+        finally:
+            if following is not None:
+                following.cancel()
+            ahead.shutdown(wait=True)
         self._judge(walk, listing)
 
     def _stop_rule(self, walk: _Walk, page: SearchResults, returned: int, pages: int) -> str | None:
@@ -326,18 +342,17 @@ class CswHarvester(Harvester):
         return request.up_to_date(listed)
 
     def record_url(self, identifier: str, schema: str) -> str:
-        """The record on its own: GetRecordById by KVP."""
-        query = urlencode(
-            {
-                "service": "CSW",
-                "version": "2.0.2",
-                "request": "GetRecordById",
-                "id": identifier,
-                "outputSchema": schema,
-                "ElementSetName": "full",
-            }
-        )
-        return f"{self.source.url}{'&' if '?' in self.source.url else '?'}{query}"
+        """The record on its own: GetRecordById by KVP (the query built once per schema)."""
+        if self._url_schema != schema:
+            head = urlencode({"service": "CSW", "version": "2.0.2", "request": "GetRecordById"})
+            tail = urlencode({"outputSchema": schema, "ElementSetName": "full"})
+            joiner = "&" if "?" in self.source.url else "?"
+            self._url_parts = (f"{self.source.url}{joiner}{head}&id=", f"&{tail}")
+            self._url_schema = schema
+        head, tail = self._url_parts
+        if _URL_SAFE.fullmatch(identifier):  # UUIDs, the common case: nothing to quote
+            return head + identifier + tail
+        return head + quote_plus(identifier, safe="") + tail
 
     def _record(
         self,

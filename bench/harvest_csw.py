@@ -1,0 +1,170 @@
+"""CSW harvest benchmark (not a test): N generated GEMINI records served by the local CSW
+fixture (in its own process, like a remote server), harvested with the ``csw`` harvester.
+
+    python bench/harvest_csw.py --records 20000
+    python bench/harvest_csw.py --records 20000 --listing-only
+
+End to end (the default, when an ``iso19139`` mapper is registered): the records go through
+the real pipeline into a fresh on-disk store (the source's validation chain, the mapper, the
+journaled record store); it prints records/s for the first harvest and for a re-harvest with
+nothing changed (every record listed, skipped by its metadata date before mapping, its
+payload not even serialised), with the peak RSS of the harvesting process sampled at each
+quarter of the runs. ``--listing-only`` measures the harvester alone (pages fetched, parsed,
+records serialised), which is also what runs when no ``iso19139`` mapper is installed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import resource
+import shutil
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from aggregator.config import HarvestSettings, HttpSettings, Settings, SourceConfig
+from aggregator.harvest.base import HarvestRequest, Listing
+from aggregator.harvest.csw import CswHarvester
+from aggregator.http import HttpClient
+from aggregator.pipeline import RunOptions, run_source
+from aggregator.plugins import mappers
+from aggregator.store.records import RecordStore
+
+
+def _serve(count: int, port_q: Any, stop: Any) -> None:
+    """The peer process: every record made (and parsed once for its facts) before the clock
+    starts, as a real catalogue has them stored."""
+    from aggregator.peers.csw import CswFaults, CswPeer, GeneratedCatalogue
+    from aggregator.peers.server import PeerServer
+
+    items = list(GeneratedCatalogue(count))
+    size = sum(len(i.payload) for i in items) // max(count, 1)
+    with PeerServer(CswPeer(items, CswFaults(max_record_default=100))) as server:
+        port_q.put((server.port, size))
+        stop.wait()
+
+
+def rss_mb() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
+
+
+def current_rss_mb() -> int:
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * resource.getpagesize() // 2**20
+
+
+class RssSampler(threading.Thread):
+    def __init__(self) -> None:
+        super().__init__(daemon=True)
+        self.samples: list[int] = []
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        while not self.stop.wait(0.2):
+            self.samples.append(current_rss_mb())
+
+
+def listing_only(source: SourceConfig, http: HttpClient, held: bool) -> tuple[int, float]:
+    """The harvester alone: every record yielded (with its payload, or ``held``: listed as
+    already stored)."""
+    harvester = CswHarvester(source, http.session(source))
+    listing = Listing(incremental=False)
+    up_to_date = (lambda listed: frozenset(i for i, _ in listed)) if held else None
+    request = HarvestRequest(full=True, checkpoint=None, up_to_date=up_to_date)
+    t0 = time.perf_counter()
+    count = sum(1 for _ in harvester.list_records(request, listing))
+    if not listing.complete:
+        raise SystemExit(f"listing not complete: {listing.truncated_reason}")
+    return count, time.perf_counter() - t0
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--records", type=int, default=20_000)
+    ap.add_argument("--workers", type=int, default=1, help="mapping/validation processes")
+    ap.add_argument("--page-size", type=int, default=100)
+    ap.add_argument("--binding", choices=("get", "post"), default="post")
+    ap.add_argument("--dir", type=Path, default=None, help="store directory (default: temp)")
+    ap.add_argument("--listing-only", action="store_true", help="the harvester alone")
+    args = ap.parse_args()
+
+    ctx = mp.get_context("spawn")
+    port_q = ctx.Queue()
+    stop = ctx.Event()
+    peer = ctx.Process(target=_serve, args=(args.records, port_q, stop))
+    peer.start()
+    port, size = port_q.get(timeout=1200)
+    source = SourceConfig(
+        name="bench",
+        type="csw",
+        url=f"http://127.0.0.1:{port}/csw",
+        format="iso19139",
+        options={"mode": "full", "page_size": args.page_size, "binding": args.binding},
+    )
+    http = HttpClient(HttpSettings(allow_private=True, timeout=120))
+    end_to_end = not args.listing_only and "iso19139" in mappers.names()
+    results: dict[str, Any] = {
+        "records": args.records,
+        "record_bytes": size,
+        "binding": args.binding,
+        "end_to_end": end_to_end,
+    }
+    if not end_to_end and not args.listing_only:
+        print("no iso19139 mapper installed: measuring the harvester alone")
+    workdir = args.dir or Path(tempfile.mkdtemp(prefix="agg-bench-csw-"))
+    sampler = RssSampler()
+    sampler.start()
+    try:
+        runs = [("first", False), ("unchanged", True)]
+        if end_to_end:
+            settings = Settings(
+                config_path=None,
+                store_path=workdir / "store",
+                base_iri="http://127.0.0.1:8000/",
+                http=http.settings,
+                harvest=HarvestSettings(workers=args.workers),
+                sources={"bench": source},
+            )
+            with RecordStore(settings.store_path, settings.base_iri) as store:
+                for name, _ in runs:
+                    t0 = time.perf_counter()
+                    job = run_source(settings, store, "bench", RunOptions(full=True), http=http)
+                    dt = time.perf_counter() - t0
+                    counts = {k: v for k, v in job.counters.items() if v}
+                    results[name] = {
+                        "seconds": round(dt, 2),
+                        "records_per_s": round(args.records / dt),
+                        "status": job.status,
+                        "counters": counts,
+                    }
+                    print(
+                        f"{name:10} {args.records / dt:8.0f} records/s  {dt:7.2f} s"
+                        f"  {job.status} {counts}"
+                    )
+        else:
+            for name, held in runs:
+                count, dt = listing_only(source, http, held)
+                results[name] = {"seconds": round(dt, 2), "records_per_s": round(count / dt)}
+                print(f"{name:10} {count / dt:8.0f} records/s  {dt:7.2f} s  (harvester alone)")
+        sampler.stop.set()
+        results["peak_rss_mb"] = rss_mb()
+        quarter = max(1, len(sampler.samples) // 4)
+        results["rss_mb_at_quarters"] = sampler.samples[quarter - 1 :: quarter][:4]
+        print(
+            f"record size {size} bytes; peak RSS {results['peak_rss_mb']} MB;"
+            f" RSS at each quarter {results['rss_mb_at_quarters']} MB"
+        )
+        print(json.dumps(results))
+    finally:
+        stop.set()
+        peer.join(timeout=10)
+        if args.dir is None:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
