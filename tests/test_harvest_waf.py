@@ -274,3 +274,25 @@ def test_single_document_unreachable(app: WafApp, server: PeerServer, http: Http
 def test_url_must_be_http(kind: Any) -> None:
     with pytest.raises(ConfigError, match="http"):
         kind.check_config(SourceConfig(name="x", type=kind.name, url="file:///etc/passwd"))
+
+
+def test_xinclude_in_a_file_is_never_followed(
+    app: WafApp, server: PeerServer, http: HttpClient
+) -> None:
+    other = WafApp(folder="/private/")
+    other.put("secret.txt", b"TOP-SECRET", MARCH, content_type="text/plain")
+    with PeerServer(other) as elsewhere:
+        body = generate_gemini_record(7).replace(
+            b"<gmd:language>",
+            b'<xi:include xmlns:xi="http://www.w3.org/2001/XInclude" href="'
+            + (elsewhere.url + "private/secret.txt").encode()
+            + b'" parse="text"/><gmd:language>',
+            1,
+        )
+        app.put("zz-xinclude.xml", body, MARCH)
+        records, _ = harvest(http, server.url + "waf/")
+    (included,) = [r for r in records if (r.url or "").endswith("zz-xinclude.xml")]
+    assert included.payload == body
+    root = parse_xml(included.payload)
+    assert root.find(".//{http://www.w3.org/2001/XInclude}include") is not None
+    assert other.hits["/private/secret.txt"] == 0  # the parser fetched nothing
