@@ -86,15 +86,15 @@ def responsible_parties(record: etree._Element) -> list[Party]:
 
 @dataclass(frozen=True, slots=True)
 class IsoPublisherOptions:
-    name: str  # the registered publisher's organisation name
+    organisation: str  # the registered publisher's name (``name`` labels a chain step)
     email: str = ""
     identifier: str = ""  # an IRI naming the organisation (a gmx:Anchor's xlink:href)
     action: Literal["reject", "warn"] = "reject"
     roles: tuple[str, ...] = ()  # only parties in these roles count (none given: any role)
 
     def __post_init__(self) -> None:
-        if not self.name.strip():
-            raise ValueError("name (the registered publisher) must not be empty")
+        if not self.organisation.strip():
+            raise ValueError("organisation (the registered publisher) must not be empty")
 
 
 class IsoPublisherValidator(Validator):
@@ -104,13 +104,13 @@ class IsoPublisherValidator(Validator):
 
     def __init__(
         self,
-        name: str,
+        organisation: str,
         email: str = "",
         identifier: str = "",
         action: str = "reject",
         roles: tuple[str, ...] = (),
     ) -> None:
-        self.publisher = name
+        self.publisher = organisation
         self.email = email
         self.identifier = identifier
         self.action = action
