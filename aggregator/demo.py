@@ -12,6 +12,7 @@ import os
 import shutil
 from contextlib import ExitStack
 from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 
 import click
@@ -20,11 +21,14 @@ from aggregator.config import load_settings
 from aggregator.errors import ConfigError
 from aggregator.http import HttpClient
 from aggregator.peers.mdr import MdrService, iso, load_sample_pages
+from aggregator.peers.csw import CswPeer
+from aggregator.peers.gemini_samples import bundled_gemini_records
 from aggregator.peers.oaipmh import OaiPmhPeer
 from aggregator.peers.oaipmh_items import MemoryItems, OaiItem
 from aggregator.peers.rdf_files import RdfFilesApp
 from aggregator.peers.sample_data import bundled_dump_path, load_bundled_oai_records
 from aggregator.peers.server import PeerServer
+from aggregator.peers.waf import WafApp
 from aggregator.pipeline import RunOptions, exit_code, run_source
 from aggregator.sources_file import add_source
 from aggregator.store.records import RecordStore, StoreNames
@@ -82,6 +86,17 @@ def start_sources(stack: ExitStack) -> dict[str, str]:
         "demo-oai": f"{oai.url}oai",
         "demo-dump": f"{dump.url}catalog.ttl",
         "demo-mdr": f"{mdr.url}mdr/services/MdrService",
+    gemini = bundled_gemini_records()
+    csw = stack.enter_context(PeerServer(CswPeer.of_documents(doc for _, doc in gemini)))
+    folder = WafApp()
+    for name, doc in gemini:
+        folder.put(name, doc, datetime(2026, 3, 14, 9, 30, tzinfo=UTC))
+    waf = stack.enter_context(PeerServer(folder))
+    return {
+        "demo-oai": f"{oai.url}oai",
+        "demo-dump": f"{dump.url}catalog.ttl",
+        "demo-csw": f"{csw.url}csw",
+        "demo-waf": f"{waf.url}waf/",
     }
 
 
@@ -123,6 +138,22 @@ def run_demo(directory: Path, *, port: int = 8000, serve: bool = True) -> int:
                 "options": {"username": MDR_USER, "since": since, "chunk_minutes": 60},
             },
         )
+        add_source(
+            config,
+            "demo-csw",
+            {
+                "type": "csw",
+                "url": urls["demo-csw"],
+                "format": "iso19139",
+                "publisher": "Riverside Environment Agency",
+                "options": {"mode": "identifiers"},
+            },
+        )
+        add_source(
+            config,
+            "demo-waf",
+            {"type": "waf", "url": urls["demo-waf"], "format": "iso19139"},
+        )
         settings = load_settings(config)
         click.echo(f"demo directory: {directory}")
         for name, url in urls.items():
@@ -149,6 +180,7 @@ def run_demo(directory: Path, *, port: int = 8000, serve: bool = True) -> int:
         click.echo(f"  catalogue:       {base}catalog.html  ({base}catalog.ttl)")
         click.echo(f"  SPARQL endpoint: {base}sparql")
         click.echo(f"  OAI-PMH:         {base}oai?verb=ListRecords&metadataPrefix=dcat_ap")
+        click.echo(f"  ISO 19139:       {base}oai?verb=ListRecords&metadataPrefix=iso19139")
         click.echo(f"  harvest again meanwhile: aggregator -c {config} harvest --all")
         run_server(StoreNames(settings.store_path, settings.base_iri), settings, "127.0.0.1", port)
     return worst
