@@ -48,6 +48,13 @@ def _serve(count: int, port_q: Any, stop: Any) -> None:
         stop.wait()
 
 
+def cpu_seconds() -> float:
+    """CPU time of this process and its finished children (the mapping workers)."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+
 def rss_mb() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
 
@@ -131,25 +138,36 @@ def main() -> None:
             )
             with RecordStore(settings.store_path, settings.base_iri) as store:
                 for name, _ in runs:
-                    t0 = time.perf_counter()
+                    t0, c0 = time.perf_counter(), cpu_seconds()
                     job = run_source(settings, store, "bench", RunOptions(full=True), http=http)
-                    dt = time.perf_counter() - t0
+                    dt, cpu = time.perf_counter() - t0, cpu_seconds() - c0
                     counts = {k: v for k, v in job.counters.items() if v}
                     results[name] = {
                         "seconds": round(dt, 2),
                         "records_per_s": round(args.records / dt),
                         "status": job.status,
                         "counters": counts,
+                        "cpu_us_per_record": round(cpu / args.records * 1e6),
                     }
                     print(
                         f"{name:10} {args.records / dt:8.0f} records/s  {dt:7.2f} s"
                         f"  {job.status} {counts}"
+                        f"  CPU {cpu / args.records * 1e6:.0f} us/record (workers included)"
                     )
         else:
             for name, held in runs:
+                c0 = cpu_seconds()
                 count, dt = listing_only(source, http, held)
-                results[name] = {"seconds": round(dt, 2), "records_per_s": round(count / dt)}
-                print(f"{name:10} {count / dt:8.0f} records/s  {dt:7.2f} s  (harvester alone)")
+                cpu_us = round((cpu_seconds() - c0) / count * 1e6)
+                results[name] = {
+                    "seconds": round(dt, 2),
+                    "records_per_s": round(count / dt),
+                    "cpu_us_per_record": cpu_us,
+                }
+                print(
+                    f"{name:10} {count / dt:8.0f} records/s  {dt:7.2f} s  (harvester alone)"
+                    f"  CPU {cpu_us} us/record"
+                )
         sampler.stop.set()
         results["peak_rss_mb"] = rss_mb()
         quarter = max(1, len(sampler.samples) // 4)
