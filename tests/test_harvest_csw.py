@@ -352,3 +352,22 @@ def test_url_must_be_http() -> None:
     source = SourceConfig(name="c", type="csw", url="ftp://example.org/csw")
     with pytest.raises(ConfigError, match="http"):
         CswHarvester.check_config(source)
+
+
+def test_identifiers_mode_asks_the_store_once_per_batch(
+    peer: CswPeer, server: PeerServer, http: HttpClient
+) -> None:
+    source = SourceConfig(
+        name="csw", type="csw", url=server.url, format="iso19139",
+        options={"mode": "identifiers", "page_size": 10, "batch_size": 4},
+    )  # fmt: skip
+    asked: list[int] = []
+
+    def up_to_date(listed: Any) -> frozenset[str]:
+        asked.append(len(listed))
+        return frozenset(i for i, _ in listed)
+
+    request = HarvestRequest(full=False, checkpoint=None, up_to_date=up_to_date)
+    records = list(CswHarvester(source, http.session(source)).list_records(request, Listing(False)))
+    assert all(r.payload_omitted and r.payload == b"" for r in records) and len(records) == N
+    assert asked == [4, 4, 2, 4, 4, 2, 3]  # pages of 10, 10, 3 in batches of 4

@@ -234,17 +234,17 @@ class CswHarvester(Harvester):
                         f"GetRecordById returned {len(got)} of {len(chunk)} requested records"
                         f" (ids {', '.join(chunk[:5])}{' ...' if len(chunk) > 5 else ''})"
                     )
+                found = []
                 for element in got:
                     facts = record_facts(element)
-                    identifier = facts.file_identifier
-                    if not identifier:
+                    if not facts.file_identifier:
                         listing.mark_truncated("a record from GetRecordById has no fileIdentifier")
                         continue
-                    known = self._up_to_date(request, [(identifier, facts.date_stamp)])
+                    found.append((element, facts.file_identifier, facts.date_stamp))
+                known = self._up_to_date(request, [(i, d) for _, i, d in found])  # once a batch
+                for element, identifier, stamp in found:
                     listing.seen += 1
-                    yield self._record(
-                        element, identifier, facts.date_stamp, schema, identifier in known
-                    )
+                    yield self._record(element, identifier, stamp, schema, identifier in known)
 
     def _pages(
         self,
