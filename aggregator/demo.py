@@ -12,7 +12,6 @@ import os
 import shutil
 from contextlib import ExitStack
 from datetime import UTC, datetime, timedelta
-from datetime import UTC, datetime
 from pathlib import Path
 
 import click
@@ -20,9 +19,9 @@ import click
 from aggregator.config import load_settings
 from aggregator.errors import ConfigError
 from aggregator.http import HttpClient
-from aggregator.peers.mdr import MdrService, iso, load_sample_pages
 from aggregator.peers.csw import CswPeer
 from aggregator.peers.gemini_samples import bundled_gemini_records
+from aggregator.peers.mdr import MdrService, iso, load_sample_pages
 from aggregator.peers.oaipmh import OaiPmhPeer
 from aggregator.peers.oaipmh_items import MemoryItems, OaiItem
 from aggregator.peers.rdf_files import RdfFilesApp
@@ -82,10 +81,7 @@ def start_sources(stack: ExitStack) -> dict[str, str]:
         page.published = now - timedelta(hours=len(pages) - i)
         page.metadata["datePublished"] = iso(page.published)
     mdr = stack.enter_context(PeerServer(MdrService({MDR_USER: MDR_PASSWORD}, pages)))
-    return {
-        "demo-oai": f"{oai.url}oai",
-        "demo-dump": f"{dump.url}catalog.ttl",
-        "demo-mdr": f"{mdr.url}mdr/services/MdrService",
+    # ISO 19139 / GEMINI: the bundled records from a CSW catalogue and from a WAF
     gemini = bundled_gemini_records()
     csw = stack.enter_context(PeerServer(CswPeer.of_documents(doc for _, doc in gemini)))
     folder = WafApp()
@@ -95,6 +91,7 @@ def start_sources(stack: ExitStack) -> dict[str, str]:
     return {
         "demo-oai": f"{oai.url}oai",
         "demo-dump": f"{dump.url}catalog.ttl",
+        "demo-mdr": f"{mdr.url}mdr/services/MdrService",
         "demo-csw": f"{csw.url}csw",
         "demo-waf": f"{waf.url}waf/",
     }

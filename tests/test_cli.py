@@ -189,8 +189,8 @@ def test_demo_runs_offline_and_harvests(tmp_path: Path) -> None:
     assert "harvested demo-oai: job 1 succeeded" in out.stdout
     assert "harvested demo-dump: job 2 succeeded" in out.stdout
     assert "harvested demo-mdr: job 3 succeeded added=5 rejected=1" in out.stdout
-    assert "harvested demo-csw: job 3 succeeded added=3" in out.stdout
-    assert "harvested demo-waf: job 4 succeeded added=3" in out.stdout
+    assert "harvested demo-csw: job 4 succeeded added=3" in out.stdout
+    assert "harvested demo-waf: job 5 succeeded added=3" in out.stdout
     again = subprocess.run(
         [
             sys.executable,
