@@ -17,7 +17,14 @@ from lxml import etree
 from starlette.applications import Starlette
 from test_serve_oai import UvicornThread, free_socket  # the OAI provider in uvicorn
 
-from aggregator.config import HarvestSettings, HttpSettings, Settings, SourceConfig, ValidationStep
+from aggregator.config import (
+    HarvestSettings,
+    HttpSettings,
+    Settings,
+    SourceConfig,
+    ValidationSettings,
+    ValidationStep,
+)
 from aggregator.harvest.gemini import record_facts
 from aggregator.http import HttpClient
 from aggregator.peers.csw import CswItem, CswPeer
@@ -28,6 +35,7 @@ from aggregator.pipeline import RunOptions, run_source
 from aggregator.serve.context import ServeContext
 from aggregator.serve.oai import routes
 from aggregator.store.records import RecordStore
+from aggregator.validate.profiles import profile_steps
 from aggregator.xml import parse_xml
 
 BASE = "http://127.0.0.1:8000/"
@@ -80,10 +88,15 @@ def settings_for(store: RecordStore, source: SourceConfig) -> Settings:
     )
 
 
+#: what a configured iso19139 source gets by default: the gemini profile (ISO 19139 XSD, Table
+#: A.1 and GEMINI 2.3 Schematron), then SHACL
+GEMINI_CHAIN = (*profile_steps("gemini", ValidationSettings()), ValidationStep("shacl"))
+
+
 def csw_source(url: str, **options: Any) -> SourceConfig:
     return SourceConfig(
         name="csw", type="csw", url=url, format="iso19139",
-        publisher="Riverside Environment Agency", options=options,
+        publisher="Riverside Environment Agency", options=options, validation=GEMINI_CHAIN,
     )  # fmt: skip
 
 
@@ -238,7 +251,10 @@ def test_waf_bad_files_are_rejected_per_record_with_their_error(
         stamp,
     )
     with PeerServer(app) as server:
-        source = SourceConfig(name="waf", type="waf", url=server.url + "waf/", format="iso19139")
+        source = SourceConfig(
+            name="waf", type="waf", url=server.url + "waf/", format="iso19139",
+            validation=GEMINI_CHAIN,
+        )  # fmt: skip
         job = run(store, source, http)
     assert counts(job) == {"added": 3, "rejected": 2}
     errors = {e["local_id"]: e for e in store.jobs.errors(job.id)}
@@ -256,8 +272,9 @@ def test_single_document_end_to_end(http: HttpClient, store: RecordStore) -> Non
     app.put(name, doc, datetime(2026, 1, 1, tzinfo=UTC))
     with PeerServer(app) as server:
         source = SourceConfig(
-            name="one", type="gemini-doc", url=server.url + "waf/" + name, format="iso19139"
-        )
+            name="one", type="gemini-doc", url=server.url + "waf/" + name, format="iso19139",
+            validation=GEMINI_CHAIN,
+        )  # fmt: skip
         job = run(store, source, http)
     assert counts(job) == {"added": 1}
     assert set(oai_records(store)) == {fid(doc)}
@@ -270,7 +287,7 @@ def test_publisher_cross_check_on_the_job(
     check = ValidationStep(
         "iso-publisher", (("action", action), ("organisation", "Northshire County Council"))
     )
-    source = replace(csw_source(csw.url, mode="full"), validation=(check, ValidationStep("shacl")))
+    source = replace(csw_source(csw.url, mode="full"), validation=(check, *GEMINI_CHAIN))
     job = run(store, source, http)
     assert counts(job) == {expected: len(documents())}
     message = "not associated with the registered publisher 'Northshire County Council'"
