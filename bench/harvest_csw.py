@@ -5,13 +5,14 @@ fixture (in its own process, like a remote server), harvested with the ``csw`` h
     python bench/harvest_csw.py --records 20000 --listing-only
 
 End to end (the default, when an ``iso19139`` mapper is registered): the records go through
-the real pipeline into a fresh on-disk store (the chain a configured iso19139 source gets:
-the ``gemini`` profile -- ISO 19139 XSD, Table A.1 and GEMINI 2.3 Schematron -- then SHACL;
-``--profile none`` for SHACL only), the mapper, the journaled record store). It prints
+the real pipeline into a fresh on-disk store: the chain a configured iso19139 source gets
+(the ``gemini`` profile: ISO 19139 XSD, Table A.1 and GEMINI 2.3 Schematron; then SHACL;
+``--profile none`` for SHACL only), the mapper, the journaled record store. It prints
 records/s for the first harvest and for a re-harvest with nothing changed (every record
-listed, skipped by its metadata date before mapping, its payload not even serialised), with the peak RSS of the harvesting process sampled at each
-quarter of the runs. ``--listing-only`` measures the harvester alone (pages fetched, parsed,
-records serialised), which is also what runs when no ``iso19139`` mapper is installed.
+listed, skipped by its metadata date before mapping, its payload not even serialised), the
+CPU per record and the peak RSS of the harvesting process, sampled at each quarter of the
+runs. ``--listing-only`` measures the harvester alone (pages fetched, parsed, records
+serialised), which is also what runs when no ``iso19139`` mapper is installed.
 """
 
 from __future__ import annotations
