@@ -126,15 +126,23 @@ class HttpSession:
         client: HttpClient,
         headers: Mapping[str, str] | None = None,
         credential_headers: Collection[str] = (),
+        retry_statuses: Collection[int] | None = None,
     ) -> None:
         self.client = client
         self.settings = client.settings
+        #: the client's retry rule, or one retrying only ``retry_statuses`` (a protocol whose
+        #: error answers are final: SOAP sends its faults with 500)
+        self.retry: PoliteRetry = (
+            client.retry
+            if retry_statuses is None
+            else client.retry.new(status_forcelist=frozenset(retry_statuses))
+        )
         self.session = SourceSession(client.guard, credential_headers)
         self.session.max_redirects = self.settings.max_redirects
         self.session.headers["User-Agent"] = self.settings.user_agent
         self.session.headers.update(headers or {})
         adapter = SafeAdapter(
-            client.guard, self.settings, client.slots, client.retry, client.total_timeout
+            client.guard, self.settings, client.slots, self.retry, client.total_timeout
         )
         self.session.mount("http://", adapter)
         self.session.mount("https://", adapter)
@@ -225,7 +233,7 @@ class HttpSession:
         kwargs: dict[str, Any] = {"params": params, "headers": dict(headers or {})}
         if data is not None:
             kwargs["data"] = data
-        retry: PoliteRetry = self.client.retry
+        retry = self.retry
         while True:
             with self._send(method, url, **kwargs) as resp:  # its failures were retried
                 try:
@@ -340,13 +348,16 @@ class HttpClient:
         self._sessions: list[HttpSession] = []
         self._lock = threading.Lock()
 
-    def session(self, source: SourceConfig | None = None) -> HttpSession:
+    def session(
+        self, source: SourceConfig | None = None, *, retry_statuses: Collection[int] | None = None
+    ) -> HttpSession:
         """A new session for one source (its headers and credentials), or an anonymous one.
-        The caller closes it."""
+        ``retry_statuses`` narrows the statuses retried (default: 429 and 5xx; see
+        :attr:`aggregator.harvest.base.Harvester.retry_statuses`). The caller closes it."""
         if source is None:
-            return HttpSession(self)
+            return HttpSession(self, retry_statuses=retry_statuses)
         headers, credentials = source_headers(source)
-        return HttpSession(self, headers, credentials)
+        return HttpSession(self, headers, credentials, retry_statuses)
 
     def _default(self) -> HttpSession:
         session: HttpSession | None = getattr(self._local, "session", None)

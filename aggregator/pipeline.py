@@ -235,7 +235,10 @@ def _run_source(
     try:
         src.require_secrets()  # an unset secret fails this source's job only
         build_chain(src.validation)  # a schema that does not compile fails the job here
-        session = http.session(src)  # this source's cookies and headers only
+        harvester_class = None if opts.lister else harvesters.get(src.type)
+        # this source's cookies and headers only, retried as its protocol allows
+        retry_statuses = harvester_class.retry_statuses if harvester_class else None
+        session = http.session(src, retry_statuses=retry_statuses)
         lister = opts.lister or harvesters.get(src.type)(src, session).list_records
         if not opts.force:  # forced runs map every record: they need every payload
             up_to_date = UpToDate(store.path / "state.sqlite3", src.name)

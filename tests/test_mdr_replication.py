@@ -158,6 +158,31 @@ def test_a_wrong_password_fails_the_job_without_showing_the_password(
         bench.close()
 
 
+def test_a_soap_fault_is_final_but_an_unavailable_service_is_retried(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fault comes with HTTP 500: sending the same envelope again would be a replay (the
+    service refuses a nonce it has seen), so only 429/502/503/504 are retried for MDR."""
+    bench = bench_for(tmp_path, monkeypatch, password="Wr0ng-" + PASSWORD, retries=3)
+    try:
+        job = bench.run()
+        assert job.status == "failed"
+        assert "digest does not match" in job.message
+        # one request, one refusal: no resent envelope, no "nonce was used before"
+        assert bench.service.refused == ["the digest does not match the password of 'apmdrsrv'"]
+        assert bench.sleeps == []
+    finally:
+        bench.close()
+    bench = bench_for(tmp_path / "down", monkeypatch, retries=2)
+    try:
+        bench.service.service_up = False
+        job = bench.run()
+        assert job.status == "failed"
+        assert len(bench.sleeps) == 2  # 503: retried twice, then the job fails
+    finally:
+        bench.close()
+
+
 def test_replayed_stale_and_future_requests_are_refused(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -94,6 +94,10 @@ class Harvester:
     #: the dataclass of the source's ``options`` table (see :mod:`aggregator.plugin_options`):
     #: checked at configuration load by the default :meth:`check_config`
     Options: ClassVar[type[Any] | None] = None
+    #: HTTP statuses this protocol's requests are retried on (``None``: the client's rule, 429
+    #: and 5xx). A protocol whose error answers are final narrows it: SOAP answers a fault
+    #: with 500, and sending the same request again is a replay, not a retry.
+    retry_statuses: ClassVar[frozenset[int] | None] = None
 
     def __init__(self, source: SourceConfig, http: HttpSession) -> None:
         self.source = source

@@ -106,6 +106,8 @@ class MdrHarvester(Harvester):
     formats: ClassVar[tuple[str, ...]] = ("mdr",)
     supports_incremental: ClassVar[bool] = True
     Options: ClassVar[type[Any] | None] = MdrOptions
+    #: a SOAP fault comes with 500: final (a resent envelope would be refused as a replay)
+    retry_statuses: ClassVar[frozenset[int] | None] = frozenset({429, 502, 503, 504})
     #: the time "now" of a run (the window's end and the UsernameToken's Created)
     clock: ClassVar[Callable[[], datetime]] = staticmethod(utc_now)
 

@@ -156,7 +156,9 @@ class Translator:
             from aggregator.http import HttpClient
 
             self._http = HttpClient(self.settings.http)
-            self._session = self._http.session(self.source)
+            self._session = self._http.session(
+                self.source, retry_statuses=MdrHarvester.retry_statuses
+            )
             self._client = MdrHarvester(self.source, self._session).client()
         return self._client
 
