@@ -35,7 +35,14 @@ from aggregator.models import (
 )
 from aggregator.processing import Checked, Processed, dataset_ntriples
 from aggregator.store.records import RecordStore
-from aggregator.store.state import DeadLetter, RecordRow, RecordWrite, read_datestamps
+from aggregator.store.state import (
+    DeadLetter,
+    RecordRow,
+    RecordWrite,
+    read_datestamps,
+    read_holders,
+    read_versions,
+)
 
 log = logging.getLogger(__name__)
 
@@ -79,15 +86,37 @@ class UpToDate:
         if not listed:
             return frozenset()
         try:
-            if self._conn is None:
-                uri = f"file:{quote(str(self.db_path))}?mode=ro"
-                self._conn = sqlite3.connect(uri, uri=True, check_same_thread=False)
-                self._conn.execute("PRAGMA busy_timeout = 10000")
-            stored = read_datestamps(self._conn, self.source, (lid for lid, _ in listed))
+            stored = read_datestamps(self._connection(), self.source, (lid for lid, _ in listed))
         except sqlite3.Error as err:  # only a shortcut: deliver every payload instead
             log.warning("cannot tell which listed records are up to date (%s)", err)
             return frozenset()
         return frozenset(lid for lid, when in listed if lid in stored and _held(when, *stored[lid]))
+
+    def _connection(self) -> sqlite3.Connection:
+        if self._conn is None:
+            uri = f"file:{quote(str(self.db_path))}?mode=ro"
+            self._conn = sqlite3.connect(uri, uri=True, check_same_thread=False)
+            self._conn.execute("PRAGMA busy_timeout = 10000")
+        return self._conn
+
+    def versions(self, local_ids: Sequence[str]) -> dict[str, str]:
+        """:attr:`HarvestRequest.held_versions`: the version tag held for each listed record
+        the store holds (not withdrawn); empty when the store cannot be read (a shortcut only:
+        every record is then fetched)."""
+        try:
+            return read_versions(self._connection(), self.source, local_ids) if local_ids else {}
+        except sqlite3.Error as err:
+            log.warning("cannot read the held version tags (%s)", err)
+            return {}
+
+    def holders(self, local_ids: Sequence[str]) -> dict[str, str]:
+        """:attr:`HarvestRequest.held_elsewhere`: local id -> the other source holding an
+        active record under it."""
+        try:
+            return read_holders(self._connection(), self.source, local_ids) if local_ids else {}
+        except sqlite3.Error as err:
+            log.warning("cannot tell which records other sources hold (%s)", err)
+            return {}
 
     def close(self) -> None:
         if self._conn is not None:
@@ -131,6 +160,7 @@ class BatchWriter:
         self._seen: set[str] = set()
         self._payloads: dict[str, tuple[bytes, str, bytes]] = {}
         self._dead: list[DeadLetter] = []
+        self._versions: dict[str, str] = {}  # version tags to note with the next flush
 
     # -- helpers ----------------------------------------------------------------------------
     def _state(self, local_ids: Sequence[str]) -> dict[str, RecordRow | RecordWrite]:
@@ -187,6 +217,13 @@ class BatchWriter:
         if len(self._seen) >= self.batch_size:
             self.store.mark_seen(self.job, self._seen)
             self._seen.clear()
+
+    def _note_version(self, raw: RawRecord, local_id: str) -> None:
+        """The store now holds ``local_id`` as the source gave it at ``raw.version``."""
+        if raw.version is not None:
+            self._versions[local_id] = raw.version
+            if len(self._versions) >= self.batch_size:
+                self.flush()
 
     def _put(self, w: RecordWrite) -> None:
         self._writes[w.local_id] = w
@@ -279,6 +316,9 @@ class BatchWriter:
             if lid in self._writes:
                 w = self._writes[lid]
                 stamps[lid] = (w.source_datestamp, w.status)
+        versioned = [lid for lid, raw in latest.items() if raw.version is not None]
+        held_versions = read_versions(self.store.db.conn, self.source.name, versioned)
+        held_versions.update((i, self._versions[i]) for i in versioned if i in self._versions)
         skipped = 0
         for local_id, raw in latest.items():
             if raw.deleted:
@@ -290,7 +330,15 @@ class BatchWriter:
                     skipped += 1
                 continue
             known = stamps.get(local_id)
-            if known is not None and not self.force and _held(raw.datestamp, *known):
+            if raw.version is not None:  # a version tag decides, not the dates
+                held = (
+                    known is not None
+                    and known[1] != "withdrawn"
+                    and held_versions.get(local_id) == raw.version
+                )
+            else:
+                held = known is not None and _held(raw.datestamp, *known)
+            if held and not self.force:
                 self._see(local_id)
                 skipped += 1
                 continue
@@ -332,6 +380,7 @@ class BatchWriter:
         self._errors(raw.local_id, p.failure)
         if prior is None or prior.status == "rejected":
             self._put(self._write(raw, raw.local_id, "rejected", prior, None, p.failure, p))
+            self._note_version(raw, raw.local_id)
         else:
             self._see(raw.local_id)  # keeps its last good (or withdrawn) state
 
@@ -342,6 +391,7 @@ class BatchWriter:
         if (
             prior is not None
             and not self.force
+            and raw.version is None  # versioned records were decided by the prefilter
             and _held(ds.datestamp, prior.source_datestamp, prior.status)
         ):
             self._see(local_id)
@@ -354,6 +404,7 @@ class BatchWriter:
             self._dead_letter(p, local_id, c.findings, iso(ds.datestamp))
             if prior is None or prior.status == "rejected":
                 self._put(self._write(raw, local_id, "rejected", prior, None, c.findings, p))
+                self._note_version(raw, local_id)
             else:
                 self._see(local_id)
             return
@@ -362,9 +413,11 @@ class BatchWriter:
         if prior is not None and prior.status == "active" and prior.content_hash == ds.content_hash:
             self._see(local_id)
             self.job.count(Outcome.UNCHANGED)
+            self._note_version(raw, local_id)
             return
         outcome = Outcome.ADDED if prior is None or prior.status == "rejected" else Outcome.UPDATED
         self._put(self._write(raw, local_id, "active", prior, c, c.findings, p))
+        self._note_version(raw, local_id)
         self.job.count(outcome)
 
     # -- withdrawal and flushing ------------------------------------------------------------
@@ -409,7 +462,9 @@ class BatchWriter:
             seen=sorted(self._seen),
             payloads=payloads,
             dead_letters=self._dead,
+            versions=self._versions,
         )
+        self._versions = {}
         self._dead = []
         self._writes.clear()
         self._seen.clear()

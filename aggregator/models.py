@@ -74,6 +74,11 @@ class RawRecord:
     ``payload_omitted``: listed, but the payload was not built (or fetched) because the store
     already holds this record at this datestamp or a newer one
     (:attr:`aggregator.harvest.base.HarvestRequest.up_to_date`); it is only counted as seen.
+    ``version``: an opaque version tag the source gives the record (META-SHARE: the LR
+    checksum of the node's inventory); when set, the store holds the record "up to date" when
+    it holds this very tag, and dates are not compared (see docs/store.md).
+    ``findings``: what the harvester itself found wrong with the record (a checksum that does
+    not match); a violation among them rejects the record before its validation chain runs.
     """
 
     source: str
@@ -86,6 +91,8 @@ class RawRecord:
     deleted: bool = False
     is_collection: bool = False
     payload_omitted: bool = False
+    version: str | None = None
+    findings: tuple[Finding, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

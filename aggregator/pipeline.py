@@ -240,10 +240,15 @@ def _run_source(
         retry_statuses = harvester_class.retry_statuses if harvester_class else None
         session = http.session(src, retry_statuses=retry_statuses)
         lister = opts.lister or harvesters.get(src.type)(src, session).list_records
-        if not opts.force:  # forced runs map every record: they need every payload
-            up_to_date = UpToDate(store.path / "state.sqlite3", src.name)
+        up_to_date = UpToDate(store.path / "state.sqlite3", src.name)
+        shortcut = not opts.force  # forced runs map every record: they need every payload
         request = HarvestRequest(
-            full=opts.full, checkpoint=checkpoint, cancel=opts.cancel, up_to_date=up_to_date
+            full=opts.full,
+            checkpoint=checkpoint,
+            cancel=opts.cancel,
+            up_to_date=up_to_date if shortcut else None,
+            held_versions=up_to_date.versions if shortcut else None,
+            held_elsewhere=up_to_date.holders,
         )
         prefetch = _Prefetch(lister(request, listing))
 

@@ -134,6 +134,8 @@ def process(
     stores with the record (and lists on the job). A payload that cannot be parsed fails the
     record in either case: there is nothing to map.
     """
+    if any(f.severity is Severity.VIOLATION for f in raw.findings):  # the harvester's own
+        return _with_payload(Processed(raw, failure=raw.findings))
     payload = ParsedPayload(raw)
     carried: tuple[Finding, ...] = ()
     for step in chain:

@@ -165,6 +165,7 @@ def purge_source(store: RecordStore, source: SourceConfig, batch_size: int) -> R
             db.conn.execute(f"DELETE FROM records WHERE id IN ({marks})", chunk)
         dead = db.conn.execute("DELETE FROM rejections WHERE source = ?", (name,)).rowcount
         checkpoint = db.conn.execute("DELETE FROM checkpoints WHERE source = ?", (name,)).rowcount
+        db.conn.execute("DELETE FROM source_versions WHERE source = ?", (name,))
         payloads = _drop_payloads(db.conn, candidates)
         db.next_generation()  # graphs went too: readers get a snapshot of this state
         db.commit()

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import threading
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, ClassVar
@@ -38,6 +38,14 @@ class HarvestRequest:
     #: the payload) and yield them with ``payload_omitted=True``: it must still yield them,
     #: since they count as listed. Call it once per page, from the listing thread.
     up_to_date: Callable[[Sequence[tuple[str, datetime | None]]], frozenset[str]] | None = None
+    #: Given local ids, the version tag (``RawRecord.version``) the store holds for each of
+    #: them it holds (not withdrawn); None on a forced run. A harvester whose source gives
+    #: version tags (META-SHARE's checksums) fetches only records whose tag differs, and
+    #: yields the others with ``payload_omitted=True`` and the same tag.
+    held_versions: Callable[[Sequence[str]], Mapping[str, str]] | None = None
+    #: Given local ids, the other source holding an active record under each (local id ->
+    #: source name): for protocols whose ids are global (META-SHARE storage ids).
+    held_elsewhere: Callable[[Sequence[str]], Mapping[str, str]] | None = None
 
 
 class Listing:

@@ -52,6 +52,7 @@ from aggregator.store.state import (
     StateDB,
     close_rejections,
     keep_dead_letters,
+    put_versions,
 )
 from aggregator.store.writer_lock import WriterLock
 from aggregator.vocab import (
@@ -294,6 +295,7 @@ class RecordStore(StoreReads):
         seen: Iterable[str] = (),
         payloads: Mapping[str, tuple[bytes, str, bytes]] | None = None,
         dead_letters: Sequence[DeadLetter] = (),
+        versions: Mapping[str, str] | None = None,
     ) -> None:
         """Apply one batch: journal it in SQLite now; the graphs follow in the applier thread.
 
@@ -312,6 +314,8 @@ class RecordStore(StoreReads):
             close_rejections(db.conn, job.id, writes)
             if dead_letters:
                 keep_dead_letters(db.conn, dead_letters, now_iso())
+            if versions:
+                put_versions(db.conn, job.source, versions)
             db.mark_seen(job.source, seen, job.id)
             job.flush(db)
             db.commit()

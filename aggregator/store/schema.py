@@ -105,6 +105,14 @@ CREATE TABLE IF NOT EXISTS job_errors (
     location TEXT,
     PRIMARY KEY (job_id, seq)
 );
+-- the version tag a source gave a record (RawRecord.version; META-SHARE: the LR checksum of
+-- the node's inventory), written in the transaction of the batch that decided the record
+CREATE TABLE IF NOT EXISTS source_versions (
+    source TEXT NOT NULL,
+    local_id TEXT NOT NULL,
+    version TEXT NOT NULL,
+    PRIMARY KEY (source, local_id)
+) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS checkpoints (
     source TEXT PRIMARY KEY,
     value TEXT NOT NULL,
