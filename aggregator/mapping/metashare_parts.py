@@ -170,12 +170,11 @@ def distributions(
         if statement is not None:
             g.add(dist, DCT + "rights", statement)
         media = ", ".join(text_of(e) for e in find_all(info, "ms:distributionAccessMedium"))
-        g.add(
-            dist,
-            DCT + "description",
-            Literal(f"{code or 'no licence given'}; access medium: {media or 'not given'}"),
-        )
-        for mime in mimes:
+        text = f"{code or 'no licence given'}; access medium: {media or 'not given'}"
+        if len(mimes) > 1:  # DCAT-AP allows one dcat:mediaType: the first; all are named here
+            text += f"; media types: {', '.join(mimes)}"
+        g.add(dist, DCT + "description", Literal(text))
+        for mime in mimes[:1]:
             node = NamedNode(IANA + mime)
             g.typed(node, DCT + "MediaType")
             g.add(dist, DCAT + "mediaType", node)

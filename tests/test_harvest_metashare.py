@@ -1,0 +1,322 @@
+"""META-SHARE harvesting protocol 1.0: full sync cycles against the strict local node, through
+the real pipeline, HTTP client and on-disk store."""
+
+from __future__ import annotations
+
+import io
+import json
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from aggregator.config import HarvestSettings, HttpSettings, Settings, load_settings
+from aggregator.http import HttpClient
+from aggregator.peers.metashare import (
+    MetaShareNode,
+    bundled_node,
+    sample_xml,
+    storage_id,
+    zip_of,
+)
+from aggregator.peers.server import PeerServer
+from aggregator.pipeline import RunOptions, run_source
+from aggregator.store.records import RecordStore
+
+BASE = "http://agg.example/"
+ENV = {"MS_USER": "syncuser", "MS_PASSWORD": "sync-secret"}
+
+
+def config(tmp: Path, url: str, extra: str = "") -> Path:
+    path = tmp / "aggregator.toml"
+    path.write_text(
+        "[sources.node]\ntype = 'meta-share'\n"
+        f"url = '{url}'\npublisher = 'ELRA'\n"
+        "secrets = { username = 'MS_USER', password = 'MS_PASSWORD' }\n"
+        "validation = ['meta-share', 'shacl']\n" + extra,
+        encoding="utf-8",
+    )
+    return path
+
+
+class Env:
+    def __init__(self, tmp: Path, url: str, env: dict[str, str] | None = None) -> None:
+        loaded = load_settings(config(tmp, url), environ=env or ENV)
+        self.settings = Settings(
+            config_path=loaded.config_path,
+            store_path=tmp / "store",
+            base_iri=BASE,
+            http=HttpSettings(allow_private=True, retries=0),
+            harvest=HarvestSettings(workers=0, batch_size=3),
+            sources=loaded.sources,
+        )
+        self.store = RecordStore(self.settings.store_path, BASE)
+        self.http = HttpClient(self.settings.http)
+
+    def run(self, **opts: Any) -> Any:
+        return run_source(self.settings, self.store, "node", RunOptions(**opts), http=self.http)
+
+    def statuses(self) -> dict[str, str]:
+        return {r.local_id: r.status for r in self.store.db.iter_records("node")}
+
+    def close(self) -> None:
+        self.store.close()
+        self.http.close()
+
+
+@pytest.fixture
+def node() -> Iterator[tuple[MetaShareNode, list[str], str]]:
+    peer, ids = bundled_node(8)
+    with PeerServer(peer) as server:
+        peer.source_url = server.url.rstrip("/")
+        yield peer, ids, server.url.rstrip("/")
+
+
+@pytest.fixture
+def env(tmp_path: Path, node: tuple[MetaShareNode, list[str], str]) -> Iterator[Env]:
+    e = Env(tmp_path, node[2])
+    yield e
+    e.close()
+
+
+def counts(job: Any) -> dict[str, int]:
+    return {k: v for k, v in job.counters.items() if v}
+
+
+def test_first_sync_then_only_changed_lrs_are_fetched(
+    env: Env, node: tuple[MetaShareNode, list[str], str]
+) -> None:
+    peer, ids, _ = node
+    job = env.run()
+    assert job.status == "succeeded", job.message
+    assert counts(job) == {"added": 8}
+    assert peer.requests["lr"] == 8
+    row = env.store.db.record("node", ids[0])
+    assert row is not None and row.source_datestamp is not None
+    # an unchanged node: nothing fetched, nothing written
+    job = env.run()
+    assert counts(job) == {"skipped": 8}
+    assert peer.requests["lr"] == 8
+    # one LR changes, one is deleted, one disappears
+    peer.put(ids[1], sample_xml("lexicon").replace(b"4,200 concepts", b"4,300 concepts"))
+    peer.delete(ids[2])
+    peer.remove(ids[3])
+    job = env.run()
+    assert job.status == "succeeded", job.message
+    assert counts(job) == {"updated": 1, "withdrawn": 2, "skipped": 5}
+    assert peer.requests["lr"] == 8 + 2  # the changed and the deleted LR, nothing else
+    statuses = env.statuses()
+    assert statuses[ids[2]] == statuses[ids[3]] == "withdrawn"
+    assert sum(s == "active" for s in statuses.values()) == 6
+    found = env.store.graphs.query(
+        "ASK { GRAPH ?g { ?d <http://purl.org/dc/terms/description> ?t"
+        " FILTER(CONTAINS(?t, '4,300 concepts')) } }"
+    )
+    assert bool(found)
+    # a deleted LR still in the inventory is fetched again (withdrawn is not held) but
+    # stays withdrawn (counted skipped); nothing else is fetched
+    job = env.run()
+    assert counts(job) == {"skipped": 7}
+    assert peer.requests["lr"] == 11
+
+
+def test_a_record_failing_validation_is_rejected_and_kept_out(
+    env: Env, node: tuple[MetaShareNode, list[str], str]
+) -> None:
+    peer, ids, _ = node
+    broken = sample_xml("corpus").replace(b"<metadataInfo>", b"<metadataInfoX>")
+    broken = broken.replace(b"</metadataInfo>", b"</metadataInfoX>")
+    peer.put(ids[0], broken)
+    job = env.run()
+    assert counts(job) == {"added": 7, "rejected": 1}
+    errors = env.store.jobs.errors(job.id)
+    assert {e["stage"] for e in errors} == {"meta-share"}
+    assert "ms-metadata" in {e["rule"] for e in errors}
+    assert env.statuses()[ids[0]] == "rejected"
+    # unchanged checksum: not fetched again; fixed: taken
+    before = peer.requests["lr"]
+    env.run()
+    assert peer.requests["lr"] == before
+    peer.put(ids[0], sample_xml("corpus"))
+    job = env.run()
+    assert counts(job) == {"added": 1, "skipped": 7}
+    assert env.statuses()[ids[0]] == "active"
+
+
+def test_checksum_mismatch_rejects_the_lr_and_keeps_the_last_good_version(
+    env: Env, node: tuple[MetaShareNode, list[str], str]
+) -> None:
+    peer, ids, _ = node
+    env.run()
+    peer.put(ids[4], sample_xml("corpus").replace(b"39000000", b"39500000"))
+    good = peer.checksum(ids[4])
+    body = zip_of(
+        [("metadata.xml", b"<resourceInfo xmlns='http://www.ilsp.gr/META-XMLSchema'/>"),
+         ("storage-global.json", b"{}")]
+    )  # fmt: skip
+    peer.serve_raw(ids[4], body)
+    job = env.run()
+    assert job.status == "succeeded"
+    assert counts(job) == {"rejected": 1, "skipped": 7}
+    [error] = env.store.jobs.errors(job.id)
+    assert error["rule"] == "checksumMismatch" and good in error["message"]
+    assert env.statuses()[ids[4]] == "active"  # the last good version, not withdrawn
+    dead = env.store.db.conn.execute("SELECT stage FROM rejections").fetchall()
+    assert dead == [("fetch",)]
+    peer.serve_raw(ids[4], None)
+    job = env.run()
+    assert counts(job) == {"updated": 1, "skipped": 7}
+
+
+def _zip_entries(entries: list[tuple[zipfile.ZipInfo | str, bytes]]) -> bytes:
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
+        for info, data in entries:
+            zf.writestr(info, data)
+    return buf.getvalue()
+
+
+@pytest.mark.parametrize(
+    ("body", "rule", "words"),
+    [
+        (  # 64 MB of zeros in a few kB: stops at the cap / ratio while inflating
+            _zip_entries([("metadata.xml", b"\0" * 64_000_000), ("storage-global.json", b"{}")]),
+            "unsafeZip",
+            "declares",
+        ),
+        (
+            _zip_entries([("../metadata.xml", b"<x/>"), ("storage-global.json", b"{}")]),
+            "unsafeZip",
+            "'..'",
+        ),
+        (
+            _zip_entries([("/etc/metadata.xml", b"<x/>"), ("storage-global.json", b"{}")]),
+            "unsafeZip",
+            "absolute",
+        ),
+        (b"<html>Internal error</html>", "badResourceZip", "not a ZIP"),
+        (
+            _zip_entries([("storage-global.json", b"{}"), ("metadata.xml", b"<x/>")]),
+            "badResourceZip",
+            "in this order",
+        ),
+    ],
+    ids=["zip-bomb", "traversal", "absolute", "not-zip", "wrong-order"],
+)
+def test_hostile_resource_zips_reject_only_their_lr(
+    env: Env, node: tuple[MetaShareNode, list[str], str], body: bytes, rule: str, words: str
+) -> None:
+    peer, ids, _ = node
+    peer.serve_raw(ids[5], body)
+    job = env.run()
+    assert job.status == "succeeded"
+    assert counts(job) == {"added": 7, "rejected": 1}
+    [error] = env.store.jobs.errors(job.id)
+    assert error["rule"] == rule and words in error["message"], error
+    assert not (env.settings.store_path / "metadata.xml").exists()
+
+
+def test_a_symlink_member_is_refused(env: Env, node: tuple[MetaShareNode, list[str], str]) -> None:
+    peer, ids, _ = node
+    link = zipfile.ZipInfo("metadata.xml")
+    link.create_system = 3
+    link.external_attr = 0o120777 << 16
+    peer.serve_raw(ids[0], _zip_entries([(link, b"/etc/passwd"), ("storage-global.json", b"{}")]))
+    job = env.run()
+    [error] = env.store.jobs.errors(job.id)
+    assert error["rule"] == "unsafeZip" and "link" in error["message"]
+
+
+@pytest.mark.parametrize("status", [200, 403])
+def test_a_wrong_password_is_a_clear_login_failure(tmp_path: Path, status: int) -> None:
+    peer, _ = bundled_node(2)
+    peer.wrong_password_status = status
+    with PeerServer(peer) as server:
+        env = Env(tmp_path, server.url, {"MS_USER": "syncuser", "MS_PASSWORD": "nope"})
+        try:
+            job = env.run()
+        finally:
+            env.close()
+    assert job.status == "failed"
+    assert "login" in job.message and "MS_USER" in job.message
+    assert peer.requests.get("inventory") is None
+
+
+def test_a_node_answering_501_fails_the_job_and_withdraws_nothing(
+    env: Env, node: tuple[MetaShareNode, list[str], str]
+) -> None:
+    peer, _, _ = node
+    env.run()
+    peer.protocol_supported = False
+    job = env.run()
+    assert job.status == "failed"
+    assert "501" in job.message and "protocol 1.0" in job.message
+    assert set(env.statuses().values()) == {"active"}
+
+
+def test_a_user_without_sync_rights_gets_403(tmp_path: Path) -> None:
+    peer = MetaShareNode(users={"syncuser": "sync-secret"}, sync_users=())
+    with PeerServer(peer) as server:
+        env = Env(tmp_path, server.url)
+        try:
+            job = env.run()
+        finally:
+            env.close()
+    assert job.status == "failed" and "not a synchronisation user" in job.message
+
+
+def test_an_lr_held_from_another_node_is_not_taken_over(tmp_path: Path) -> None:
+    first, ids = bundled_node(3)
+    second = MetaShareNode()
+    second.put(ids[0], sample_xml("corpus"))  # the same LR, copied to a second node
+    second.put(storage_id(99), sample_xml("grammar"))
+    with PeerServer(first) as one, PeerServer(second) as two:
+        path = config(tmp_path, one.url)
+        text = path.read_text().replace("[sources.node]", "[sources.first]")
+        text += text.replace("[sources.first]", "[sources.second]").replace(one.url, two.url)
+        path.write_text(text)
+        loaded = load_settings(path, environ=ENV)
+        settings = Settings(
+            config_path=path, store_path=tmp_path / "store", base_iri=BASE,
+            http=HttpSettings(allow_private=True, retries=0),
+            harvest=HarvestSettings(workers=0), sources=loaded.sources,
+        )  # fmt: skip
+        with RecordStore(settings.store_path, BASE) as store, HttpClient(settings.http) as http:
+            assert counts(run_source(settings, store, "first", RunOptions(), http=http)) == {
+                "added": 3
+            }
+            job = run_source(settings, store, "second", RunOptions(), http=http)
+            assert counts(job) == {"added": 1}
+            notes = " ".join(store.jobs.get(job.id).listing["notes"])
+            assert f"LR {ids[0]} is held from source first" in notes
+            assert store.db.record("second", ids[0]) is None
+            assert second.requests["lr"] == 1
+
+
+def test_invalid_inventory_members_are_reported_and_nothing_is_withdrawn(
+    env: Env, node: tuple[MetaShareNode, list[str], str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    peer, ids, _ = node
+    env.run()
+    members = {ids[0]: peer.checksum(ids[0]), "NOT-AN-ID": "abc", ids[1]: "XYZ"}
+    body = zip_of([("inventory.json", json.dumps(members).encode())])
+    monkeypatch.setattr(peer, "_inventory_zip", lambda: body)
+    job = env.run()
+    assert job.status == "partial"
+    notes = " ".join(env.store.jobs.get(job.id).listing["notes"])
+    assert "'NOT-AN-ID' is not a 64-character" in notes and "'XYZ' is not a 32-character" in notes
+    assert set(env.statuses().values()) == {"active"}
+
+
+def test_the_metadata_is_stored_as_received_ascii_with_character_references(
+    env: Env, node: tuple[MetaShareNode, list[str], str]
+) -> None:
+    _, ids, _ = node
+    env.run()
+    row = env.store.db.record("node", ids[0])
+    assert row is not None and row.payload_sha is not None
+    payload = env.store.db.payload(row.payload_sha)
+    assert payload is not None
+    assert payload[1].isascii() and b"&#931;" in payload[1]  # the Greek capital sigma
