@@ -22,6 +22,7 @@ from aggregator.http import HttpClient
 from aggregator.peers.csw import CswPeer
 from aggregator.peers.gemini_samples import bundled_gemini_records
 from aggregator.peers.mdr import MdrService, iso, load_sample_pages
+from aggregator.peers.metashare import bundled_node
 from aggregator.peers.oaipmh import OaiPmhPeer
 from aggregator.peers.oaipmh_items import MemoryItems, OaiItem
 from aggregator.peers.rdf_files import RdfFilesApp
@@ -34,6 +35,9 @@ from aggregator.store.records import RecordStore, StoreNames
 
 MARKER = ".aggregator-demo"
 MDR_USER, MDR_PASSWORD_ENV, MDR_PASSWORD = "demomdr", "AGGREGATOR_DEMO_MDR_PASSWORD", "demo-only"
+# the demo META-SHARE node's synchronisation user: credentials come from the environment
+METASHARE_ENV = ("DEMO_METASHARE_USER", "DEMO_METASHARE_PASSWORD")
+METASHARE_LOGIN = ("demo-sync", "demo-sync-password")
 
 CONFIG = """\
 # Written by `aggregator demo`. An ordinary configuration: try
@@ -88,12 +92,17 @@ def start_sources(stack: ExitStack) -> dict[str, str]:
     for name, doc in gemini:
         folder.put(name, doc, datetime(2026, 3, 14, 9, 30, tzinfo=UTC))
     waf = stack.enter_context(PeerServer(folder))
+    node, _ = bundled_node()  # one LR of each META-SHARE resource type
+    node.users = {METASHARE_LOGIN[0]: METASHARE_LOGIN[1]}
+    node.sync_users = {METASHARE_LOGIN[0]}
+    meta_share = stack.enter_context(PeerServer(node))
     return {
         "demo-oai": f"{oai.url}oai",
         "demo-dump": f"{dump.url}catalog.ttl",
         "demo-mdr": f"{mdr.url}mdr/services/MdrService",
         "demo-csw": f"{csw.url}csw",
         "demo-waf": f"{waf.url}waf/",
+        "demo-meta-share": meta_share.url.rstrip("/"),
     }
 
 
@@ -151,6 +160,19 @@ def run_demo(directory: Path, *, port: int = 8000, serve: bool = True) -> int:
             "demo-waf",
             {"type": "waf", "url": urls["demo-waf"], "format": "iso19139"},
         )
+        for env_name, value in zip(METASHARE_ENV, METASHARE_LOGIN, strict=True):
+            os.environ.setdefault(env_name, value)
+        add_source(
+            config,
+            "demo-meta-share",
+            {
+                "type": "meta-share",
+                "url": urls["demo-meta-share"],
+                "publisher": "Demo META-SHARE node",
+                "secrets": {"username": METASHARE_ENV[0], "password": METASHARE_ENV[1]},
+                "validation": ["meta-share", "shacl"],
+            },
+        )
         settings = load_settings(config)
         click.echo(f"demo directory: {directory}")
         for name, url in urls.items():
@@ -178,6 +200,10 @@ def run_demo(directory: Path, *, port: int = 8000, serve: bool = True) -> int:
         click.echo(f"  SPARQL endpoint: {base}sparql")
         click.echo(f"  OAI-PMH:         {base}oai?verb=ListRecords&metadataPrefix=dcat_ap")
         click.echo(f"  ISO 19139:       {base}oai?verb=ListRecords&metadataPrefix=iso19139")
-        click.echo(f"  harvest again meanwhile: aggregator -c {config} harvest --all")
+        click.echo(
+            f"  harvest again meanwhile: export {MDR_PASSWORD_ENV}={MDR_PASSWORD}"
+            f" {METASHARE_ENV[0]}={METASHARE_LOGIN[0]} {METASHARE_ENV[1]}={METASHARE_LOGIN[1]};"
+            f" aggregator -c {config} harvest --all"
+        )
         run_server(StoreNames(settings.store_path, settings.base_iri), settings, "127.0.0.1", port)
     return worst
