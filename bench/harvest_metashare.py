@@ -1,0 +1,152 @@
+"""META-SHARE sync benchmark (not a test): N LRs on the local META-SHARE node, synchronised
+through the real pipeline (the ``meta-share`` harvester, the v3.0 structure Schematron, the
+``meta-share`` mapper, SHACL, the journaled record store) into a fresh on-disk store.
+
+    python bench/harvest_metashare.py --lrs 10000
+    python bench/harvest_metashare.py --lrs 10000 --changed 0.01 --parallel 8
+
+The node runs in a process of its own (``aggregator.peers.metashare``, numbered variants of
+the four bundled sample LRs, ~3 kB of metadata.xml each), so that serving does not share the
+harvester's interpreter. Reported: LRs/s of the first sync (login, inventory, one resource
+ZIP per LR, validate, map, store), then of a resync after ``--changed`` of the LRs changed
+on the node, with the number of LR requests the node answered in each (the resync must ask
+for the changed LRs only), the job counters, and the peak RSS of this process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import os
+import resource
+import shutil
+import sys
+import tempfile
+import time
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+from aggregator.config import HarvestSettings, HttpSettings, Settings, parse_source
+from aggregator.http import HttpClient
+from aggregator.peers.metashare import bundled_node, sample_xml, variant
+from aggregator.peers.server import PeerServer
+from aggregator.pipeline import RunOptions, run_source
+from aggregator.store.records import RecordStore
+
+SAMPLES = ("corpus", "lexicon", "grammar", "tool-service")
+
+
+def serve_node(count: int, conn: Connection) -> None:
+    """The node's process: build N LRs, serve them, obey ``change``/``counts``/``stop``."""
+    node, ids = bundled_node(count)
+    with PeerServer(node) as server:
+        node.source_url = server.url.rstrip("/")
+        conn.send(server.url.rstrip("/"))
+        while True:
+            command, arg = conn.recv()
+            if command == "change":  # change every k-th LR: a new revision, new content
+                step = max(1, round(1 / arg))
+                changed = 0
+                for n in range(0, count, step):
+                    xml = variant(sample_xml(SAMPLES[n % 4]), n + 1_000_000)
+                    node.put(ids[n], xml)
+                    changed += 1
+                conn.send(changed)
+            elif command == "counts":
+                conn.send(dict(node.requests))
+            else:
+                conn.send(None)
+                return
+
+
+def peak_rss_mb() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--lrs", type=int, default=10_000)
+    ap.add_argument("--changed", type=float, default=0.01, help="share of LRs changed")
+    ap.add_argument("--workers", type=int, default=1, help="mapping worker processes")
+    ap.add_argument("--parallel", type=int, default=4, help="LR requests in flight")
+    ap.add_argument("--batch-size", type=int, default=1000)
+    ap.add_argument("--dir", type=Path, default=None, help="work directory (default: a temp dir)")
+    args = ap.parse_args()
+    work = args.dir or Path(tempfile.mkdtemp(prefix="bench-metashare-"))
+    store_path = work / "store"
+    shutil.rmtree(store_path, ignore_errors=True)
+    parent, child = mp.Pipe()
+    proc = mp.get_context("spawn").Process(target=serve_node, args=(args.lrs, child), daemon=True)
+    started = time.perf_counter()
+    proc.start()
+    url = parent.recv()
+    print(f"node with {args.lrs} LRs at {url} ready in {time.perf_counter() - started:.1f} s")
+    os.environ["BENCH_MS_USER"], os.environ["BENCH_MS_PASSWORD"] = "syncuser", "sync-secret"
+    source = parse_source(
+        "node",
+        {
+            "type": "meta-share",
+            "url": url,
+            "secrets": {"username": "BENCH_MS_USER", "password": "BENCH_MS_PASSWORD"},
+            "validation": ["meta-share", "shacl"],
+            "options": {"parallel": args.parallel},
+        },
+        os.environ,
+    )
+    settings = Settings(
+        config_path=work / "aggregator.toml",
+        store_path=store_path,
+        base_iri="http://bench.example/",
+        http=HttpSettings(allow_private=True, timeout=120, per_host_concurrency=args.parallel),
+        harvest=HarvestSettings(workers=args.workers, batch_size=args.batch_size),
+        sources={"node": source},
+    )
+    figures: dict[str, Any] = {"lrs": args.lrs, "workers": args.workers, "parallel": args.parallel}
+    with RecordStore(store_path, settings.base_iri) as store, HttpClient(settings.http) as http:
+
+        def run(label: str) -> None:
+            before = _ask(parent, "counts")
+            t0 = time.perf_counter()
+            job = run_source(settings, store, "node", RunOptions(), http=http)
+            store.sync()
+            seconds = time.perf_counter() - t0
+            after = _ask(parent, "counts")
+            fetched = after.get("lr", 0) - before.get("lr", 0)
+            counters = {k: v for k, v in job.counters.items() if v}
+            figures[label] = {
+                "seconds": round(seconds, 2),
+                "lrs_per_s": round(args.lrs / seconds, 1),
+                "lr_requests": fetched,
+                "status": job.status,
+                "counters": counters,
+            }
+            print(f"{label}: {seconds:.2f} s, {args.lrs / seconds:.0f} LRs/s, {fetched} LR"
+                  f" requests, {job.status} {counters} {job.message}", flush=True)  # fmt: skip
+            if job.status != "succeeded":
+                sys.exit(f"{label}: job {job.status}: {job.message}")
+
+        run("first sync")
+        changed = _ask(parent, "change", args.changed)
+        print(f"changed {changed} LRs on the node")
+        figures["changed"] = changed
+        run("resync")
+    _ask(parent, "stop")
+    proc.join(timeout=10)
+    figures["peak RSS MB"] = peak_rss_mb()
+    print(f"peak RSS {figures['peak RSS MB']} MB")
+    if figures["resync"]["lr_requests"] != changed:
+        sys.exit(f"the resync asked for {figures['resync']['lr_requests']} LRs, not {changed}")
+    print(json.dumps(figures, indent=2))
+    if args.dir is None:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _ask(conn: Connection, command: str, arg: Any = None) -> Any:
+    conn.send((command, arg))
+    return conn.recv()
+
+
+if __name__ == "__main__":
+    main()
