@@ -82,6 +82,15 @@ def test_csw_harvest_benchmark(tmp_path: Path) -> None:
     assert "peak RSS" in out
 
 
+def test_metashare_sync_benchmark(tmp_path: Path) -> None:
+    out = run("harvest_metashare.py", "--lrs", "120", "--changed", "0.05", "--dir", str(tmp_path))
+    figures = last_json(out)
+    assert figures["first sync"]["counters"] == {"added": 120}  # type: ignore[index]
+    assert figures["changed"] == 6
+    assert figures["resync"]["lr_requests"] == 6  # type: ignore[index]
+    assert figures["resync"]["counters"] == {"updated": 6, "skipped": 114}  # type: ignore[index]
+
+
 @pytest.mark.parametrize(
     ("script", "args"),
     [

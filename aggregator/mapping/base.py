@@ -49,10 +49,12 @@ def canonical_ntriples(triples: Iterable[Triple]) -> bytes:
 
     Equal graphs give equal bytes, so a hash of them is a content hash.
     """
+    triples = list(triples)
     ds = Dataset(Quad(t.subject, t.predicate, t.object, DefaultGraph()) for t in triples)
-    if any(isinstance(q.subject, BlankNode) or isinstance(q.object, BlankNode) for q in ds):
+    if any(isinstance(t.subject, BlankNode) or isinstance(t.object, BlankNode) for t in triples):
         ds.canonicalize(CanonicalizationAlgorithm.RDFC_1_0)
-    data = serialize((q.triple for q in ds), format=RdfFormat.N_TRIPLES)
+    # default-graph quads serialise as N-Triples lines (no Python object per quad)
+    data = serialize(ds, format=RdfFormat.N_QUADS)
     assert data is not None
     lines = sorted(set(data.splitlines()))
     return b"\n".join(lines) + b"\n" if lines else b""

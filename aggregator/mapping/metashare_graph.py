@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime
+from functools import lru_cache
 
 from lxml import etree
 from pyoxigraph import BlankNode, Literal, NamedNode, Triple
@@ -27,15 +28,15 @@ class Graph:
         self.findings: list[Finding] = []
 
     def add(self, s: Node, p: str, o: NamedNode | BlankNode | Literal) -> None:
-        self.triples.append(Triple(s, NamedNode(p), o))
+        self.triples.append(Triple(s, _named(p), o))
 
     def typed(self, node: Node, cls: str) -> Node:
-        self.add(node, RDF_TYPE, NamedNode(cls))
+        self.add(node, RDF_TYPE, _named(cls))
         return node
 
     def new(self, cls: str) -> BlankNode:
         node = BlankNode()
-        self.add(node, RDF_TYPE, NamedNode(cls))
+        self.add(node, RDF_TYPE, _named(cls))
         return node
 
     def warn(self, rule: str, message: str, where: etree._Element | None = None) -> None:
@@ -58,7 +59,15 @@ class Graph:
         return None
 
 
+@lru_cache(maxsize=512)
+def _named(iri: str) -> NamedNode:
+    """Predicates and classes recur in every record: made once."""
+    return NamedNode(iri)
+
+
 def text_of(el: etree._Element) -> str:
+    if len(el) == 0:  # a leaf, as almost every META-SHARE value is
+        return " ".join(el.text.split()) if el.text else ""
     return " ".join("".join(str(t) for t in el.itertext()).split())
 
 
