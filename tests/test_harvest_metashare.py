@@ -320,3 +320,47 @@ def test_the_metadata_is_stored_as_received_ascii_with_character_references(
     payload = env.store.db.payload(row.payload_sha)
     assert payload is not None
     assert payload[1].isascii() and b"&#931;" in payload[1]  # the Greek capital sigma
+
+
+# a stand-in for the official v3.0 schema (written here; the real one is a local copy the
+# operator points to): resourceInfo must open with identificationInfo
+XSD = """<xs:schema xmlns:xs="http://www.w3.org/2001/XMLSchema"
+  targetNamespace="http://www.ilsp.gr/META-XMLSchema" elementFormDefault="qualified">
+  <xs:element name="resourceInfo"><xs:complexType><xs:sequence>
+    <xs:element name="identificationInfo"><xs:complexType><xs:sequence>
+      <xs:any processContents="skip" maxOccurs="unbounded"/></xs:sequence></xs:complexType>
+    </xs:element>
+    <xs:any processContents="skip" maxOccurs="unbounded"/>
+  </xs:sequence></xs:complexType></xs:element>
+</xs:schema>"""
+
+
+def test_an_xsd_step_with_a_local_schema_runs_before_the_structure_rules(
+    tmp_path: Path, node: tuple[MetaShareNode, list[str], str]
+) -> None:
+    peer, ids, url = node
+    (tmp_path / "META-SHARE-Resource.xsd").write_text(XSD)
+    xml = sample_xml("grammar")
+    start, end = xml.index(b"  <identificationInfo>"), xml.index(b"  <distributionInfo>")
+    moved = xml[:start] + xml[end : xml.index(b"  <contactPerson>")] + xml[start:end]
+    moved += xml[xml.index(b"  <contactPerson>") :]
+    peer.put(ids[2], moved)
+    path = config(tmp_path, url).read_text().replace("validation = ['meta-share', 'shacl']\n", "")
+    path += (
+        "[[sources.node.validation]]\nvalidator = 'xsd'\nschema = 'META-SHARE-Resource.xsd'\n"
+        "[[sources.node.validation]]\nvalidator = 'meta-share'\n"
+        "[[sources.node.validation]]\nvalidator = 'shacl'\n"
+    )
+    (tmp_path / "aggregator.toml").write_text(path)
+    loaded = load_settings(tmp_path / "aggregator.toml", environ=ENV)
+    assert [s.label for s in loaded.sources["node"].validation] == ["xsd", "meta-share", "shacl"]
+    settings = Settings(
+        config_path=loaded.config_path, store_path=tmp_path / "store", base_iri=BASE,
+        http=HttpSettings(allow_private=True, retries=0), harvest=HarvestSettings(workers=0),
+        sources=loaded.sources,
+    )  # fmt: skip
+    with RecordStore(settings.store_path, BASE) as store, HttpClient(settings.http) as http:
+        job = run_source(settings, store, "node", RunOptions(), http=http)
+        assert counts(job) == {"added": 7, "rejected": 1}
+        [error] = store.jobs.errors(job.id)
+        assert error["local_id"] == ids[2] and error["stage"] == "xsd"
