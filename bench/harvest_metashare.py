@@ -10,7 +10,10 @@ the four bundled sample LRs, ~3 kB of metadata.xml each), so that serving does n
 harvester's interpreter. Reported: LRs/s of the first sync (login, inventory, one resource
 ZIP per LR, validate, map, store), then of a resync after ``--changed`` of the LRs changed
 on the node, with the number of LR requests the node answered in each (the resync must ask
-for the changed LRs only), the job counters, and the peak RSS of this process.
+for the changed LRs only), the job counters, the CPU milliseconds per LR of the harvesting
+side (this process and its mapping workers) and of the node, the load average when each run
+ended (on a shared machine the CPU figures are steadier than the rates), and the peak RSS of
+this process.
 """
 
 from __future__ import annotations
@@ -55,10 +58,20 @@ def serve_node(count: int, conn: Connection) -> None:
                     changed += 1
                 conn.send(changed)
             elif command == "counts":
-                conn.send(dict(node.requests))
+                times = os.times()
+                conn.send({**node.requests, "cpu": times.user + times.system})
             else:
                 conn.send(None)
                 return
+
+
+def cpu_seconds() -> float:
+    """CPU of this process and of its reaped children (the mapping workers of a job)."""
+    own, kids = (
+        resource.getrusage(resource.RUSAGE_SELF),
+        resource.getrusage(resource.RUSAGE_CHILDREN),
+    )
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
 
 
 def peak_rss_mb() -> int:
@@ -108,22 +121,29 @@ def main() -> None:
 
         def run(label: str) -> None:
             before = _ask(parent, "counts")
+            cpu0 = cpu_seconds()
             t0 = time.perf_counter()
             job = run_source(settings, store, "node", RunOptions(), http=http)
             store.sync()
             seconds = time.perf_counter() - t0
+            cpu = cpu_seconds() - cpu0
             after = _ask(parent, "counts")
+            node_cpu = after["cpu"] - before["cpu"]
             fetched = after.get("lr", 0) - before.get("lr", 0)
             counters = {k: v for k, v in job.counters.items() if v}
             figures[label] = {
                 "seconds": round(seconds, 2),
                 "lrs_per_s": round(args.lrs / seconds, 1),
                 "lr_requests": fetched,
+                "harvester_cpu_ms_per_lr": round(cpu / args.lrs * 1000, 2),
+                "node_cpu_ms_per_lr": round(node_cpu / args.lrs * 1000, 2),
+                "load_average": round(os.getloadavg()[0], 1),
                 "status": job.status,
                 "counters": counters,
             }
             print(f"{label}: {seconds:.2f} s, {args.lrs / seconds:.0f} LRs/s, {fetched} LR"
-                  f" requests, {job.status} {counters} {job.message}", flush=True)  # fmt: skip
+                  f" requests, {job.status} {counters} {job.message}; CPU: harvester"
+                  f" {cpu:.1f} s, node {node_cpu:.1f} s", flush=True)  # fmt: skip
             if job.status != "succeeded":
                 sys.exit(f"{label}: job {job.status}: {job.message}")
 
