@@ -439,14 +439,18 @@ def test_the_demo_harvests_then_serves_and_harvests_again_meanwhile(tmp_path: Pa
         before = requests.get(base + "sparql", params=query, headers=accept, timeout=30)
         assert int(before.json()["results"]["bindings"][0]["n"]["value"]) > 0
         config = tmp_path / "demo" / "aggregator.toml"
+        # the demo META-SHARE node's credentials, from the environment as the demo prints them
+        # and the demo's MDR service password, which the demo sets for itself
+        env = {**os.environ, "DEMO_METASHARE_USER": "demo-sync"}
+        env["DEMO_METASHARE_PASSWORD"] = "demo-sync-password"
+        env["AGGREGATOR_DEMO_MDR_PASSWORD"] = "demo-only"
         again = subprocess.run(
             [sys.executable, "-m", "aggregator.cli", "-c", str(config), "harvest", "--all"],
             capture_output=True,
             text=True,
             timeout=300,
             check=False,
-            # the demo's MDR service password, which the demo sets for itself
-            env={**os.environ, "AGGREGATOR_DEMO_MDR_PASSWORD": "demo-only"},
+            env=env,
         )
         assert again.returncode in (0, 3), again.stderr  # the demo data has rejections
         after = requests.get(base + "sparql", params=query, headers=accept, timeout=30)
@@ -462,6 +466,7 @@ def test_the_demo_harvests_then_serves_and_harvests_again_meanwhile(tmp_path: Pa
         )
         # the demo's harvest and this one: two jobs of each demo source
         assert jobs.returncode == 0 and jobs.stdout.count(" demo-dump: ") == 2, jobs.stdout
+        assert re.search(r"job \d+ demo-meta-share: succeeded  skipped=4", jobs.stdout), jobs.stdout
     finally:
         demo.send_signal(signal.SIGINT)
         try:
