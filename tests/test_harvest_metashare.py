@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from aggregator.config import HarvestSettings, HttpSettings, Settings, load_settings
+from aggregator.errors import ConfigError
 from aggregator.http import HttpClient
 from aggregator.peers.metashare import (
     MetaShareNode,
@@ -43,7 +44,7 @@ def config(tmp: Path, url: str, extra: str = "") -> Path:
 
 class Env:
     def __init__(self, tmp: Path, url: str, env: dict[str, str] | None = None) -> None:
-        loaded = load_settings(config(tmp, url), environ=env or ENV)
+        loaded = load_settings(config(tmp, url), environ=ENV if env is None else env)
         self.settings = Settings(
             config_path=loaded.config_path,
             store_path=tmp / "store",
@@ -364,3 +365,22 @@ def test_an_xsd_step_with_a_local_schema_runs_before_the_structure_rules(
         assert counts(job) == {"added": 7, "rejected": 1}
         [error] = store.jobs.errors(job.id)
         assert error["local_id"] == ids[2] and error["stage"] == "xsd"
+
+
+def test_a_node_without_credentials_is_a_configuration_error(tmp_path: Path) -> None:
+    path = tmp_path / "aggregator.toml"
+    path.write_text("[sources.node]\ntype = 'meta-share'\nurl = 'https://metashare.example.org'\n")
+    with pytest.raises(ConfigError, match="needs the secret 'username'"):
+        load_settings(path, environ={})
+
+
+def test_unset_credential_variables_fail_only_that_job(
+    tmp_path: Path, node: tuple[MetaShareNode, list[str], str]
+) -> None:
+    env = Env(tmp_path, node[2], {})
+    try:
+        job = env.run()
+    finally:
+        env.close()
+    assert job.status == "failed" and "MS_USER" in job.message
+    assert node[0].requests.get("login") is None
