@@ -44,13 +44,18 @@ def mint_iri(ctx: MappingContext, kind: str, key: str) -> str:
     return f"{ctx.base_iri}{kind}/{quote(ctx.source, safe='')}/{segment}"
 
 
-def canonical_ntriples(triples: Iterable[Triple]) -> bytes:
+def canonical_ntriples(triples: Iterable[Triple | Quad]) -> bytes:
     """Canonical N-Triples: blank nodes relabelled with RDFC-1.0, lines sorted, UTF-8.
 
-    Equal graphs give equal bytes, so a hash of them is a content hash.
+    Equal graphs give equal bytes, so a hash of them is a content hash. Quads (in the default
+    graph) are taken as they are: a mapper that builds them saves making each term twice.
     """
     triples = list(triples)
-    ds = Dataset(Quad(t.subject, t.predicate, t.object, DefaultGraph()) for t in triples)
+    default = DefaultGraph()
+    ds = Dataset(
+        t if isinstance(t, Quad) else Quad(t.subject, t.predicate, t.object, default)
+        for t in triples
+    )
     if any(isinstance(t.subject, BlankNode) or isinstance(t.object, BlankNode) for t in triples):
         ds.canonicalize(CanonicalizationAlgorithm.RDFC_1_0)
     # default-graph quads serialise as N-Triples lines (no Python object per quad)

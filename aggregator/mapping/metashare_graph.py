@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 from functools import lru_cache
 
 from lxml import etree
-from pyoxigraph import BlankNode, Literal, NamedNode, Triple
+from pyoxigraph import BlankNode, DefaultGraph, Literal, NamedNode, Quad
 
 from aggregator.mapping.metashare_rules import NS
 from aggregator.models import Finding, Severity, Stage
@@ -18,17 +18,18 @@ _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 _EMAIL = re.compile(r"^[^@\s<>\"]+@[^@\s<>\"]+$")
 
 Node = NamedNode | BlankNode
+_DEFAULT = DefaultGraph()
 
 
 class Graph:
     """Triples of one dataset, and the warnings met while building them."""
 
     def __init__(self) -> None:
-        self.triples: list[Triple] = []
+        self.triples: list[Quad] = []  # default-graph quads: what canonical_ntriples loads
         self.findings: list[Finding] = []
 
     def add(self, s: Node, p: str, o: NamedNode | BlankNode | Literal) -> None:
-        self.triples.append(Triple(s, _named(p), o))
+        self.triples.append(Quad(s, _named(p), o, _DEFAULT))
 
     def typed(self, node: Node, cls: str) -> Node:
         self.add(node, RDF_TYPE, _named(cls))
