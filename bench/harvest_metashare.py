@@ -4,6 +4,7 @@ through the real pipeline (the ``meta-share`` harvester, the v3.0 structure Sche
 
     python bench/harvest_metashare.py --lrs 10000
     python bench/harvest_metashare.py --lrs 10000 --changed 0.01 --parallel 8
+    python bench/harvest_metashare.py --lrs 3000 --fetch-only
 
 The node runs in a process of its own (``aggregator.peers.metashare``, numbered variants of
 the four bundled sample LRs, ~3 kB of metadata.xml each), so that serving does not share the
@@ -32,6 +33,8 @@ from pathlib import Path
 from typing import Any
 
 from aggregator.config import HarvestSettings, HttpSettings, Settings, parse_source
+from aggregator.harvest.base import HarvestRequest, Listing
+from aggregator.harvest.metashare import MetaShareHarvester
 from aggregator.http import HttpClient
 from aggregator.peers.metashare import bundled_node, sample_xml, variant
 from aggregator.peers.server import PeerServer
@@ -86,6 +89,9 @@ def main() -> None:
     ap.add_argument("--parallel", type=int, default=4, help="LR requests in flight")
     ap.add_argument("--batch-size", type=int, default=1000)
     ap.add_argument("--dir", type=Path, default=None, help="work directory (default: a temp dir)")
+    ap.add_argument(
+        "--fetch-only", action="store_true", help="only log in, list and fetch (nothing stored)"
+    )
     args = ap.parse_args()
     work = args.dir or Path(tempfile.mkdtemp(prefix="bench-metashare-"))
     store_path = work / "store"
@@ -117,6 +123,12 @@ def main() -> None:
         sources={"node": source},
     )
     figures: dict[str, Any] = {"lrs": args.lrs, "workers": args.workers, "parallel": args.parallel}
+    if args.fetch_only:
+        figures["fetch"] = fetch_only(settings, source, parent, args.lrs)
+        _ask(parent, "stop")
+        proc.join(timeout=10)
+        print(json.dumps(figures, indent=2))
+        return
     with RecordStore(store_path, settings.base_iri) as store, HttpClient(settings.http) as http:
 
         def run(label: str) -> None:
@@ -161,6 +173,26 @@ def main() -> None:
     print(json.dumps(figures, indent=2))
     if args.dir is None:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def fetch_only(settings: Settings, source: Any, conn: Connection, count: int) -> dict[str, Any]:
+    """The harvester's listing alone: log in, inventory, every LR fetched and checked."""
+    with HttpClient(settings.http) as http, http.session(source) as session:
+        harvester = MetaShareHarvester(source, session)
+        cpu0, t0 = time.process_time(), time.perf_counter()
+        listing = Listing(incremental=False)
+        n = sum(1 for _ in harvester.list_records(HarvestRequest(True, None), listing))
+        seconds, cpu = time.perf_counter() - t0, time.process_time() - cpu0
+    node = _ask(conn, "counts")
+    print(f"fetch only: {n} LRs in {seconds:.1f} s, {n / seconds:.0f} LRs/s; CPU harvester"
+          f" {cpu / n * 1000:.2f} ms/LR, node {node['cpu'] / n * 1000:.2f} ms/LR")  # fmt: skip
+    if n != count or not listing.complete:
+        sys.exit(f"fetch only: {n} of {count} LRs listed, complete={listing.complete}")
+    return {
+        "lrs_per_s": round(n / seconds, 1),
+        "harvester_cpu_ms_per_lr": round(cpu / n * 1000, 2),
+        "load_average": round(os.getloadavg()[0], 1),
+    }
 
 
 def _ask(conn: Connection, command: str, arg: Any = None) -> Any:

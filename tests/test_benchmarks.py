@@ -89,6 +89,8 @@ def test_metashare_sync_benchmark(tmp_path: Path) -> None:
     assert figures["changed"] == 6
     assert figures["resync"]["lr_requests"] == 6  # type: ignore[index]
     assert figures["resync"]["counters"] == {"updated": 6, "skipped": 114}  # type: ignore[index]
+    fetched = last_json(run("harvest_metashare.py", "--lrs", "60", "--fetch-only"))
+    assert fetched["fetch"]["lrs_per_s"] > 0  # type: ignore[index]
 
 
 @pytest.mark.parametrize(
