@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import io
 import json
+import shutil
+import ssl
+import subprocess
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,6 +17,8 @@ import pytest
 
 from aggregator.config import HarvestSettings, HttpSettings, Settings, load_settings
 from aggregator.errors import ConfigError
+from aggregator.harvest.base import HarvestRequest, Listing
+from aggregator.harvest.metashare import MetaShareHarvester
 from aggregator.http import HttpClient
 from aggregator.peers.metashare import (
     MetaShareNode,
@@ -384,3 +389,34 @@ def test_unset_credential_variables_fail_only_that_job(
         env.close()
     assert job.status == "failed" and "MS_USER" in job.message
     assert node[0].requests.get("login") is None
+
+
+@pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl command")
+def test_the_protocol_runs_over_https(tmp_path: Path) -> None:
+    """A node behind TLS (a self-signed certificate made here, trusted by the session)."""
+    key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key),
+         "-out", str(cert), "-days", "1", "-subj", "/CN=127.0.0.1",
+         "-addext", "subjectAltName=IP:127.0.0.1"],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    peer, ids = bundled_node(4)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    with PeerServer(peer, tls=context) as server:
+        url = server.url.rstrip("/")
+        assert url.startswith("https://")
+        source = load_settings(config(tmp_path, url), environ=ENV).sources["node"]
+        with HttpClient(HttpSettings(allow_private=True, retries=0)) as http:
+            session = http.session(source)
+            session.session.verify = str(cert)
+            listing = Listing(incremental=False)
+            records = list(
+                MetaShareHarvester(source, session).list_records(
+                    HarvestRequest(full=True, checkpoint=None), listing
+                )
+            )
+    assert sorted(r.local_id for r in records) == sorted(ids)
+    assert listing.complete and all(r.findings == () for r in records)
+    assert peer.requests == {"login": 2, "inventory": 1, "lr": 4}

@@ -6,6 +6,7 @@ same servers are the demo's sources and the test suite's fixture servers.
 
 from __future__ import annotations
 
+import ssl
 import threading
 from collections.abc import Callable, Iterable
 from socketserver import ThreadingMixIn
@@ -32,10 +33,19 @@ class _QuietHandler(WSGIRequestHandler):
 class PeerServer:
     """A running local server. Use as a context manager or call ``stop()``."""
 
-    def __init__(self, app: WsgiApp, host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(
+        self,
+        app: WsgiApp,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        tls: ssl.SSLContext | None = None,  # serve HTTPS with this server context
+    ) -> None:
         self._server = make_server(
             host, port, app, server_class=_ThreadingWSGIServer, handler_class=_QuietHandler
         )
+        if tls is not None:
+            self._server.socket = tls.wrap_socket(self._server.socket, server_side=True)
+        self.scheme = "https" if tls is not None else "http"
         self.host = host
         self.port = self._server.server_port
         self._thread = threading.Thread(
@@ -45,8 +55,8 @@ class PeerServer:
 
     @property
     def url(self) -> str:
-        """Base URL with a trailing slash, e.g. ``http://127.0.0.1:41234/``."""
-        return f"http://{self.host}:{self.port}/"
+        """Base URL with a trailing slash, e.g. ``http://127.0.0.1:41234/`` (``https`` with TLS)."""
+        return f"{self.scheme}://{self.host}:{self.port}/"
 
     def stop(self) -> None:
         self._server.shutdown()
