@@ -218,11 +218,13 @@ class BatchWriter:
             self.store.mark_seen(self.job, self._seen)
             self._seen.clear()
 
-    def _note_version(self, raw: RawRecord, local_id: str) -> None:
-        """The store now holds ``local_id`` as the source gave it at ``raw.version``."""
+    def _note_version(self, raw: RawRecord, local_id: str, *, alone: bool = False) -> None:
+        """The store holds ``local_id`` as the source gave it at ``raw.version``. Noted before
+        the record's own write is put, so that both go in one transaction; ``alone``: no
+        write comes with it (an unchanged record), so it may flush by itself."""
         if raw.version is not None:
             self._versions[local_id] = raw.version
-            if len(self._versions) >= self.batch_size:
+            if alone and len(self._versions) >= self.batch_size:
                 self.flush()
 
     def _put(self, w: RecordWrite) -> None:
@@ -379,8 +381,8 @@ class BatchWriter:
         self.job.count(Outcome.REJECTED)
         self._errors(raw.local_id, p.failure)
         if prior is None or prior.status == "rejected":
-            self._put(self._write(raw, raw.local_id, "rejected", prior, None, p.failure, p))
             self._note_version(raw, raw.local_id)
+            self._put(self._write(raw, raw.local_id, "rejected", prior, None, p.failure, p))
         else:
             self._see(raw.local_id)  # keeps its last good (or withdrawn) state
 
@@ -403,8 +405,8 @@ class BatchWriter:
             self._errors(local_id, c.findings)
             self._dead_letter(p, local_id, c.findings, iso(ds.datestamp))
             if prior is None or prior.status == "rejected":
-                self._put(self._write(raw, local_id, "rejected", prior, None, c.findings, p))
                 self._note_version(raw, local_id)
+                self._put(self._write(raw, local_id, "rejected", prior, None, c.findings, p))
             else:
                 self._see(local_id)
             return
@@ -413,11 +415,11 @@ class BatchWriter:
         if prior is not None and prior.status == "active" and prior.content_hash == ds.content_hash:
             self._see(local_id)
             self.job.count(Outcome.UNCHANGED)
-            self._note_version(raw, local_id)
+            self._note_version(raw, local_id, alone=True)
             return
         outcome = Outcome.ADDED if prior is None or prior.status == "rejected" else Outcome.UPDATED
-        self._put(self._write(raw, local_id, "active", prior, c, c.findings, p))
         self._note_version(raw, local_id)
+        self._put(self._write(raw, local_id, "active", prior, c, c.findings, p))
         self.job.count(outcome)
 
     # -- withdrawal and flushing ------------------------------------------------------------
