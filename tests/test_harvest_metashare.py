@@ -420,3 +420,19 @@ def test_the_protocol_runs_over_https(tmp_path: Path) -> None:
     assert sorted(r.local_id for r in records) == sorted(ids)
     assert listing.complete and all(r.findings == () for r in records)
     assert peer.requests == {"login": 2, "inventory": 1, "lr": 4}
+
+
+def test_new_checksums_with_unchanged_content_are_noted_without_rewriting(
+    env: Env, node: tuple[MetaShareNode, list[str], str]
+) -> None:
+    peer, _, _ = node
+    env.run()
+    generation = env.store.db.generation()
+    peer.upgrade("3.1.0")  # every checksum changes, no description does
+    job = env.run()
+    assert counts(job) == {"unchanged": 8}
+    assert peer.requests["lr"] == 16
+    assert env.store.db.generation() == generation  # no record was written again
+    job = env.run()  # the new checksums were noted: nothing is fetched
+    assert counts(job) == {"skipped": 8}
+    assert peer.requests["lr"] == 16

@@ -171,6 +171,14 @@ class MetaShareNode:
             else:
                 self._raw[lr_id] = body
 
+    def upgrade(self, metashare_version: str) -> None:
+        """The node's software is upgraded: every ``storage-global.json`` names the new version,
+        so every checksum changes while no description does."""
+        with self._lock:
+            self.metashare_version = metashare_version
+            for lr_id, lr in self._lrs.items():
+                self._build(lr_id, lr)
+
     def ids(self) -> list[str]:
         with self._lock:
             return sorted(self._lrs)
