@@ -201,8 +201,8 @@ def run_demo(directory: Path, *, port: int = 8000, serve: bool = True) -> int:
         click.echo(f"  OAI-PMH:         {base}oai?verb=ListRecords&metadataPrefix=dcat_ap")
         click.echo(f"  ISO 19139:       {base}oai?verb=ListRecords&metadataPrefix=iso19139")
         click.echo(
-            f"  harvest again meanwhile: export {MDR_PASSWORD_ENV}={MDR_PASSWORD}"
-            f" {METASHARE_ENV[0]}={METASHARE_LOGIN[0]} {METASHARE_ENV[1]}={METASHARE_LOGIN[1]};"
+            f"  harvest again meanwhile: export {METASHARE_ENV[0]}={METASHARE_LOGIN[0]}"
+            f" {METASHARE_ENV[1]}={METASHARE_LOGIN[1]} {MDR_PASSWORD_ENV}={MDR_PASSWORD};"
             f" aggregator -c {config} harvest --all"
         )
         run_server(StoreNames(settings.store_path, settings.base_iri), settings, "127.0.0.1", port)
