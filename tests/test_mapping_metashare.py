@@ -112,3 +112,34 @@ def test_the_node_url_comes_from_the_record_url() -> None:
     lr = storage_id(1)
     assert node_url(f"https://n.example/ms/sync/{lr}/metadata/") == "https://n.example/ms"
     assert node_url("https://n.example/other") is None
+
+
+@pytest.mark.parametrize(
+    ("change", "rule"),
+    [
+        ((b"<sizeInfo>", b"<sizeInfoX>"), "ms-size"),
+        ((b"<languageId>el</languageId>", b""), "ms-language"),
+        ((b'<resourceName lang="en">', b"<resourceName>"), "ms-lang"),
+        (
+            (b"<metadataCreationDate>2012-05-21", b"<metadataCreationDate>21.5.2012"),
+            "ms-creation-date",
+        ),
+        ((b"<availability>available-unrestrictedUse", b"<availability>yes"), "ms-availability"),
+        ((b"<resourceType>corpus", b"<resourceType>toolService"), "ms-corpus-type"),
+    ],
+)
+def test_the_structure_rules_name_what_is_missing(change: tuple[bytes, bytes], rule: str) -> None:
+    xml = sample_xml("corpus")
+    if change[0] == b"<sizeInfo>":  # every sizeInfo goes
+        xml = xml.replace(b"<sizeInfo>", b"<sizeInfoX>").replace(b"</sizeInfo>", b"</sizeInfoX>")
+    else:
+        xml = xml.replace(*change)
+    report = MetaShareStructureValidator().validate_payload(ParsedPayload(raw_of(0, xml)))
+    assert rule in {f.rule for f in report.findings}, report.findings
+    assert not report.conforms
+
+
+def test_another_document_element_fails_the_structure_rules() -> None:
+    xml = b'<resourceInfo xmlns="urn:other"><identificationInfo/></resourceInfo>'
+    report = MetaShareStructureValidator().validate_payload(ParsedPayload(raw_of(0, xml)))
+    assert "ms-root" in {f.rule for f in report.findings}
