@@ -68,13 +68,11 @@ def serve_node(count: int, conn: Connection) -> None:
                 return
 
 
-def cpu_seconds() -> float:
-    """CPU of this process and of its reaped children (the mapping workers of a job)."""
-    own, kids = (
-        resource.getrusage(resource.RUSAGE_SELF),
-        resource.getrusage(resource.RUSAGE_CHILDREN),
-    )
-    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+def cpu_seconds() -> tuple[float, float]:
+    """CPU of this process, and of its reaped children (the mapping workers of a job)."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime, kids.ru_utime + kids.ru_stime
 
 
 def peak_rss_mb() -> int:
@@ -138,7 +136,8 @@ def main() -> None:
             job = run_source(settings, store, "node", RunOptions(), http=http)
             store.sync()
             seconds = time.perf_counter() - t0
-            cpu = cpu_seconds() - cpu0
+            main_cpu, workers_cpu = (b - a for a, b in zip(cpu0, cpu_seconds(), strict=True))
+            cpu = main_cpu + workers_cpu
             after = _ask(parent, "counts")
             node_cpu = after["cpu"] - before["cpu"]
             fetched = after.get("lr", 0) - before.get("lr", 0)
@@ -148,6 +147,7 @@ def main() -> None:
                 "lrs_per_s": round(args.lrs / seconds, 1),
                 "lr_requests": fetched,
                 "harvester_cpu_ms_per_lr": round(cpu / args.lrs * 1000, 2),
+                "of_which_workers_ms_per_lr": round(workers_cpu / args.lrs * 1000, 2),
                 "node_cpu_ms_per_lr": round(node_cpu / args.lrs * 1000, 2),
                 "load_average": round(os.getloadavg()[0], 1),
                 "status": job.status,
@@ -155,7 +155,8 @@ def main() -> None:
             }
             print(f"{label}: {seconds:.2f} s, {args.lrs / seconds:.0f} LRs/s, {fetched} LR"
                   f" requests, {job.status} {counters} {job.message}; CPU: harvester"
-                  f" {cpu:.1f} s, node {node_cpu:.1f} s", flush=True)  # fmt: skip
+                  f" {cpu:.1f} s ({workers_cpu:.1f} s in workers), node {node_cpu:.1f} s",
+                  flush=True)  # fmt: skip
             if job.status != "succeeded":
                 sys.exit(f"{label}: job {job.status}: {job.message}")
 
