@@ -11,8 +11,9 @@ the four bundled sample LRs, ~3 kB of metadata.xml each), so that serving does n
 harvester's interpreter. Reported: LRs/s of the first sync (login, inventory, one resource
 ZIP per LR, validate, map, store), then of a resync after ``--changed`` of the LRs changed
 on the node, with the number of LR requests the node answered in each (the resync must ask
-for the changed LRs only), the job counters, the CPU milliseconds per LR of the harvesting
-side (this process and its mapping workers) and of the node, the load average when each run
+for the changed LRs only), the job counters, the CPU milliseconds per LR of this process
+(with ``--workers 0`` the whole harvesting side; the pipeline's mapping workers are
+forkserver children, not counted) and of the node, the load average when each run
 ended (on a shared machine the CPU figures are steadier than the rates), and the peak RSS of
 this process.
 """
@@ -69,7 +70,8 @@ def serve_node(count: int, conn: Connection) -> None:
 
 
 def cpu_seconds() -> tuple[float, float]:
-    """CPU of this process, and of its reaped children (the mapping workers of a job)."""
+    """CPU of this process, and of its reaped children. The pipeline's mapping workers come
+    from a forkserver, so they are not among them: with ``--workers 0`` everything is here."""
     own = resource.getrusage(resource.RUSAGE_SELF)
     kids = resource.getrusage(resource.RUSAGE_CHILDREN)
     return own.ru_utime + own.ru_stime, kids.ru_utime + kids.ru_stime
