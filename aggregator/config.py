@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from aggregator.categorisation import CategorisationConfig, parse_categorisation
 from aggregator.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -178,6 +179,8 @@ class SourceConfig:
     secrets: Mapping[str, Secret] = field(default_factory=dict)
     # default HTTP headers of this source's session only; a Secret value is a credential
     headers: Mapping[str, str | Secret] = field(default_factory=dict)
+    # EU data-theme categorisation after mapping (aggregator/categorisation.py)
+    categorisation: CategorisationConfig = field(default_factory=CategorisationConfig)
 
     def option(self, key: str, default: Any = None) -> Any:
         return self.options.get(key, default)
@@ -393,6 +396,7 @@ def parse_source(
         options=dict(options),
         secrets=secrets,
         headers=headers,
+        categorisation=parse_categorisation(table.get("categorisation", {}), where, root),
     )
     harvester.check_config(source)
     return source

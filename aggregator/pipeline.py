@@ -202,7 +202,12 @@ def _run_source(
     events.emit(JobStarted(source=src.name, job_id=job.id, url=src.url, full=opts.full))
     checkpoint = None if opts.full or opts.lister else store.checkpoint(src.name)
     listing = Listing(incremental=checkpoint is not None or opts.lister is not None)
-    ctx = MappingContext(base_iri=settings.base_iri, source=src.name, publisher=src.publisher)
+    ctx = MappingContext(
+        base_iri=settings.base_iri,
+        source=src.name,
+        publisher=src.publisher,
+        categorisation=src.categorisation,
+    )
     writer = BatchWriter(
         store,
         src,

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from aggregator.categorisation import categorise
 from aggregator.config import ValidationStep
 from aggregator.errors import AggregatorError
 from aggregator.mapping.base import Mapper, MappingContext, mint_iri
@@ -159,6 +160,8 @@ def process(
         message = f"{type(err).__name__}: {err}"
         crash = Finding(Stage.MAP, Severity.VIOLATION, "mapperCrash", message)
         return _with_payload(Processed(raw, failure=(*carried, crash)))
+    if ctx.categorisation is not None:  # after the format mapping, whatever the format
+        datasets = [categorise(ds, ctx.categorisation) for ds in datasets]
     checked = []
     for ds in datasets:
         findings: list[Finding] = [*carried, *ds.findings]

@@ -6,7 +6,7 @@ import hashlib
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 from urllib.parse import quote
 
 from pyoxigraph import (
@@ -23,6 +23,9 @@ from pyoxigraph import (
 from aggregator.models import MappedDataset, RawRecord
 from aggregator.payload import ParsedPayload
 
+if TYPE_CHECKING:
+    from aggregator.categorisation import CategorisationConfig
+
 _SAFE_SEGMENT = re.compile(r"^[A-Za-z0-9._~-]{1,80}$")
 
 
@@ -33,6 +36,8 @@ class MappingContext:
     base_iri: str  # ends with '/'
     source: str
     publisher: str | None = None
+    #: the source's EU data-theme categorisation, applied after the mapper (processing.py)
+    categorisation: CategorisationConfig | None = None
 
 
 def mint_iri(ctx: MappingContext, kind: str, key: str) -> str:

@@ -1,0 +1,299 @@
+"""The ``ckan`` mapper: one CKAN package dict (a ``package_search`` result) -> DCAT-AP 3.
+
+1. **Read** the JSON parsed once (``payload.json()``); a ``package_show`` answer
+   (``{"success": true, "result": {...}}``) is unwrapped. A package without an ``id`` or a
+   title is a ``MappingError``.
+2. **Fields** are written by the table ``mappings/ckan.toml``: field -> property and kind (the
+   kinds are in :mod:`.ckan_values`). Plain CKAN's ``extras`` are read as the dataset fields
+   the table's ``[extras]`` names, ``author``/``maintainer`` with their e-mail fields, the
+   package licence (``license_id``/``license_title``/``license_url``) goes to every resource
+   that has none, ``organization`` is the publisher when there is no ``publisher``.
+3. **Normalise** with the rule table of the ``dcat`` mapper (``mappings/dcat-ap-3.toml``): the
+   literals CKAN writes (formats, media types, licences, languages, frequencies, themes, ...)
+   become EU vocabulary terms where recognisable, typed nodes carrying the text where not.
+4. **Output** canonical N-Triples, as every mapper does. Fields that no row reads are listed
+   in the INFO finding ``ckan-fields-unmapped``: reported, not silently lost.
+
+docs/mappings/ckan.md is the table for metadata specialists.
+"""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+from pyoxigraph import BlankNode, Literal, NamedNode
+
+from aggregator.errors import ConfigError, MappingError
+from aggregator.mapping.base import Mapper, MappingContext, content_hash, mint_iri
+from aggregator.mapping.ckan_values import KINDS, A, Graph, Subject, is_url, tagged, text_of
+from aggregator.mapping.dcat import _themes, canonical_quads
+from aggregator.mapping.dcat_rule_table import DEFAULT_RULES_PATH, load_rules
+from aggregator.mapping.dcat_rules import RuleSet, findings_from
+from aggregator.mapping.dcat_vocab import load_vocabularies
+from aggregator.models import Finding, MappedDataset, Severity, Stage
+from aggregator.payload import ParsedPayload
+from aggregator.resources import bundled
+from aggregator.vocab import DCAT, DCT
+
+DEFAULT_TABLE_PATH = bundled("mappings", "ckan.toml")
+DATASET = NamedNode(DCAT + "Dataset")
+DISTRIBUTION = NamedNode(DCAT + "Distribution")
+HAS_DISTRIBUTION = NamedNode(DCAT + "distribution")
+ACCESS_URL = NamedNode(DCAT + "accessURL")
+DOWNLOAD_URL = NamedNode(DCAT + "downloadURL")
+LICENSE = NamedNode(DCT + "license")
+IDENTIFIER = NamedNode(DCT + "identifier")
+NO_LICENCE = frozenset({"", "notspecified", "other-closed", "none"})
+
+
+@dataclass(frozen=True, slots=True)
+class FieldRow:
+    field: str
+    property: NamedNode
+    kind: str
+    fallback: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class CkanTable:
+    dataset: tuple[FieldRow, ...]
+    distribution: tuple[FieldRow, ...]
+    extras: Mapping[str, str]
+    companions: Mapping[str, Mapping[str, str]]
+    licences: Mapping[str, str]
+    ignore_dataset: frozenset[str]
+    ignore_distribution: frozenset[str]
+
+
+def _rows(table: Any, prefixes: Mapping[str, str], where: str) -> tuple[FieldRow, ...]:
+    if not isinstance(table, dict) or not table:
+        raise ConfigError(f"{where}: expected a table of fields")
+    rows = []
+    for field, spec in table.items():
+        if not isinstance(spec, dict) or not isinstance(spec.get("property"), str):
+            raise ConfigError(f"{where}.{field}: expected {{ property = ..., kind = ... }}")
+        kind = spec.get("kind")
+        if kind not in KINDS and kind != "resources":
+            raise ConfigError(f"{where}.{field}: unknown kind {kind!r}")
+        prefix, _, local = spec["property"].partition(":")
+        if prefix not in prefixes:
+            raise ConfigError(f"{where}.{field}: unknown prefix {prefix!r}")
+        rows.append(
+            FieldRow(field, NamedNode(prefixes[prefix] + local), kind, bool(spec.get("fallback")))
+        )
+    return tuple(rows)
+
+
+@lru_cache(maxsize=4)
+def load_table(path: Path = DEFAULT_TABLE_PATH) -> CkanTable:
+    """The field table of ``mappings/ckan.toml`` (ConfigError when it is broken)."""
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError) as err:
+        raise ConfigError(f"cannot read the CKAN mapping table {path}: {err}") from err
+    prefixes = data.get("prefixes", {})
+    ignore = data.get("ignore", {})
+    return CkanTable(
+        dataset=_rows(data.get("dataset"), prefixes, "[dataset]"),
+        distribution=_rows(data.get("distribution"), prefixes, "[distribution]"),
+        extras=MappingProxyType(dict(data.get("extras", {}))),
+        companions=MappingProxyType(dict(data.get("companions", {}))),
+        licences=MappingProxyType(dict(data.get("licences", {}))),
+        ignore_dataset=frozenset(ignore.get("dataset", ())),
+        ignore_distribution=frozenset(ignore.get("distribution", ())),
+    )
+
+
+def _extra_value(text: Any) -> Any:
+    """An extra's value: JSON lists/objects (as ckanext-dcat stores them) are decoded."""
+    if isinstance(text, str) and text[:1] in "[{":
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError:
+            return text
+    return text
+
+
+class CkanMapper(Mapper):
+    """A CKAN package dict (plain or data.europa.eu extended schema) -> a DCAT-AP 3 graph."""
+
+    name = "ckan"
+
+    def __init__(self, table_path: Path | None = None, rules_path: Path | None = None) -> None:
+        self.table = load_table(table_path or DEFAULT_TABLE_PATH)
+        self.rules: RuleSet = load_rules(rules_path or DEFAULT_RULES_PATH)
+        self.licence_vocabulary = load_vocabularies()["licence"]
+
+    def map_payload(self, payload: ParsedPayload, ctx: MappingContext) -> list[MappedDataset]:
+        raw = payload.raw
+        package = payload.json()
+        if isinstance(package, dict) and isinstance(package.get("result"), dict):
+            package = package["result"]  # a package_show answer
+        if not isinstance(package, dict):
+            raise MappingError(f"{raw.local_id!r} is not a CKAN package (a JSON object)")
+        package_id = text_of(package.get("id")) or text_of(package.get("name"))
+        if package_id is None:
+            raise MappingError(f"{raw.local_id!r}: the package has no id")
+        fields, unmapped = self._fields(package)
+        if not list(tagged(fields.get("title_translated") or fields.get("title"))):
+            raise MappingError(f"package {package_id!r} has no title (dct:title is mandatory)")
+        uri = text_of(package.get("uri"))
+        iri = NamedNode(uri) if uri and is_url(uri) else NamedNode(mint_iri(ctx, "dataset", package_id))
+        g = Graph()
+        g.add(iri, A, DATASET)
+        licence = self._package_licence(package)
+        findings: list[Finding] = []
+        for row in self.table.dataset:
+            value = fields.get(row.field)
+            if value is None or (row.fallback and g.has(iri, row.property)):
+                continue
+            if row.kind == "resources":
+                for index, resource in enumerate(value if isinstance(value, list) else []):
+                    if isinstance(resource, dict):
+                        self._distribution(g, iri, resource, licence, index, unmapped, findings)
+                continue
+            if row.kind == "text":
+                value = self._translated(fields, row.field, value)
+            KINDS[row.kind](g, iri, row.property, value)
+        if not g.has(iri, IDENTIFIER):
+            g.add(iri, IDENTIFIER, Literal(package_id))
+        quads, trace, ground = self.rules.apply_split(g.quads)
+        findings.extend(findings_from(trace, self.rules))
+        if unmapped:
+            findings.append(
+                Finding(
+                    Stage.MAP,
+                    Severity.INFO,
+                    "ckan-fields-unmapped",
+                    "fields no row of mappings/ckan.toml reads: " + ", ".join(sorted(unmapped)),
+                    location=iri.value,
+                )
+            )
+        ntriples = canonical_quads(quads, ground)
+        return [
+            MappedDataset(
+                local_id=raw.local_id,
+                dataset_iri=iri.value,
+                ntriples=ntriples,
+                content_hash=content_hash(ntriples),
+                datestamp=raw.datestamp,
+                findings=tuple(findings),
+                themes=_themes(ntriples, iri),
+            )
+        ]
+
+    # --- fields -------------------------------------------------------------------------------
+
+    def _fields(self, package: dict[str, Any]) -> tuple[dict[str, Any], set[str]]:
+        """The package's fields with its extras and companion fields folded in, and the
+        names of those no row reads."""
+        table = self.table
+        fields = {k: v for k, v in package.items() if v not in (None, "", [], {})}
+        known = {row.field for row in table.dataset} | table.ignore_dataset
+        unmapped = {k for k in fields if k not in known}
+        for field, companion in table.companions.items():
+            email = text_of(package.get(companion.get("email", "")))
+            name = fields.get(field)
+            if email or isinstance(name, str):
+                fields[field] = {"name": name, "email": email}
+        extras = package.get("extras")
+        folded: dict[str, dict[str, Any]] = {}
+        for extra in extras if isinstance(extras, list) else []:
+            if not isinstance(extra, dict) or not isinstance(extra.get("key"), str):
+                continue
+            key, value = extra["key"], _extra_value(extra.get("value"))
+            target = table.extras.get(key)
+            if target is None:
+                unmapped.add(f"extras.{key}")
+                continue
+            if value in (None, ""):
+                continue
+            field, _, member = target.partition(".")
+            if field in package and package[field] not in (None, "", [], {}):
+                continue  # the package's own field wins
+            if member:
+                folded.setdefault(field, {})[member] = value
+            else:
+                fields[field] = value
+        fields.update(folded)
+        return fields, unmapped
+
+    @staticmethod
+    def _translated(fields: Mapping[str, Any], field: str, value: Any) -> Any:
+        """``FIELD_translated`` ({lang: text}) first; the plain value too if it says more."""
+        translated = fields.get(f"{field}_translated")
+        if not isinstance(translated, dict) or not translated:
+            return value
+        texts = {t for t in translated.values() if isinstance(t, str)}
+        if isinstance(value, str) and value.strip() and value not in texts:
+            return [translated, value]
+        return translated
+
+    def _package_licence(self, package: Mapping[str, Any]) -> NamedNode | Literal | None:
+        """The package-level licence, as an EU licence term where recognisable."""
+        license_id = text_of(package.get("license_id")) or ""
+        title = text_of(package.get("license_title"))
+        url = text_of(package.get("license_url"))
+        if license_id.lower() in NO_LICENCE and not url:
+            return None
+        code = self.table.licences.get(license_id)
+        if code is not None:
+            return NamedNode(self.licence_vocabulary.base + code)
+        for text in (license_id, url, title):
+            found = self.licence_vocabulary.lookup(text) if text else None
+            if found is not None:
+                return found
+        if url and is_url(url):
+            return NamedNode(url)
+        text = title or license_id
+        return Literal(text) if text else None
+
+    def _distribution(
+        self,
+        g: Graph,
+        dataset: NamedNode,
+        resource: dict[str, Any],
+        licence: NamedNode | Literal | None,
+        index: int,
+        unmapped: set[str],
+        findings: list[Finding],
+    ) -> None:
+        fields = {k: v for k, v in resource.items() if v not in (None, "", [], {})}
+        if "url" not in fields and "access_url" not in fields:
+            if "download_url" not in fields:
+                findings.append(
+                    Finding(
+                        Stage.MAP,
+                        Severity.WARNING,
+                        "ckan-resource-without-url",
+                        f"resource {index + 1} ({resource.get('name') or resource.get('id')})"
+                        " has no url: not a distribution (dcat:accessURL is mandatory)",
+                        location=dataset.value,
+                    )
+                )
+                return
+            fields["url"] = fields["download_url"]
+        if "checksum" not in fields and isinstance(fields.get("hash"), str):
+            fields["checksum"] = {"algorithm": resource.get("hash_algorithm"), "checksum_value": fields["hash"]}
+        node: Subject = BlankNode()
+        g.add(dataset, HAS_DISTRIBUTION, node)
+        g.add(node, A, DISTRIBUTION)
+        table = self.table
+        known = {row.field for row in table.distribution} | table.ignore_distribution
+        unmapped.update(f"resources.{k}" for k in fields if k not in known)
+        for row in table.distribution:
+            value = fields.get(row.field)
+            if value is None or (row.fallback and g.has(node, row.property)):
+                continue
+            if row.kind == "text":
+                value = self._translated(fields, row.field, value)
+            KINDS[row.kind](g, node, row.property, value)
+        if licence is not None and not g.has(node, LICENSE):
+            g.add(node, LICENSE, licence)

@@ -1,0 +1,314 @@
+"""How one CKAN field value becomes RDF: the field kinds of ``mappings/ckan.toml``.
+
+Each kind is a function ``(emit, subject, predicate, value, field)`` that adds the triples for
+one field value through ``emit`` (a :class:`Graph`). Values are written as the package says
+them: literals where CKAN has strings, IRIs only where a value is an absolute URL; the ``dcat``
+normalisation rules that run afterwards turn literals into vocabulary terms.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from pyoxigraph import BlankNode, Literal, NamedNode, Quad
+
+from aggregator.vocab import DCAT, DCT, FOAF, RDF_TYPE, SPDX, VCARD, XSD
+
+A = NamedNode(RDF_TYPE)
+FOAF_AGENT = NamedNode(FOAF + "Agent")
+FOAF_NAME = NamedNode(FOAF + "name")
+FOAF_MBOX = NamedNode(FOAF + "mbox")
+FOAF_HOMEPAGE = NamedNode(FOAF + "homepage")
+DCT_TYPE = NamedNode(DCT + "type")
+VCARD_KIND = NamedNode(VCARD + "Kind")
+VCARD_FN = NamedNode(VCARD + "fn")
+VCARD_EMAIL = NamedNode(VCARD + "hasEmail")
+VCARD_URL = NamedNode(VCARD + "hasURL")
+VCARD_TEL = NamedNode(VCARD + "hasTelephone")
+PERIOD = NamedNode(DCT + "PeriodOfTime")
+START = NamedNode(DCAT + "startDate")
+END = NamedNode(DCAT + "endDate")
+CHECKSUM = NamedNode(SPDX + "Checksum")
+ALGORITHM = NamedNode(SPDX + "algorithm")
+CHECKSUM_VALUE = NamedNode(SPDX + "checksumValue")
+HEX = NamedNode(XSD + "hexBinary")
+_CONTACT_TYPES = {
+    "organization": VCARD + "Organization",
+    "individual": VCARD + "Individual",
+    "group": VCARD + "Group",
+    "location": VCARD + "Location",
+}
+_HASH_BY_LENGTH = {32: "md5", 40: "sha1", 64: "sha256", 128: "sha512"}
+
+Subject = NamedNode | BlankNode
+
+
+class Graph:
+    """The quads of one description being built, and the fields nothing read."""
+
+    __slots__ = ("quads",)
+
+    def __init__(self) -> None:
+        self.quads: list[Quad] = []
+
+    def add(self, s: Subject, p: NamedNode, o: NamedNode | BlankNode | Literal) -> None:
+        self.quads.append(Quad(s, p, o))
+
+    def has(self, s: Subject, p: NamedNode) -> bool:
+        return any(q.subject == s and q.predicate == p for q in self.quads)
+
+
+def is_url(text: str) -> bool:
+    head = text[:8].lower()
+    return (
+        head.startswith(("http://", "https://", "ftp://"))
+        and not any(c in text for c in ' <>"{}|\\^`')
+        and len(text) > 8
+    )
+
+
+def text_of(value: Any) -> str | None:
+    """A scalar as stripped text (``None`` for an empty string, null or a container)."""
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, str | int | float):
+        text = str(value).strip()
+        return text or None
+    return None
+
+
+def _items(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else [value]
+
+
+def _language_map(value: Mapping[str, Any]) -> bool:
+    return bool(value) and all(
+        isinstance(k, str) and 2 <= len(k) <= 12 and "-" not in k[:1] for k in value
+    )
+
+
+def tagged(value: Any) -> Iterable[Literal]:
+    """Literals of a text value: a string, a list of strings, or {lang: text | [text]}."""
+    if isinstance(value, dict) and _language_map(value) and "label" not in value:
+        for lang, texts in value.items():
+            for item in _items(texts):
+                text = text_of(item)
+                if text is not None:
+                    try:
+                        yield Literal(text, language=lang.lower())
+                    except ValueError:  # not a BCP 47 tag: keep the text without one
+                        yield Literal(text)
+        return
+    for item in _items(value):
+        if isinstance(item, dict):
+            text = text_of(item.get("label"))
+        else:
+            text = text_of(item)
+        if text is not None:
+            yield Literal(text)
+
+
+Emit = Callable[[Graph, Subject, NamedNode, Any], None]
+
+
+def emit_text(g: Graph, s: Subject, p: NamedNode, value: Any) -> None:
+    for literal in tagged(value):
+        g.add(s, p, literal)
+
+
+def emit_literal(g: Graph, s: Subject, p: NamedNode, value: Any) -> None:
+    for item in _items(value):
+        text = text_of(item.get("label") or item.get("notation")) if isinstance(item, dict) else text_of(item)
+        if text is not None:
+            g.add(s, p, Literal(text))
+
+
+def emit_iri(g: Graph, s: Subject, p: NamedNode, value: Any) -> None:
+    for item in _items(value):
+        if isinstance(item, dict):
+            item = item.get("resource") or item.get("uri") or item.get("url") or item.get("label")
+        text = text_of(item)
+        if text is not None:
+            g.add(s, p, NamedNode(text) if is_url(text) else Literal(text))
+
+
+def emit_labelled(g: Graph, s: Subject, p: NamedNode, value: Any) -> None:
+    for item in _items(value):
+        if isinstance(item, dict) and ("label" in item or "resource" in item or "uri" in item):
+            resource = text_of(item.get("resource") or item.get("uri"))
+            if resource is not None and is_url(resource):
+                g.add(s, p, NamedNode(resource))
+                continue
+            for literal in tagged(item.get("label")):
+                g.add(s, p, literal)
+            continue
+        if isinstance(item, dict):  # {lang: text}
+            for literal in tagged(item):
+                g.add(s, p, literal)
+            continue
+        text = text_of(item)
+        if text is not None:
+            g.add(s, p, NamedNode(text) if is_url(text) else Literal(text))
+
+
+def emit_date(g: Graph, s: Subject, p: NamedNode, value: Any) -> None:
+    for item in _items(value):
+        text = text_of(item)
+        if text is not None:
+            g.add(s, p, Literal(text))
+
+
+def _mailto(email: str) -> NamedNode | Literal:
+    address = email.removeprefix("mailto:").strip()
+    if "@" in address and is_url("http://" + address.replace("@", "at")):
+        return NamedNode("mailto:" + address)
+    return Literal(email)
+
+
+def emit_agent(g: Graph, s: Subject, p: NamedNode, value: Any) -> None:
+    for item in _items(value):
+        if not isinstance(item, dict):
+            text = text_of(item)
+            if text is not None:
+                g.add(s, p, NamedNode(text) if is_url(text) else Literal(text))
+            continue
+        resource = text_of(item.get("resource") or item.get("uri"))
+        name = tagged(item.get("name") or item.get("title") or item.get("display_name"))
+        names = list(name)
+        email = text_of(item.get("email") or item.get("mbox"))
+        homepage = text_of(item.get("url") or item.get("homepage"))
+        kind = text_of(item.get("type")) if item.get("is_organization") is None else None
+        if not names and not email and not homepage and resource is None:
+            continue
+        node: Subject = NamedNode(resource) if resource and is_url(resource) else BlankNode()
+        g.add(s, p, node)
+        if not names and not email and not homepage and not kind:
+            continue  # an IRI alone: the agent is described elsewhere
+        g.add(node, A, FOAF_AGENT)
+        for literal in names:
+            g.add(node, FOAF_NAME, literal)
+        if email:
+            g.add(node, FOAF_MBOX, _mailto(email))
+        if homepage:
+            g.add(node, FOAF_HOMEPAGE, NamedNode(homepage) if is_url(homepage) else Literal(homepage))
+        if kind and is_url(kind):
+            g.add(node, DCT_TYPE, NamedNode(kind))
+
+
+def emit_contact(g: Graph, s: Subject, p: NamedNode, value: Any) -> None:
+    for item in _items(value):
+        if not isinstance(item, dict):
+            text = text_of(item)
+            if text is not None:
+                g.add(s, p, _mailto(text) if "@" in text and " " not in text else Literal(text))
+            continue
+        resource = text_of(item.get("resource") or item.get("uri"))
+        names = list(tagged(item.get("name") or item.get("fn")))
+        email = text_of(item.get("email"))
+        url = text_of(item.get("url"))
+        phone = text_of(item.get("phone") or item.get("telephone"))
+        if not names and not email and not url and not phone and resource is None:
+            continue
+        node: Subject = NamedNode(resource) if resource and is_url(resource) else BlankNode()
+        g.add(s, p, node)
+        g.add(node, A, VCARD_KIND)
+        kind = _CONTACT_TYPES.get(str(item.get("type") or "").lower().rsplit("#", 1)[-1])
+        if kind:
+            g.add(node, A, NamedNode(kind))
+        for literal in names:
+            g.add(node, VCARD_FN, literal)
+        if email:
+            g.add(node, VCARD_EMAIL, _mailto(email))
+        if url:
+            g.add(node, VCARD_URL, NamedNode(url) if is_url(url) else Literal(url))
+        if phone:
+            tel = "tel:" + "".join(c for c in phone if c.isdigit() or c == "+")
+            g.add(node, VCARD_TEL, NamedNode(tel) if len(tel) > 4 else Literal(phone))
+
+
+def emit_period(g: Graph, s: Subject, p: NamedNode, value: Any) -> None:
+    for item in _items(value):
+        if not isinstance(item, dict):
+            continue
+        start, end = text_of(item.get("start_date")), text_of(item.get("end_date"))
+        if start is None and end is None:
+            continue
+        node = BlankNode()
+        g.add(s, p, node)
+        g.add(node, A, PERIOD)
+        if start is not None:
+            g.add(node, START, Literal(start))
+        if end is not None:
+            g.add(node, END, Literal(end))
+
+
+def emit_tags(g: Graph, s: Subject, p: NamedNode, value: Any) -> None:
+    if isinstance(value, dict):  # {lang: [tags]} (ckanext-fluent)
+        emit_text(g, s, p, value)
+        return
+    for item in _items(value):
+        if isinstance(item, dict):
+            if item.get("state") not in (None, "active"):
+                continue
+            item = item.get("display_name") or item.get("name")
+        text = text_of(item)
+        if text is not None:
+            g.add(s, p, Literal(text))
+
+
+def emit_groups(g: Graph, s: Subject, p: NamedNode, value: Any) -> None:
+    for item in _items(value):
+        if isinstance(item, dict):
+            iri = text_of(item.get("uri"))
+            if iri is not None and is_url(iri):
+                g.add(s, p, NamedNode(iri))
+                continue
+            item = item.get("name") or item.get("title") or item.get("display_name")
+        text = text_of(item)
+        if text is not None:
+            g.add(s, p, NamedNode(text) if is_url(text) else Literal(text))
+
+
+def emit_size(g: Graph, s: Subject, p: NamedNode, value: Any) -> None:
+    text = text_of(value)
+    if text is None:
+        return
+    if isinstance(value, float) and value.is_integer():
+        text = str(int(value))
+    g.add(s, p, Literal(text))
+
+
+def emit_checksum(g: Graph, s: Subject, p: NamedNode, value: Any) -> None:
+    for item in _items(value):
+        if not isinstance(item, dict):
+            continue
+        digest = text_of(item.get("checksum_value") or item.get("value"))
+        algorithm = text_of(item.get("algorithm"))
+        if digest is None:
+            continue
+        node = BlankNode()
+        g.add(s, p, node)
+        g.add(node, A, CHECKSUM)
+        hexadecimal = all(c in "0123456789abcdefABCDEF" for c in digest) and len(digest) % 2 == 0
+        g.add(node, CHECKSUM_VALUE, Literal(digest.lower(), datatype=HEX) if hexadecimal else Literal(digest))
+        algorithm = algorithm or _HASH_BY_LENGTH.get(len(digest)) if hexadecimal else algorithm
+        if algorithm is not None:
+            iri = algorithm if is_url(algorithm) else None
+            g.add(node, ALGORITHM, NamedNode(iri) if iri else Literal(algorithm))
+
+
+KINDS: Mapping[str, Emit] = {
+    "text": emit_text,
+    "literal": emit_literal,
+    "date": emit_date,
+    "iri": emit_iri,
+    "labelled": emit_labelled,
+    "agent": emit_agent,
+    "contact": emit_contact,
+    "period": emit_period,
+    "tags": emit_tags,
+    "groups": emit_groups,
+    "size": emit_size,
+    "checksum": emit_checksum,
+}
