@@ -27,12 +27,13 @@ import json
 import logging
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
 from aggregator.errors import HarvestError
 from aggregator.harvest.base import Harvester, HarvestRequest, Listing
+from aggregator.harvest.checkpoints import Checkpoint
 from aggregator.http import Response
 from aggregator.models import RawRecord
 
@@ -87,31 +88,6 @@ def parse_datestamp(value: Any) -> datetime | None:
     except ValueError:
         return None
     return when.replace(tzinfo=UTC) if when.tzinfo is None else when.astimezone(UTC)
-
-
-@dataclass(frozen=True, slots=True)
-class Checkpoint:
-    """What a successful run leaves for the next: the newest ``metadata_modified`` seen and
-    when the last complete full run was."""
-
-    since: str | None
-    full_at: str | None
-
-    @classmethod
-    def read(cls, text: str | None) -> Checkpoint | None:
-        if not text:
-            return None
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError:
-            return None
-        if not isinstance(data, dict):
-            return None
-        since, full_at = data.get("since"), data.get("full_at")
-        return cls(since if isinstance(since, str) else None, full_at if isinstance(full_at, str) else None)
-
-    def dump(self) -> str:
-        return json.dumps({"since": self.since, "full_at": self.full_at}, sort_keys=True)
 
 
 def decode_page(response: Response) -> dict[str, Any]:
@@ -176,7 +152,7 @@ class CkanHarvester(Harvester):
         previous = None if request.full else Checkpoint.read(request.checkpoint)
         now = datetime.now(UTC)
         since = previous.since if previous else None
-        if previous is not None and self._full_due(previous, opts, now):
+        if previous is not None and previous.full_due(opts.full_every_days, now):
             listing.note(f"full run due (last full run: {previous.full_at or 'never'})")
             since = None
         listing.incremental = since is not None
@@ -199,18 +175,6 @@ class CkanHarvester(Harvester):
                 listing.mark_complete()
         full_at = now.isoformat() if not listing.incremental else (previous.full_at if previous else None)
         listing.next_checkpoint = Checkpoint(walk.newest or since, full_at).dump()
-
-    @staticmethod
-    def _full_due(previous: Checkpoint, opts: CkanOptions, now: datetime) -> bool:
-        if opts.full_every_days == 0:
-            return False
-        if previous.full_at is None:
-            return True
-        try:
-            last = datetime.fromisoformat(previous.full_at)
-        except ValueError:
-            return True
-        return now - last >= timedelta(days=opts.full_every_days)
 
     def _fetch(self, url: str, params: Mapping[str, str]) -> dict[str, Any]:
         response = self.http.get(

@@ -31,11 +31,19 @@ from typing import Any
 from pyoxigraph import BlankNode, Literal, NamedNode
 
 from aggregator.errors import ConfigError, MappingError
-from aggregator.mapping.base import Mapper, MappingContext, content_hash, mint_iri
-from aggregator.mapping.ckan_values import KINDS, A, Graph, Subject, is_url, tagged, text_of
-from aggregator.mapping.dcat import _themes, canonical_quads
+from aggregator.mapping.base import Mapper, MappingContext, mint_iri
+from aggregator.mapping.ckan_values import (
+    KINDS,
+    A,
+    Graph,
+    Subject,
+    finish,
+    is_url,
+    tagged,
+    text_of,
+)
 from aggregator.mapping.dcat_rule_table import DEFAULT_RULES_PATH, load_rules
-from aggregator.mapping.dcat_rules import RuleSet, findings_from
+from aggregator.mapping.dcat_rules import RuleSet
 from aggregator.mapping.dcat_vocab import load_vocabularies
 from aggregator.models import Finding, MappedDataset, Severity, Stage
 from aggregator.payload import ParsedPayload
@@ -164,8 +172,6 @@ class CkanMapper(Mapper):
             KINDS[row.kind](g, iri, row.property, value)
         if not g.has(iri, IDENTIFIER):
             g.add(iri, IDENTIFIER, Literal(package_id))
-        quads, trace, ground = self.rules.apply_split(g.quads)
-        findings.extend(findings_from(trace, self.rules))
         if unmapped:
             findings.append(
                 Finding(
@@ -176,18 +182,7 @@ class CkanMapper(Mapper):
                     location=iri.value,
                 )
             )
-        ntriples = canonical_quads(quads, ground)
-        return [
-            MappedDataset(
-                local_id=raw.local_id,
-                dataset_iri=iri.value,
-                ntriples=ntriples,
-                content_hash=content_hash(ntriples),
-                datestamp=raw.datestamp,
-                findings=tuple(findings),
-                themes=_themes(ntriples, iri),
-            )
-        ]
+        return [finish(self.rules, raw, iri, g, findings)]
 
     # --- fields -------------------------------------------------------------------------------
 

@@ -13,6 +13,10 @@ from typing import Any
 
 from pyoxigraph import BlankNode, Literal, NamedNode, Quad
 
+from aggregator.mapping.base import content_hash
+from aggregator.mapping.dcat import _themes, canonical_quads
+from aggregator.mapping.dcat_rules import RuleSet, findings_from
+from aggregator.models import Finding, MappedDataset, RawRecord
 from aggregator.vocab import DCAT, DCT, FOAF, RDF_TYPE, SPDX, VCARD, XSD
 
 A = NamedNode(RDF_TYPE)
@@ -312,3 +316,26 @@ KINDS: Mapping[str, Emit] = {
     "size": emit_size,
     "checksum": emit_checksum,
 }
+
+
+def finish(
+    rules: RuleSet,
+    raw: RawRecord,
+    iri: NamedNode,
+    g: Graph,
+    findings: list[Finding],
+) -> MappedDataset:
+    """Normalise the built graph with the ``dcat`` rule table and make the mapped dataset
+    (canonical N-Triples, content hash, themes): the last step of the JSON mappers."""
+    quads, trace, ground = rules.apply_split(g.quads)
+    findings.extend(findings_from(trace, rules))
+    ntriples = canonical_quads(quads, ground)
+    return MappedDataset(
+        local_id=raw.local_id,
+        dataset_iri=iri.value,
+        ntriples=ntriples,
+        content_hash=content_hash(ntriples),
+        datestamp=raw.datestamp,
+        findings=tuple(findings),
+        themes=_themes(ntriples, iri),
+    )
