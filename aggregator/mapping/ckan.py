@@ -160,6 +160,8 @@ class CkanMapper(Mapper):
         findings: list[Finding] = []
         for row in self.table.dataset:
             value = fields.get(row.field)
+            if value is None and row.kind == "text":
+                value = fields.get(f"{row.field}_translated")
             if value is None or (row.fallback and g.has(iri, row.property)):
                 continue
             if row.kind == "resources":
@@ -218,6 +220,14 @@ class CkanMapper(Mapper):
             else:
                 fields[field] = value
         fields.update(folded)
+        publisher, organization = fields.get("publisher"), fields.get("organization")
+        if (
+            isinstance(publisher, dict)
+            and not any(publisher.get(k) for k in ("name", "title"))
+            and isinstance(organization, dict)
+            and organization.get("title")
+        ):  # a publisher given by IRI alone: named after the organization
+            fields["publisher"] = {**publisher, "name": organization["title"]}
         return fields, unmapped
 
     @staticmethod
@@ -285,6 +295,8 @@ class CkanMapper(Mapper):
         unmapped.update(f"resources.{k}" for k in fields if k not in known)
         for row in table.distribution:
             value = fields.get(row.field)
+            if value is None and row.kind == "text":
+                value = fields.get(f"{row.field}_translated")
             if value is None or (row.fallback and g.has(node, row.property)):
                 continue
             if row.kind == "text":

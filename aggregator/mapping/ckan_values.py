@@ -178,7 +178,7 @@ def emit_agent(g: Graph, s: Subject, p: NamedNode, value: Any) -> None:
                 g.add(s, p, NamedNode(text) if is_url(text) else Literal(text))
             continue
         resource = text_of(item.get("resource") or item.get("uri"))
-        name = tagged(item.get("name") or item.get("title") or item.get("display_name"))
+        name = tagged(item.get("title") or item.get("name") or item.get("display_name"))
         names = list(name)
         email = text_of(item.get("email") or item.get("mbox"))
         homepage = text_of(item.get("url") or item.get("homepage"))

@@ -72,6 +72,7 @@ P = {
     "landingPage": _n(DCAT + "landingPage"),
     "theme": _n(DCAT + "theme"),
     "bbox": _n(DCAT + "bbox"),
+    "centroid": _n(DCAT + "centroid"),
     "startDate": _n(DCAT + "startDate"),
     "endDate": _n(DCAT + "endDate"),
     "title": _n(DCT + "title"),
@@ -315,7 +316,11 @@ class OgcRecordsMapper(Mapper):
             place = BlankNode()
             g.add(iri, P["spatial"], place)
             g.add(place, A, LOCATION)
-            g.add(place, P["bbox"], Literal(wkt_polygon(box), datatype=WKT))
+            if box[0] == box[2] and box[1] == box[3]:  # a point: its centroid, not a bbox
+                point = f"POINT({box[0]:g} {box[1]:g})"
+                g.add(place, P["centroid"], Literal(point, datatype=WKT))
+            else:
+                g.add(place, P["bbox"], Literal(wkt_polygon(box), datatype=WKT))
         start, end = interval_of(feature, props)
         if start is not None or end is not None:
             period = BlankNode()
