@@ -253,6 +253,27 @@ def source_show(c: Ctx, name: str) -> None:
     click.echo(json.dumps(info, indent=2, default=str))
 
 
+@source.command("probe")
+@click.argument("name")
+@pass_ctx
+def source_probe(c: Ctx, name: str) -> None:
+    """Read what a source says about itself, without harvesting.
+
+    OGC API - Records: /conformance and /collections (and which collections a harvest reads);
+    CKAN: the number of packages package_search answers. Exits 1 when the source cannot be
+    used as configured (a missing collection, an error answer).
+    """
+    from aggregator.http import HttpClient
+    from aggregator.plugins import harvesters
+
+    src = c.settings.source(name)
+    src.require_secrets()
+    with HttpClient(c.settings.http).session(src) as session:
+        lines = harvesters.get(src.type)(src, session).probe()
+    for line in lines or [f"a {src.type} source has nothing to read before harvesting"]:
+        click.echo(line)
+
+
 @source.command("remove")
 @click.argument("name")
 @click.option(

@@ -167,3 +167,25 @@ def test_pipeline_harvests_a_large_collection_shacl_conformant(
     env.store.close()
     assert job.status == JobStatus.SUCCEEDED.value, job.message
     assert {k: v for k, v in job.counters.items() if v} == {"added": BIG}
+
+
+def test_source_probe_reads_conformance_and_collections(tmp_path: Path, server: PeerServer) -> None:
+    from click.testing import CliRunner
+
+    from aggregator.cli import main
+
+    config = tmp_path / "aggregator.toml"
+    config.write_text(
+        f'[http]\nallow_private = true\n[sources.records]\ntype = "ogc-records"\n'
+        f'url = "{server.url}"\noptions = {{ collection = "sample" }}\n'
+        f'[sources.wrong]\ntype = "ogc-records"\nurl = "{server.url}"\n'
+        'options = { collection = "nope" }\n',
+        encoding="utf-8",
+    )
+    ok = CliRunner().invoke(main, ["-c", str(config), "source", "probe", "records"])
+    assert ok.exit_code == 0, ok.output
+    assert "conformance: http://www.opengis.net/spec/ogcapi-records-1/1.0/conf/core" in ok.output
+    assert "collection sample (record, harvested): Sample records" in ok.output
+    assert "collection big (record, not harvested)" in ok.output
+    bad = CliRunner().invoke(main, ["-c", str(config), "source", "probe", "wrong"])
+    assert bad.exit_code != 0 and "no collection 'nope'" in bad.output

@@ -129,5 +129,11 @@ class Harvester:
         if cls.Options is not None:
             cls.options_of(source)
 
+    def probe(self) -> list[str]:
+        """What the source says about itself, read without harvesting (``aggregator source
+        probe``), one line each; raise an AggregatorError when the source cannot be used as
+        configured. Default: nothing to read before harvesting."""
+        return []
+
     def list_records(self, request: HarvestRequest, listing: Listing) -> Iterator[RawRecord]:
         raise NotImplementedError

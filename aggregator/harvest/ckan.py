@@ -146,6 +146,17 @@ class CkanHarvester(Harvester):
     supports_incremental: ClassVar[bool] = True
     Options: ClassVar[type[Any] | None] = CkanOptions
 
+    def probe(self) -> list[str]:
+        """One ``package_search`` with ``rows=0``: the portal answers and how many packages."""
+        opts: CkanOptions = self.options_of(self.source)
+        params = {"q": "*:*", "rows": "0"}
+        if opts.fq:
+            params["fq"] = opts.fq
+        if opts.include_private:
+            params["include_private"] = "true"
+        result = self._fetch(action_url(self.source.url), params)
+        return [f"package_search at {action_url(self.source.url)}: {result['count']} packages"]
+
     def list_records(self, request: HarvestRequest, listing: Listing) -> Iterator[RawRecord]:
         opts: CkanOptions = self.options_of(self.source)
         url = action_url(self.source.url)

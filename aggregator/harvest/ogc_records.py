@@ -156,6 +156,20 @@ class OgcRecordsHarvester(Harvester):
             )
         return records
 
+    def probe(self) -> list[str]:
+        """``/conformance`` and ``/collections``, and the collections a harvest would read."""
+        service = self.describe()
+        chosen = self.chosen(service)
+        lines = [f"conformance: {c}" for c in service.conforms_to]
+        if not service.records_core:
+            lines.append("warning: no OGC API - Records record-core conformance class declared")
+        for key, collection in sorted(service.collections.items()):
+            mark = "harvested" if key in chosen else "not harvested"
+            title = collection.get("title") or ""
+            kind = collection.get("itemType") or "?"
+            lines.append(f"collection {key} ({kind}, {mark}): {title}")
+        return lines
+
     def list_records(self, request: HarvestRequest, listing: Listing) -> Iterator[RawRecord]:
         opts: OgcRecordsOptions = self.options_of(self.source)
         service = self.describe()
