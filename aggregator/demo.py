@@ -19,12 +19,16 @@ import click
 from aggregator.config import load_settings
 from aggregator.errors import ConfigError
 from aggregator.http import HttpClient
+from aggregator.peers.ckan import CkanPeer, MemoryCatalogue
+from aggregator.peers.ckan_data import load_bundled_packages
 from aggregator.peers.csw import CswPeer
 from aggregator.peers.gemini_samples import bundled_gemini_records
 from aggregator.peers.mdr import MdrService, iso, load_sample_pages
 from aggregator.peers.metashare import bundled_node
 from aggregator.peers.oaipmh import OaiPmhPeer
 from aggregator.peers.oaipmh_items import MemoryItems, OaiItem
+from aggregator.peers.ogc_records import OgcRecordsPeer, RecordCollection
+from aggregator.peers.ogc_records_data import load_bundled_records
 from aggregator.peers.rdf_files import RdfFilesApp
 from aggregator.peers.sample_data import bundled_dump_path, load_bundled_oai_records
 from aggregator.peers.server import PeerServer
@@ -78,6 +82,9 @@ def start_sources(stack: ExitStack) -> dict[str, str]:
     files = RdfFilesApp()
     files.put_file("/catalog.ttl", bundled_dump_path(), "text/turtle")
     dump = stack.enter_context(PeerServer(files))
+    ckan = stack.enter_context(PeerServer(CkanPeer(MemoryCatalogue(load_bundled_packages()))))
+    records = RecordCollection("metadata", "Demo records", features=load_bundled_records())
+    ogc = stack.enter_context(PeerServer(OgcRecordsPeer([records])))
     # the MDR service's sample pages, published over the last hours
     pages = load_sample_pages()
     now = datetime.now(UTC).replace(microsecond=0)
@@ -103,6 +110,8 @@ def start_sources(stack: ExitStack) -> dict[str, str]:
         "demo-csw": f"{csw.url}csw",
         "demo-waf": f"{waf.url}waf/",
         "demo-meta-share": meta_share.url.rstrip("/"),
+        "demo-ckan": ckan.url,
+        "demo-records": ogc.url,
     }
 
 
@@ -171,6 +180,16 @@ def run_demo(directory: Path, *, port: int = 8000, serve: bool = True) -> int:
                 "publisher": "Demo META-SHARE node",
                 "secrets": {"username": METASHARE_ENV[0], "password": METASHARE_ENV[1]},
                 "validation": ["meta-share", "shacl"],
+            },
+        )
+        add_source(config, "demo-ckan", {"type": "ckan", "url": urls["demo-ckan"]})
+        add_source(
+            config,
+            "demo-records",
+            {
+                "type": "ogc-records",
+                "url": urls["demo-records"],
+                "options": {"collection": "metadata"},
             },
         )
         settings = load_settings(config)

@@ -192,6 +192,8 @@ def test_demo_runs_offline_and_harvests(tmp_path: Path) -> None:
     assert "harvested demo-csw: job 4 succeeded added=3" in out.stdout
     assert "harvested demo-waf: job 5 succeeded added=3" in out.stdout
     assert "harvested demo-meta-share: job 6 succeeded added=4" in out.stdout
+    assert "harvested demo-ckan: job 7 succeeded added=5" in out.stdout
+    assert "harvested demo-records: job 8 succeeded added=3" in out.stdout
     again = subprocess.run(
         [
             sys.executable,
