@@ -64,7 +64,9 @@ LABELS = {
 GEODCAT_TOPIC = "http://data.europa.eu/930/topicCategory"
 CATEGORY_PROPERTIES = frozenset({DCAT + "theme", DCT + "subject", GEODCAT_TOPIC})
 KEYWORD = DCAT + "keyword"
-NAME_PROPERTIES = frozenset({SKOS + "prefLabel", SKOS + "notation", SKOS + "altLabel", RDFS + "label"})
+NAME_PROPERTIES = frozenset(
+    {SKOS + "prefLabel", SKOS + "notation", SKOS + "altLabel", RDFS + "label"}
+)
 IN_SCHEME = SKOS + "inScheme"
 _SEPARATORS = re.compile(r"[\s_,-]+")
 _NEEDLES = (b"#theme>", b"/subject>", b"/topicCategory>", b"#keyword>")
@@ -235,9 +237,9 @@ def categorise(dataset: MappedDataset, config: CategorisationConfig) -> MappedDa
                     categories.append(obj)
             elif predicate == KEYWORD and isinstance(t.object, Literal):
                 keywords.append(t.object)
-        if t.predicate.value in NAME_PROPERTIES or t.predicate.value == IN_SCHEME:
-            if isinstance(t.subject, NamedNode | BlankNode):
-                names.setdefault(t.subject, []).append(t)
+        named = t.predicate.value in NAME_PROPERTIES or t.predicate.value == IN_SCHEME
+        if named and isinstance(t.subject, NamedNode | BlankNode):
+            names.setdefault(t.subject, []).append(t)
     found: dict[str, str] = {}  # code -> what it came from
 
     def note(codes: frozenset[str], why: str) -> None:
@@ -254,7 +256,11 @@ def categorise(dataset: MappedDataset, config: CategorisationConfig) -> MappedDa
             codes = frozenset({code}) if code in LABELS else table.by_iri(obj.value)
             note(codes, f"<{obj.value}>")
         described = names.get(obj, [])
-        schemes = [t.object.value for t in described if t.predicate.value == IN_SCHEME]
+        schemes = [
+            t.object.value
+            for t in described
+            if t.predicate.value == IN_SCHEME and isinstance(t.object, NamedNode)
+        ]
         for t in described:
             if t.predicate.value == IN_SCHEME or not isinstance(t.object, Literal):
                 continue
@@ -274,7 +280,9 @@ def categorise(dataset: MappedDataset, config: CategorisationConfig) -> MappedDa
         term = NamedNode(EU_THEMES + code)
         lines.add(_line(Triple(subject, theme, term)))
         lines.add(_line(Triple(term, NamedNode(RDF_TYPE), NamedNode(SKOS + "Concept"))))
-        lines.add(_line(Triple(term, NamedNode(SKOS + "prefLabel"), Literal(LABELS[code], language="en"))))
+        lines.add(
+            _line(Triple(term, NamedNode(SKOS + "prefLabel"), Literal(LABELS[code], language="en")))
+        )
     ntriples = b"\n".join(sorted(lines)) + b"\n"
 
     finding = Finding(

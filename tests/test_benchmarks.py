@@ -112,3 +112,19 @@ def test_mdr_replication_benchmark() -> None:
     first, second = figures["first"], figures["second"]
     assert first["added"] == 120 and first["windows"] == 25  # type: ignore[index]
     assert second["added"] == 7 and second["windows"] == 1  # type: ignore[index]
+
+
+def test_ckan_harvest_benchmark(tmp_path: Path) -> None:
+    out = run(
+        "harvest_ckan.py",
+        "--records",
+        "300",
+        "--rows",
+        "100",
+        "--skip-forced",
+        "--dir",
+        str(tmp_path),
+    )
+    figures = last_json(out)
+    assert figures["first"]["counters"] == {"added": 300}  # type: ignore[index]
+    assert figures["unchanged"]["counters"] == {"skipped": 300}  # type: ignore[index]

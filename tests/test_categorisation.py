@@ -77,13 +77,18 @@ def test_the_result_is_canonical_labelled_and_conformant() -> None:
     assert done.ntriples == canonical_ntriples(triples)  # sorted, same labelling
     assert done.content_hash == content_hash(done.ntriples)
     text = done.ntriples.decode()
-    assert f'<{EU_THEMES}ENVI> <http://www.w3.org/2004/02/skos/core#prefLabel> "Environment"@en' in text
+    assert (
+        f'<{EU_THEMES}ENVI> <http://www.w3.org/2004/02/skos/core#prefLabel> "Environment"@en'
+        in text
+    )
     assert ShaclValidator().validate_graph(done).conforms
 
 
 def test_themes_already_there_are_not_added_again() -> None:
     mapped = CkanMapper().map(
-        RawRecord("src", "x", "ckan", json.dumps(load_bundled_packages()[0]).encode(), "application/json"),
+        RawRecord(
+            "src", "x", "ckan", json.dumps(load_bundled_packages()[0]).encode(), "application/json"
+        ),
         CTX,
     )[0]
     assert codes(mapped) == {"ECON"}  # the group economy-and-finance, by the dcat rules
@@ -91,8 +96,12 @@ def test_themes_already_there_are_not_added_again() -> None:
 
 
 def test_ckan_group_names_of_the_defaults() -> None:
-    package = {"id": "p", "title": "t", "groups": [{"name": "agriculture-fisheries-forestry-and-food"},
-               {"name": "government-and-public-sector"}, {"name": "hospitals"}]}  # fmt: skip
+    groups = [
+        "agriculture-fisheries-forestry-and-food",
+        "government-and-public-sector",
+        "hospitals",
+    ]
+    package = {"id": "p", "title": "t", "groups": [{"name": g} for g in groups]}
     raw = RawRecord("src", "p", "ckan", json.dumps(package).encode(), "application/json")
     (mapped,) = CkanMapper().map(raw, CTX)
     done = categorise(mapped, DEFAULTS)
@@ -116,7 +125,9 @@ def test_configuration_is_checked(tmp_path: Path) -> None:
         parse_categorisation({"label": {}}, where, tmp_path)
     with pytest.raises(ConfigError, match="no such file"):
         parse_categorisation({"file": "themes.toml"}, where, tmp_path)
-    (tmp_path / "themes.toml").write_text('[labels]\n"verkehr" = ["TRAN"]\n[iris]\n"https://x.example/c/1" = "ECON"\n')
+    (tmp_path / "themes.toml").write_text(
+        '[labels]\n"verkehr" = ["TRAN"]\n[iris]\n"https://x.example/c/1" = "ECON"\n'
+    )
     config = parse_categorisation({"file": "themes.toml", "defaults": False}, where, tmp_path)
     assert config.file == str((tmp_path / "themes.toml").resolve()) and not config.defaults
     (tmp_path / "bad.toml").write_text('[labels]\n"x" = ["NOPE"]\n')
@@ -164,7 +175,10 @@ keywords = false
                 "SELECT ?d ?t WHERE { ?d <http://www.w3.org/ns/dcat#theme> ?t"
                 f" FILTER(STRSTARTS(STR(?t), '{EU_THEMES}')) }}"
             )
-            found = {(str(r[0].value), str(r[1].value).removeprefix(EU_THEMES)) for r in store.graphs.query(query)}  # type: ignore[union-attr]
+            found = {
+                (str(r[0].value), str(r[1].value).removeprefix(EU_THEMES))
+                for r in store.graphs.query(query)
+            }  # type: ignore[union-attr]
     assert ("https://geo.example.org/ds/rivers", "REGI") in found
     assert ("https://geo.example.org/ds/rivers", "ENVI") in found
     traffic = "http://127.0.0.1:8000/dataset/portal/b3c1e0a4-58f1-4f7e-9a39-2d6f3c7b1a01"

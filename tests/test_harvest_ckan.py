@@ -23,7 +23,8 @@ from aggregator.config import (
 )
 from aggregator.errors import ConfigError, HarvestError, TransportError
 from aggregator.harvest.base import HarvestRequest, Listing
-from aggregator.harvest.ckan import CkanHarvester, Checkpoint, action_url, solr_date
+from aggregator.harvest.checkpoints import Checkpoint
+from aggregator.harvest.ckan import CkanHarvester, action_url, solr_date
 from aggregator.http import HttpClient
 from aggregator.jobs.journal import JobRow
 from aggregator.models import JobStatus, RawRecord
@@ -129,7 +130,9 @@ def test_without_the_anchor_plain_offsets_would_skip(
     """The same change, checked against the peer: offset 5 after the deletion holds what
     was at offset 6, so a harvester stepping by `rows` would never see package 5."""
     catalogue.delete(package(1)["id"])
-    count, page = catalogue.search(None, None, [("metadata_modified", True), ("id", True)], 5, 5, False)
+    count, page = catalogue.search(
+        None, None, [("metadata_modified", True), ("id", True)], 5, 5, False
+    )
     assert count == 22 and page[0]["id"] == package(6)["id"]
 
 
@@ -194,16 +197,14 @@ def test_bad_answers_are_errors_with_the_response_excerpt(
         assert word in str(caught.value)
 
 
-def test_a_slow_answer_is_waited_for_within_the_timeout(
-    server: PeerServer, peer: CkanPeer
-) -> None:
+def test_a_slow_answer_is_waited_for_within_the_timeout(server: PeerServer, peer: CkanPeer) -> None:
     peer.fail("slow", delay=0.6, at_start=4)
     patient = HttpClient(HttpSettings(allow_private=True, timeout=3.0, retries=0))
     records, listing = harvest(patient, server.url, rows=5)
     assert len(records) == 23 and listing.complete
     peer.fail("slow", delay=1.5, at_start=4, times=-1)
     hasty = HttpClient(HttpSettings(allow_private=True, timeout=0.4, retries=0))
-    with pytest.raises(TransportError, match="(?i)timed? ?out"):
+    with pytest.raises(TransportError, match=r"(?i)timed? ?out"):
         harvest(hasty, server.url, rows=5)
 
 

@@ -28,7 +28,9 @@ DCT = "http://purl.org/dc/terms/"
 
 
 def ckan(package: dict[str, Any]) -> MappedDataset:
-    raw = RawRecord("src", str(package.get("id")), "ckan", json.dumps(package).encode(), "application/json")
+    raw = RawRecord(
+        "src", str(package.get("id")), "ckan", json.dumps(package).encode(), "application/json"
+    )
     (mapped,) = CkanMapper().map(raw, CTX)
     return mapped
 
@@ -119,14 +121,17 @@ EXTENDED_DISTRIBUTION = {
 
 def test_every_field_of_the_extended_schema_is_mapped() -> None:
     package = bundled("4f1b9a8e")
-    assert set(EXTENDED) <= set(package) and set(EXTENDED_DISTRIBUTION) <= set(package["resources"][0])
+    assert set(EXTENDED) <= set(package) and set(EXTENDED_DISTRIBUTION) <= set(
+        package["resources"][0]
+    )
     mapped = ckan(package)
     iri = mapped.dataset_iri
     g = graph(mapped)
     for field, prop in EXTENDED.items():
         assert list(g.objects(rdflib.URIRef(iri), rdflib.URIRef(prop))), field
     (first,) = [
-        d for d in g.objects(rdflib.URIRef(iri), rdflib.URIRef(DCAT + "distribution"))
+        d
+        for d in g.objects(rdflib.URIRef(iri), rdflib.URIRef(DCAT + "distribution"))
         if (d, rdflib.URIRef(DCAT + "downloadURL"), None) in g
     ]
     for field, prop in EXTENDED_DISTRIBUTION.items():
@@ -134,7 +139,9 @@ def test_every_field_of_the_extended_schema_is_mapped() -> None:
     eu = "http://publications.europa.eu/resource/authority/"
     assert values(mapped, iri, DCT + "accrualPeriodicity") == {eu + "frequency/ANNUAL"}
     assert values(mapped, iri, DCT + "language") == {eu + "language/ENG", eu + "language/FRA"}
-    assert eu + "licence/CC_BY_4_0" in {str(o) for o in g.objects(first, rdflib.URIRef(DCT + "license"))}
+    assert eu + "licence/CC_BY_4_0" in {
+        str(o) for o in g.objects(first, rdflib.URIRef(DCT + "license"))
+    }
 
 
 def test_plain_ckan_fields_extras_organization_and_licence() -> None:
@@ -200,7 +207,13 @@ def test_bad_packages_are_mapping_errors() -> None:
 
 def test_a_package_show_answer_is_unwrapped() -> None:
     package = generate_package(1)
-    raw = RawRecord("src", "p", "ckan", json.dumps({"success": True, "result": package}).encode(), "application/json")
+    raw = RawRecord(
+        "src",
+        "p",
+        "ckan",
+        json.dumps({"success": True, "result": package}).encode(),
+        "application/json",
+    )
     (mapped,) = CkanMapper().map(raw, CTX)
     assert mapped.ntriples == ckan(package).ntriples
 

@@ -167,7 +167,11 @@ class CkanHarvester(Harvester):
             listing.note(f"full run due (last full run: {previous.full_at or 'never'})")
             since = None
         listing.incremental = since is not None
-        filters = [f for f in (opts.fq, f"metadata_modified:[{solr_date(since)} TO *]" if since else None) if f]
+        filters = [
+            f
+            for f in (opts.fq, f"metadata_modified:[{solr_date(since)} TO *]" if since else None)
+            if f
+        ]
         walk = _Walk()
         yield from self._walk(url, opts, filters, request, listing, walk)
         if listing.truncated_reason is None and not request.cancel.is_set():
@@ -184,7 +188,9 @@ class CkanHarvester(Harvester):
                         " holds (deleted while we read): the next full run withdraws them"
                     )
                 listing.mark_complete()
-        full_at = now.isoformat() if not listing.incremental else (previous.full_at if previous else None)
+        full_at = (
+            now.isoformat() if not listing.incremental else (previous.full_at if previous else None)
+        )
         listing.next_checkpoint = Checkpoint(walk.newest or since, full_at).dump()
 
     def _fetch(self, url: str, params: Mapping[str, str]) -> dict[str, Any]:
@@ -204,7 +210,9 @@ class CkanHarvester(Harvester):
     ) -> Iterator[RawRecord]:
         params = {"q": "*:*", "sort": opts.sort, "rows": str(opts.rows)}
         if filters:
-            params["fq"] = filters[0] if len(filters) == 1 else " AND ".join(f"({f})" for f in filters)
+            params["fq"] = (
+                filters[0] if len(filters) == 1 else " AND ".join(f"({f})" for f in filters)
+            )
         if opts.include_private:
             params["include_private"] = "true"
         start = 0  # where the page asked for starts (the anchor's row after the first page)

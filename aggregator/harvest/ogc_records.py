@@ -210,14 +210,17 @@ class OgcRecordsHarvester(Harvester):
         newest: list[str],
     ) -> Generator[RawRecord, None, bool]:
         items = link(description, "items")
-        url = urljoin(self.base + "collections/", items) if items else (
-            f"{self.base}collections/{quote(collection, safe='')}/items"
+        url = (
+            urljoin(self.base + "collections/", items)
+            if items
+            else (f"{self.base}collections/{quote(collection, safe='')}/items")
         )
-        params: dict[str, str] | None = {"limit": str(opts.limit)}
+        first: dict[str, str] = {"limit": str(opts.limit)}
         if opts.f_param:
-            params["f"] = "json"
+            first["f"] = "json"
         if since:
-            params["datetime"] = f"{since}/.."
+            first["datetime"] = f"{since}/.."
+        params: dict[str, str] | None = first
         followed: set[str] = set()
         seen: set[str] = set()
         matched: int | None = None

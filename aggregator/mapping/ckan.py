@@ -94,7 +94,9 @@ def _rows(table: Any, prefixes: Mapping[str, str], where: str) -> tuple[FieldRow
         if prefix not in prefixes:
             raise ConfigError(f"{where}.{field}: unknown prefix {prefix!r}")
         rows.append(
-            FieldRow(field, NamedNode(prefixes[prefix] + local), kind, bool(spec.get("fallback")))
+            FieldRow(
+                field, NamedNode(prefixes[prefix] + local), str(kind), bool(spec.get("fallback"))
+            )
         )
     return tuple(rows)
 
@@ -153,7 +155,11 @@ class CkanMapper(Mapper):
         if not list(tagged(fields.get("title_translated") or fields.get("title"))):
             raise MappingError(f"package {package_id!r} has no title (dct:title is mandatory)")
         uri = text_of(package.get("uri"))
-        iri = NamedNode(uri) if uri and is_url(uri) else NamedNode(mint_iri(ctx, "dataset", package_id))
+        iri = (
+            NamedNode(uri)
+            if uri and is_url(uri)
+            else NamedNode(mint_iri(ctx, "dataset", package_id))
+        )
         g = Graph()
         g.add(iri, A, DATASET)
         licence = self._package_licence(package)
@@ -286,7 +292,10 @@ class CkanMapper(Mapper):
                 return
             fields["url"] = fields["download_url"]
         if "checksum" not in fields and isinstance(fields.get("hash"), str):
-            fields["checksum"] = {"algorithm": resource.get("hash_algorithm"), "checksum_value": fields["hash"]}
+            fields["checksum"] = {
+                "algorithm": resource.get("hash_algorithm"),
+                "checksum_value": fields["hash"],
+            }
         node: Subject = BlankNode()
         g.add(dataset, HAS_DISTRIBUTION, node)
         g.add(node, A, DISTRIBUTION)

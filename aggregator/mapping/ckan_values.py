@@ -49,18 +49,20 @@ Subject = NamedNode | BlankNode
 
 
 class Graph:
-    """The quads of one description being built, and the fields nothing read."""
+    """The quads of one description being built (and which subject/property pairs it has)."""
 
-    __slots__ = ("quads",)
+    __slots__ = ("_keys", "quads")
 
     def __init__(self) -> None:
         self.quads: list[Quad] = []
+        self._keys: set[tuple[Subject, NamedNode]] = set()
 
     def add(self, s: Subject, p: NamedNode, o: NamedNode | BlankNode | Literal) -> None:
         self.quads.append(Quad(s, p, o))
+        self._keys.add((s, p))
 
     def has(self, s: Subject, p: NamedNode) -> bool:
-        return any(q.subject == s and q.predicate == p for q in self.quads)
+        return (s, p) in self._keys
 
 
 def is_url(text: str) -> bool:
@@ -105,10 +107,7 @@ def tagged(value: Any) -> Iterable[Literal]:
                         yield Literal(text)
         return
     for item in _items(value):
-        if isinstance(item, dict):
-            text = text_of(item.get("label"))
-        else:
-            text = text_of(item)
+        text = text_of(item.get("label")) if isinstance(item, dict) else text_of(item)
         if text is not None:
             yield Literal(text)
 
@@ -123,7 +122,11 @@ def emit_text(g: Graph, s: Subject, p: NamedNode, value: Any) -> None:
 
 def emit_literal(g: Graph, s: Subject, p: NamedNode, value: Any) -> None:
     for item in _items(value):
-        text = text_of(item.get("label") or item.get("notation")) if isinstance(item, dict) else text_of(item)
+        text = (
+            text_of(item.get("label") or item.get("notation"))
+            if isinstance(item, dict)
+            else text_of(item)
+        )
         if text is not None:
             g.add(s, p, Literal(text))
 
@@ -195,7 +198,9 @@ def emit_agent(g: Graph, s: Subject, p: NamedNode, value: Any) -> None:
         if email:
             g.add(node, FOAF_MBOX, _mailto(email))
         if homepage:
-            g.add(node, FOAF_HOMEPAGE, NamedNode(homepage) if is_url(homepage) else Literal(homepage))
+            g.add(
+                node, FOAF_HOMEPAGE, NamedNode(homepage) if is_url(homepage) else Literal(homepage)
+            )
         if kind and is_url(kind):
             g.add(node, DCT_TYPE, NamedNode(kind))
 
@@ -295,7 +300,11 @@ def emit_checksum(g: Graph, s: Subject, p: NamedNode, value: Any) -> None:
         g.add(s, p, node)
         g.add(node, A, CHECKSUM)
         hexadecimal = all(c in "0123456789abcdefABCDEF" for c in digest) and len(digest) % 2 == 0
-        g.add(node, CHECKSUM_VALUE, Literal(digest.lower(), datatype=HEX) if hexadecimal else Literal(digest))
+        g.add(
+            node,
+            CHECKSUM_VALUE,
+            Literal(digest.lower(), datatype=HEX) if hexadecimal else Literal(digest),
+        )
         algorithm = algorithm or _HASH_BY_LENGTH.get(len(digest)) if hexadecimal else algorithm
         if algorithm is not None:
             iri = algorithm if is_url(algorithm) else None

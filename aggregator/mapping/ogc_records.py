@@ -127,8 +127,10 @@ def load_table(path: Path = DEFAULT_TABLE_PATH) -> RecordsTable:
 
 
 def _coordinates(value: Any) -> Iterator[tuple[float, float]]:
-    if isinstance(value, list) and len(value) >= 2 and all(
-        isinstance(v, int | float) and not isinstance(v, bool) for v in value[:2]
+    if (
+        isinstance(value, list)
+        and len(value) >= 2
+        and all(isinstance(v, int | float) and not isinstance(v, bool) for v in value[:2])
     ):
         yield float(value[0]), float(value[1])
         return
@@ -151,8 +153,10 @@ def bbox_of(feature: Mapping[str, Any], props: Mapping[str, Any]) -> tuple[float
     if isinstance(spatial, dict) and isinstance(spatial.get("bbox"), list):
         boxes.extend(spatial["bbox"])
     for box in boxes:
-        if isinstance(box, list) and len(box) in (4, 6) and all(
-            isinstance(v, int | float) and not isinstance(v, bool) for v in box
+        if (
+            isinstance(box, list)
+            and len(box) in (4, 6)
+            and all(isinstance(v, int | float) and not isinstance(v, bool) for v in box)
         ):
             half = len(box) // 2
             return float(box[0]), float(box[1]), float(box[half]), float(box[half + 1])
@@ -164,7 +168,9 @@ def wkt_polygon(box: tuple[float, ...]) -> str:
     return f"POLYGON(({x0} {y0}, {x1} {y0}, {x1} {y1}, {x0} {y1}, {x0} {y0}))"
 
 
-def interval_of(feature: Mapping[str, Any], props: Mapping[str, Any]) -> tuple[str | None, str | None]:
+def interval_of(
+    feature: Mapping[str, Any], props: Mapping[str, Any]
+) -> tuple[str | None, str | None]:
     time = feature.get("time")
     if isinstance(time, dict):
         interval = time.get("interval")
@@ -249,7 +255,9 @@ class OgcRecordsMapper(Mapper):
             value = props.get(row.field)
             if value in (None, "", [], {}):
                 continue
-            KINDS[row.kind](g, iri, row.property, _tag(value, lang) if row.kind in ("text", "tags") else value)
+            KINDS[row.kind](
+                g, iri, row.property, _tag(value, lang) if row.kind in ("text", "tags") else value
+            )
         for code in languages:
             g.add(iri, P["language"], Literal(code))
         for ext in props.get("externalIds") or []:
@@ -288,7 +296,8 @@ class OgcRecordsMapper(Mapper):
         for contact in contacts if isinstance(contacts, list) else []:
             if not isinstance(contact, dict):
                 continue
-            roles = contact.get("roles") if isinstance(contact.get("roles"), list) else []
+            listed = contact.get("roles")
+            roles: list[Any] = listed if isinstance(listed, list) else []
             targets = {self.table.contact_roles[r] for r in roles if r in self.table.contact_roles}
             emails = [e.get("value") for e in contact.get("emails") or [] if isinstance(e, dict)]
             phones = [p.get("value") for p in contact.get("phones") or [] if isinstance(p, dict)]

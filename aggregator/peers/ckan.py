@@ -93,7 +93,10 @@ class MemoryCatalogue:
                 p
                 for p in self.packages.values()
                 if (since is None or _key(p, "metadata_modified") >= since)
-                and (organization is None or (p.get("organization") or {}).get("name") == organization)
+                and (
+                    organization is None
+                    or (p.get("organization") or {}).get("name") == organization
+                )
                 and (private or not p.get("private"))
             ]
         for field, ascending in reversed(sort):

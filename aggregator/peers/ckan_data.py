@@ -26,7 +26,8 @@ _TOPICS = (
     ("transport", "Transport", "Bus stop passenger counts", "Fahrgastzählungen an Haltestellen",
      "Boardings and alightings counted at every bus stop, by hour and line", ["mobility", "buses"]),
     ("environment", "Environment", "Noise measurements", "Lärmmessungen",
-     "Day, evening and night noise levels measured at the permanent stations", ["noise", "monitoring"]),
+     "Day, evening and night noise levels measured at the permanent stations",
+     ["noise", "monitoring"]),
     ("economy-and-finance", "Economy and finance", "Municipal budget", "Gemeindehaushalt",
      "Planned and actual revenue and expenditure by budget line", ["budget", "finance"]),
     ("health", "Health", "Pharmacy opening hours", "Öffnungszeiten der Apotheken",
@@ -101,7 +102,9 @@ def generate_package(index: int, revision: int = 0) -> dict[str, Any]:
             "is_organization": True,
             "state": "active",
         },
-        "groups": [{"id": f"g-{group}", "name": group, "title": group_title, "display_name": group_title}],
+        "groups": [
+            {"id": f"g-{group}", "name": group, "title": group_title, "display_name": group_title}
+        ],
         "tags": [{"name": t, "display_name": t, "state": "active"} for t in (*tags, place.lower())],
         "extras": [
             {"key": "frequency", "value": _FREQUENCIES[index % len(_FREQUENCIES)]},

@@ -142,7 +142,13 @@ class OgcRecordsPeer:
             interval = params.get("datetime")
         indexes = self._matching(c, interval)
         page = [c.feature(i) for i in indexes[offset : offset + limit]]
-        links = [{"rel": "self", "href": f"{base}collections/{c.id}/items", "type": "application/geo+json"}]
+        links = [
+            {
+                "rel": "self",
+                "href": f"{base}collections/{c.id}/items",
+                "type": "application/geo+json",
+            }
+        ]
         if offset + limit < len(indexes):
             token = secrets.token_urlsafe(12)
             with self._lock:
