@@ -8,7 +8,10 @@ normalisation rules that run afterwards turn literals into vocabulary terms.
 
 from __future__ import annotations
 
+import re
+import tomllib
 from collections.abc import Callable, Iterable, Mapping
+from functools import lru_cache
 from typing import Any
 
 from pyoxigraph import BlankNode, Literal, NamedNode, Quad
@@ -17,6 +20,7 @@ from aggregator.mapping.base import content_hash
 from aggregator.mapping.dcat import _themes, canonical_quads
 from aggregator.mapping.dcat_rules import RuleSet, findings_from
 from aggregator.models import Finding, MappedDataset, RawRecord
+from aggregator.resources import bundled
 from aggregator.vocab import DCAT, DCT, FOAF, RDF_TYPE, SPDX, VCARD, XSD
 
 A = NamedNode(RDF_TYPE)
@@ -311,7 +315,35 @@ def emit_checksum(g: Graph, s: Subject, p: NamedNode, value: Any) -> None:
             g.add(node, ALGORITHM, NamedNode(iri) if iri else Literal(algorithm))
 
 
+FILE_TYPE = "http://publications.europa.eu/resource/authority/file-type/"
+_CODE_SEPARATORS = re.compile(r"[\s.-]+")
+
+
+@lru_cache(maxsize=1)
+def file_type_codes() -> frozenset[str]:
+    """The EU file-type codes of ``mappings/mqa-formats.toml`` (GEOTIFF, NETCDF, XHTML, ...)."""
+    with bundled("mappings", "mqa-formats.toml").open("rb") as handle:
+        rows = tomllib.load(handle).get("format", [])
+    return frozenset(str(row["code"]) for row in rows if isinstance(row, dict) and "code" in row)
+
+
+def file_type(text: str) -> NamedNode | None:
+    """The EU file-type term a format name is the code of (``GeoTIFF`` -> GEOTIFF), if any."""
+    code = _CODE_SEPARATORS.sub("_", text.strip().lstrip(".").upper())
+    return NamedNode(FILE_TYPE + code) if code in file_type_codes() else None
+
+
+def emit_format(g: Graph, s: Subject, p: NamedNode, value: Any) -> None:
+    """A format name: the EU file-type term when it is one's code, else a literal (which the
+    dcat rules look up by name, media type and alias, or keep as a labelled node)."""
+    for item in _items(value):
+        text = text_of(item.get("label")) if isinstance(item, dict) else text_of(item)
+        if text is not None:
+            g.add(s, p, file_type(text) or Literal(text))
+
+
 KINDS: Mapping[str, Emit] = {
+    "format": emit_format,
     "text": emit_text,
     "literal": emit_literal,
     "date": emit_date,

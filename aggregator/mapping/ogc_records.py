@@ -41,6 +41,7 @@ from aggregator.mapping.ckan_values import (
     Subject,
     emit_agent,
     emit_contact,
+    file_type,
     finish,
     is_url,
     text_of,
@@ -430,7 +431,7 @@ class OgcRecordsMapper(Mapper):
             g.add(node, P["mediaType"], Literal(_media(media)))
             name = formats.get(_media(media))
             if name is not None:
-                g.add(node, P["format"], Literal(name))
+                g.add(node, P["format"], file_type(name) or Literal(name))
         length = entry.get("length")
         if isinstance(length, int) and not isinstance(length, bool) and length >= 0:
             g.add(node, P["byteSize"], Literal(str(length)))
