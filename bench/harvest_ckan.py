@@ -141,11 +141,12 @@ def main() -> None:
         du, _pinned = disk_usage(workdir / "store")
         results["store_mb"] = du // 2**20
         print(f"peak RSS: harvester {own} MB, workers {worker_peak} MB; store {du // 2**20} MB")
+        stop.set()
+        with contextlib.suppress(Exception):
+            results["peer_cpu_s"] = round(port_q.get(timeout=10), 1)
         print(json.dumps(results))
     finally:
         stop.set()
-        with contextlib.suppress(Exception):
-            print(f"peer process CPU serving: {port_q.get(timeout=10):.1f} s in all")
         peer.join(timeout=10)
         if args.dir is None:
             shutil.rmtree(workdir, ignore_errors=True)

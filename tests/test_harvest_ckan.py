@@ -80,7 +80,7 @@ def test_pages_with_a_stable_sort_and_an_anchor_row(
     records, listing = harvest(http, server.url, rows=5)
     assert [r.local_id for r in records] == [package(i)["id"] for i in range(23)]
     assert listing.complete and not listing.incremental
-    assert listing.expected_total == 23
+    assert listing.expected_total == 23 and listing.seen == 23
     assert listing.pages == 6  # 5 + 4 + 4 + 4 + 4 + 2: each page after the first re-reads one
     first = peer.requests[0]
     assert first["sort"] == "metadata_modified asc, id asc"
@@ -343,3 +343,12 @@ def test_a_private_catalogue_needs_the_api_key_from_the_environment(
         anonymous.store.close()
     assert refused.status == JobStatus.FAILED.value
     assert "HTTP 403" in refused.message and "Access denied" in refused.message
+
+
+def test_probe_reads_the_package_count(
+    http: HttpClient, server: PeerServer, peer: CkanPeer
+) -> None:
+    source = SourceConfig(name="p", type="ckan", url=server.url, format="ckan")
+    lines = CkanHarvester(source, http).probe()  # type: ignore[arg-type]
+    assert lines == [f"package_search at {server.url}api/3/action/package_search: 23 packages"]
+    assert peer.requests[-1]["rows"] == "0"

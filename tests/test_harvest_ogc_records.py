@@ -69,6 +69,7 @@ def test_thousands_of_records_follow_opaque_next_links(
     records, listing = harvest(http, server.url, collection="big", limit=100)
     assert [r.local_id for r in records] == [record_id(i) for i in range(BIG)]
     assert listing.complete and listing.expected_total == BIG and listing.pages == 25
+    assert listing.seen == BIG
     paths = [p for p, _q in peer.requests]
     assert paths[:2] == ["/conformance", "/collections"]
     items = [q for p, q in peer.requests if p.endswith("/items")]

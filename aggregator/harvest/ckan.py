@@ -250,7 +250,7 @@ class CkanHarvester(Harvester):
                 start = max(0, start - (opts.rows - 1))
                 continue
             walk.previous_ids = ids
-            yield from self._records(packages, ids, url, request, walk)
+            yield from self._records(packages, ids, url, request, listing, walk)
             if len(packages) < opts.rows or not packages:
                 return
             start += len(packages) - 1  # the next page starts on this page's last package
@@ -261,6 +261,7 @@ class CkanHarvester(Harvester):
         ids: list[str],
         url: str,
         request: HarvestRequest,
+        listing: Listing,
         walk: _Walk,
     ) -> Iterator[RawRecord]:
         fresh: list[tuple[str, dict[str, Any], str]] = []
@@ -280,6 +281,7 @@ class CkanHarvester(Harvester):
         if request.up_to_date is not None and fresh:
             held = request.up_to_date([(i, parse_datestamp(s)) for i, _, s in fresh])
         for local_id, package, stamp in fresh:
+            listing.seen += 1
             omitted = local_id in held
             payload = b"" if omitted else json.dumps(package, ensure_ascii=False).encode("utf-8")
             yield RawRecord(

@@ -236,7 +236,7 @@ class OgcRecordsHarvester(Harvester):
             if matched is None and isinstance(page.get("numberMatched"), int):
                 matched = page["numberMatched"]
                 listing.expected_total = (listing.expected_total or 0) + matched
-            yield from self._records(features, url, collection, request, seen, newest)
+            yield from self._records(features, url, request, listing, seen, newest)
             nxt = link(page, "next")
             if nxt is None or not features:
                 break
@@ -258,8 +258,8 @@ class OgcRecordsHarvester(Harvester):
         self,
         features: list[Any],
         url: str,
-        collection: str,
         request: HarvestRequest,
+        listing: Listing,
         seen: set[str],
         newest: list[str],
     ) -> Iterator[RawRecord]:
@@ -287,6 +287,7 @@ class OgcRecordsHarvester(Harvester):
         if request.up_to_date is not None and batch:
             held = request.up_to_date([(i, w) for i, w, _ in batch if w is not None])
         for local_id, when, body in batch:
+            listing.seen += 1
             omitted = local_id in held
             yield RawRecord(
                 source=self.source.name,

@@ -30,6 +30,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Protocol
 from urllib.parse import parse_qs
 
@@ -55,6 +56,14 @@ class Catalogue(Protocol):
 
 def _key(package: dict[str, Any], field: str) -> str:
     return str(package.get(field) or "")
+
+
+def _when(stamp: str) -> datetime:
+    """A CKAN/Solr date as a comparable datetime (fractions of any length, with or without Z)."""
+    try:
+        return datetime.fromisoformat(stamp.rstrip("Z"))
+    except ValueError:
+        return datetime.min
 
 
 class MemoryCatalogue:
@@ -89,10 +98,11 @@ class MemoryCatalogue:
         start: int, rows: int, private: bool,
     ) -> tuple[int, list[dict[str, Any]]]:  # fmt: skip
         with self._lock:
+            low = None if since is None else _when(since)
             found = [
                 p
                 for p in self.packages.values()
-                if (since is None or _key(p, "metadata_modified") >= since)
+                if (low is None or _when(_key(p, "metadata_modified")) >= low)
                 and (
                     organization is None
                     or (p.get("organization") or {}).get("name") == organization
