@@ -67,6 +67,7 @@ class FieldRow:
     property: NamedNode
     kind: str
     fallback: bool = False
+    key: str = ""  # the property IRI (which properties a description has: by string)
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,7 +96,11 @@ def _rows(table: Any, prefixes: Mapping[str, str], where: str) -> tuple[FieldRow
             raise ConfigError(f"{where}.{field}: unknown prefix {prefix!r}")
         rows.append(
             FieldRow(
-                field, NamedNode(prefixes[prefix] + local), str(kind), bool(spec.get("fallback"))
+                field,
+                NamedNode(prefixes[prefix] + local),
+                str(kind),
+                bool(spec.get("fallback")),
+                prefixes[prefix] + local,
             )
         )
     return tuple(rows)
@@ -164,12 +169,14 @@ class CkanMapper(Mapper):
         g.add(iri, A, DATASET)
         licence = self._package_licence(package)
         findings: list[Finding] = []
+        filled: set[str] = set()  # the properties a row gave a value (for the fallbacks)
         for row in self.table.dataset:
             value = fields.get(row.field)
             if value is None and row.kind == "text":
                 value = fields.get(f"{row.field}_translated")
-            if value is None or (row.fallback and g.has(iri, row.property)):
+            if value is None or (row.fallback and row.key in filled):
                 continue
+            before = len(g.quads)
             if row.kind == "resources":
                 for index, resource in enumerate(value if isinstance(value, list) else []):
                     if isinstance(resource, dict):
@@ -178,7 +185,9 @@ class CkanMapper(Mapper):
             if row.kind == "text":
                 value = self._translated(fields, row.field, value)
             KINDS[row.kind](g, iri, row.property, value)
-        if not g.has(iri, IDENTIFIER):
+            if len(g.quads) > before:
+                filled.add(row.key)
+        if IDENTIFIER.value not in filled:
             g.add(iri, IDENTIFIER, Literal(package_id))
         if unmapped:
             findings.append(
@@ -302,14 +311,18 @@ class CkanMapper(Mapper):
         table = self.table
         known = {row.field for row in table.distribution} | table.ignore_distribution
         unmapped.update(f"resources.{k}" for k in fields if k not in known)
+        filled: set[str] = set()
         for row in table.distribution:
             value = fields.get(row.field)
             if value is None and row.kind == "text":
                 value = fields.get(f"{row.field}_translated")
-            if value is None or (row.fallback and g.has(node, row.property)):
+            if value is None or (row.fallback and row.key in filled):
                 continue
+            before = len(g.quads)
             if row.kind == "text":
                 value = self._translated(fields, row.field, value)
             KINDS[row.kind](g, node, row.property, value)
-        if licence is not None and not g.has(node, LICENSE):
+            if len(g.quads) > before:
+                filled.add(row.key)
+        if licence is not None and LICENSE.value not in filled:
             g.add(node, LICENSE, licence)

@@ -53,29 +53,23 @@ Subject = NamedNode | BlankNode
 
 
 class Graph:
-    """The quads of one description being built (and which subject/property pairs it has)."""
+    """The quads of one description being built."""
 
-    __slots__ = ("_keys", "quads")
+    __slots__ = ("quads",)
 
     def __init__(self) -> None:
         self.quads: list[Quad] = []
-        self._keys: set[tuple[Subject, NamedNode]] = set()
 
     def add(self, s: Subject, p: NamedNode, o: NamedNode | BlankNode | Literal) -> None:
         self.quads.append(Quad(s, p, o))
-        self._keys.add((s, p))
 
-    def has(self, s: Subject, p: NamedNode) -> bool:
-        return (s, p) in self._keys
+
+_URL = re.compile(r'(?i)(?:https?|ftp)://[^\s<>"{}|\\^`]+')
 
 
 def is_url(text: str) -> bool:
-    head = text[:8].lower()
-    return (
-        head.startswith(("http://", "https://", "ftp://"))
-        and not any(c in text for c in ' <>"{}|\\^`')
-        and len(text) > 8
-    )
+    """An absolute http(s)/ftp URL that can be an IRI as it is (no space, quote, brace ...)."""
+    return _URL.fullmatch(text) is not None
 
 
 def text_of(value: Any) -> str | None:
