@@ -79,6 +79,9 @@ class CkanTable:
     licences: Mapping[str, str]
     ignore_dataset: frozenset[str]
     ignore_distribution: frozenset[str]
+    #: the fields a row reads or the table ignores (the others are reported as unmapped)
+    known_dataset: frozenset[str] = frozenset()
+    known_distribution: frozenset[str] = frozenset()
 
 
 def _rows(table: Any, prefixes: Mapping[str, str], where: str) -> tuple[FieldRow, ...]:
@@ -115,14 +118,20 @@ def load_table(path: Path = DEFAULT_TABLE_PATH) -> CkanTable:
         raise ConfigError(f"cannot read the CKAN mapping table {path}: {err}") from err
     prefixes = data.get("prefixes", {})
     ignore = data.get("ignore", {})
+    dataset = _rows(data.get("dataset"), prefixes, "[dataset]")
+    distribution = _rows(data.get("distribution"), prefixes, "[distribution]")
+    ignore_dataset = frozenset(ignore.get("dataset", ()))
+    ignore_distribution = frozenset(ignore.get("distribution", ()))
     return CkanTable(
-        dataset=_rows(data.get("dataset"), prefixes, "[dataset]"),
-        distribution=_rows(data.get("distribution"), prefixes, "[distribution]"),
+        dataset=dataset,
+        distribution=distribution,
         extras=MappingProxyType(dict(data.get("extras", {}))),
         companions=MappingProxyType(dict(data.get("companions", {}))),
         licences=MappingProxyType(dict(data.get("licences", {}))),
-        ignore_dataset=frozenset(ignore.get("dataset", ())),
-        ignore_distribution=frozenset(ignore.get("distribution", ())),
+        ignore_dataset=ignore_dataset,
+        ignore_distribution=ignore_distribution,
+        known_dataset=frozenset(r.field for r in dataset) | ignore_dataset,
+        known_distribution=frozenset(r.field for r in distribution) | ignore_distribution,
     )
 
 
@@ -208,8 +217,7 @@ class CkanMapper(Mapper):
         names of those no row reads."""
         table = self.table
         fields = {k: v for k, v in package.items() if v not in (None, "", [], {})}
-        known = {row.field for row in table.dataset} | table.ignore_dataset
-        unmapped = {k for k in fields if k not in known}
+        unmapped = {k for k in fields if k not in table.known_dataset}
         for field, companion in table.companions.items():
             email = text_of(package.get(companion.get("email", "")))
             name = fields.get(field)
@@ -309,8 +317,7 @@ class CkanMapper(Mapper):
         g.add(dataset, HAS_DISTRIBUTION, node)
         g.add(node, A, DISTRIBUTION)
         table = self.table
-        known = {row.field for row in table.distribution} | table.ignore_distribution
-        unmapped.update(f"resources.{k}" for k in fields if k not in known)
+        unmapped.update(f"resources.{k}" for k in fields if k not in table.known_distribution)
         filled: set[str] = set()
         for row in table.distribution:
             value = fields.get(row.field)
