@@ -21,6 +21,7 @@ from aggregator.cli_context import Ctx, fail, job_line, pass_ctx
 from aggregator.cli_files import map_file, validate
 from aggregator.cli_mdr import mdc_monitor
 from aggregator.cli_records import record, records, rejected
+from aggregator.cli_schedule import schedule, scheduler
 from aggregator.cli_sources import orphan_line, orphans, source
 from aggregator.errors import AggregatorError, ConfigError
 from aggregator.harvest.base import Listing
@@ -231,7 +232,8 @@ def job_show(c: Ctx, job_id: int, as_json: bool) -> None:
         click.echo(f"  - {e['local_id']} [{e['stage']}/{e['rule']}]{where}: {e['message']}")
 
 
-for _command in (source, records, record, rejected, map_file, validate, mdc_monitor):
+_COMMANDS = (source, records, record, rejected, map_file, validate, mdc_monitor)
+for _command in (*_COMMANDS, schedule, scheduler):
     main.add_command(_command)
 
 
@@ -295,16 +297,24 @@ def quality(c: Ctx, source: str | None, check_links: bool, no_store: bool, as_js
     help="Serving processes (default: serve.processes, else CPUs, at least 2, at most 4);"
     " with two or more, one is a standby that accepts only while another is stuck or gone.",
 )
+@click.option(
+    "--scheduler/--no-scheduler",
+    default=None,
+    help="Run the scheduler beside the server  [default: schedule.in_serve, true]",
+)
 @pass_ctx
-def serve(c: Ctx, host: str, port: int, processes: int | None) -> None:
-    """Serve the aggregate (SPARQL endpoint, OAI-PMH, catalogue, records, payloads)."""
+def serve(c: Ctx, host: str, port: int, processes: int | None, scheduler: bool | None) -> None:
+    """Serve the aggregate (SPARQL endpoint, OAI-PMH, catalogue, records, payloads), and
+    harvest each source on its schedule (see ``aggregator scheduler``)."""
     from aggregator.serve.app import run_server
 
     host = host or c.settings.serve.host
     port = port or c.settings.serve.port
     base = f"http://{f'[{host}]' if ':' in host else host}:{port}/"
     click.echo(f"serving {base}  SPARQL: {base}sparql  OAI-PMH: {base}oai")
-    run_server(c.names(), c.settings, host, port, processes)
+    if scheduler is None:
+        scheduler = c.settings.schedule.in_serve
+    run_server(c.names(), c.settings, host, port, processes, scheduler=scheduler)
 
 
 @main.command()

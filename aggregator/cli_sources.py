@@ -197,6 +197,9 @@ def source_list(c: Ctx) -> None:
         for src in s.sources.values():
             click.echo(f"{src.name:20} {src.type:10} never harvested  {src.url}")
     elif s.sources:
+        from aggregator.schedule.status import describe, schedule_status
+
+        schedules = {x.source: x for x in schedule_status(s)}
         with c.reader() as store:
             for src in s.sources.values():
                 counts = store.db.counts_by_status(src.name)
@@ -211,6 +214,7 @@ def source_list(c: Ctx) -> None:
                     f" withdrawn={counts.get('withdrawn', 0)}"
                     f" rejected={counts.get('rejected', 0)}  {last}  {src.url}{unset}"
                 )
+                click.echo(f"{'':20} schedule: {describe(schedules[src.name])}")
     for name, counts in sorted(unconfigured(c).items()):
         if is_retired(counts):
             click.echo(
@@ -250,6 +254,10 @@ def source_show(c: Ctx, name: str) -> None:
         with c.reader() as store:
             info["records"] = store.db.counts_by_status(src.name)
             info["checkpoint"] = store.checkpoint(src.name)
+    from aggregator.schedule.status import schedule_status
+
+    [state] = [x for x in schedule_status(c.settings) if x.source == name]
+    info["schedule_state"] = state.as_dict()
     click.echo(json.dumps(info, indent=2, default=str))
 
 

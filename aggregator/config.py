@@ -165,13 +165,32 @@ class ServeSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class ScheduleSettings:
+    """``[schedule]``: the scheduler (``aggregator scheduler``, and inside ``serve``)."""
+
+    window: str = "22:00-06:00"  # when named frequencies start jobs ("": any time)
+    timezone: str = "UTC"  # of the window and the blackout periods
+    parallel: int = 2  # jobs of different sources at once
+    full_every: str = "weekly"  # full re-harvest of incremental sources ("never": none)
+    retries: int = 3  # retries of a failed job before waiting for the next due time
+    retry_delay: float = 300.0  # seconds before the first retry; doubles, with jitter
+    retry_max_delay: float = 3600.0
+    breaker_failures: int = 5  # consecutive failed jobs that open the circuit breaker
+    breaker_backoff: float = 21600.0  # seconds an open breaker skips the source
+    busy_delay: float = 60.0  # another process writes the store: try again after this
+    in_serve: bool = True  # ``aggregator serve`` runs the scheduler beside the server
+
+
+@dataclass(frozen=True, slots=True)
 class SourceConfig:
     name: str
     type: str  # harvester registry key
     url: str
     format: str = "dcat"  # mapper registry key
     publisher: str | None = None
-    schedule: str = "daily"
+    schedule: str = "daily"  # manual, hourly, daily, weekly, monthly or a cron expression
+    blackout: tuple[str, ...] = ()  # periods not to harvest in (aggregator.schedule.timing)
+    full_every: str = ""  # full re-harvest frequency ("": [schedule] full_every; "never")
     validation: tuple[ValidationStep, ...] = (ValidationStep("shacl"),)
     lenient: bool = False  # store records that fail validation, with their findings
     enabled: bool = True
@@ -211,6 +230,7 @@ class Settings:
     serve: ServeSettings = field(default_factory=ServeSettings)
     validation: ValidationSettings = field(default_factory=ValidationSettings)
     notify: NotifySettings = field(default_factory=lambda: _no_notify())
+    schedule: ScheduleSettings = field(default_factory=ScheduleSettings)
 
     def source(self, name: str) -> SourceConfig:
         try:
@@ -259,6 +279,13 @@ RANGES: dict[str, tuple[float, float | None, bool]] = {
     "serve.sparql_concurrency": (1, None, False),
     "serve.processes": (0, 64, False),
     "serve.catalog_page_size": (1, 100_000, False),
+    "schedule.parallel": (1, 64, False),
+    "schedule.retries": (0, 100, False),
+    "schedule.retry_delay": (0, None, False),
+    "schedule.retry_max_delay": (0, None, False),
+    "schedule.breaker_failures": (1, None, False),
+    "schedule.breaker_backoff": (0, None, False),
+    "schedule.busy_delay": (0, None, True),
 }
 
 
@@ -365,9 +392,24 @@ def parse_source(
     from aggregator.validate.profiles import default_chain
 
     chain = parse_chain(table.get("validation", default_chain(fmt)), where, root, validation)
+    from aggregator.schedule.timing import parse_frequency, parse_period
+
     schedule = table.get("schedule", "daily")
-    if schedule not in SCHEDULES and len(str(schedule).split()) != 5:
+    if not isinstance(schedule, str):
         raise ConfigError(f"[{where}]: schedule must be one of {SCHEDULES} or a cron expression")
+    parse_frequency(schedule, f"{where}.schedule")
+    blackout = table.get("blackout", [])
+    if isinstance(blackout, str):
+        blackout = [blackout]
+    if not isinstance(blackout, list) or not all(isinstance(b, str) for b in blackout):
+        raise ConfigError(f"[{where}]: blackout must be a list of periods")
+    for period in blackout:
+        parse_period(period, where=f"{where}.blackout")
+    full_every = table.get("full_every", "")
+    if not isinstance(full_every, str):
+        raise ConfigError(f"[{where}]: full_every must be a frequency or 'never'")
+    if full_every and full_every != "never":
+        parse_frequency(full_every, f"{where}.full_every")
     env = os.environ if environ is None else environ
     secrets: dict[str, Secret] = {}
     raw_secrets = table.get("secrets", {})
@@ -390,6 +432,8 @@ def parse_source(
         format=fmt,
         publisher=table.get("publisher"),
         schedule=str(schedule),
+        blackout=tuple(blackout),
+        full_every=full_every,
         validation=chain,
         lenient=bool(table.get("lenient", False)),
         enabled=bool(table.get("enabled", True)),
@@ -469,7 +513,7 @@ def load_settings(path: Path, environ: Mapping[str, str] | None = None) -> Setti
         raise ConfigError(f"{path}: is a directory, not a configuration file") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as err:
         raise ConfigError(f"{path}: {err}") from err
-    known = {"store", "http", "harvest", "sources", "serve", "validation", "notify"}
+    known = {"store", "http", "harvest", "sources", "serve", "validation", "notify", "schedule"}
     unknown = set(doc) - known
     if unknown:
         raise ConfigError(f"{path}: unknown section(s) {', '.join(sorted(unknown))}")
@@ -485,6 +529,7 @@ def load_settings(path: Path, environ: Mapping[str, str] | None = None) -> Setti
     harvest = _dataclass_from(HarvestSettings, doc.get("harvest", {}), "harvest")
     serve = _dataclass_from(ServeSettings, doc.get("serve", {}), "serve")
     validation = _validation_settings(doc.get("validation", {}), root)
+    schedule = _schedule_settings(doc.get("schedule", {}))
     sources = {
         name: parse_source(name, table, environ, root=root, validation=validation)
         for name, table in dict(doc.get("sources", {})).items()
@@ -501,7 +546,20 @@ def load_settings(path: Path, environ: Mapping[str, str] | None = None) -> Setti
         serve=serve,
         validation=validation,
         notify=parse_notify(doc.get("notify", {}), root, environ),
+        schedule=schedule,
     )
+
+
+def _schedule_settings(table: Mapping[str, Any]) -> ScheduleSettings:
+    from aggregator.schedule.timing import parse_frequency, parse_period, parse_timezone
+
+    settings: ScheduleSettings = _dataclass_from(ScheduleSettings, table, "schedule")
+    tz = parse_timezone(settings.timezone)
+    if settings.window:
+        parse_period(settings.window, tz, "schedule.window")
+    if settings.full_every != "never":
+        parse_frequency(settings.full_every, "schedule.full_every")
+    return settings
 
 
 def _validation_settings(table: Mapping[str, Any], root: Path) -> ValidationSettings:

@@ -50,6 +50,9 @@ class JobStatus(StrEnum):
     SUCCEEDED = "succeeded"  # everything listed and stored; rejected records allowed
     PARTIAL = "partial"  # ran to the end but the listing was incomplete or a brake held
     FAILED = "failed"  # could not run (transport error before any listing, crash)
+    CANCELLED = (
+        "cancelled"  # stopped on request (Ctrl-C, the scheduler stopping); nothing withdrawn
+    )
 
 
 class Outcome(StrEnum):

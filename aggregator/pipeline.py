@@ -144,6 +144,18 @@ def relaxed_gc(threshold: int = 50_000) -> Iterator[None]:
         gc.unfreeze()
 
 
+def worker_signals() -> None:
+    """In a mapping worker: Ctrl-C is for the harvest's own process, which cancels the job
+    and ends the workers (a terminal sends SIGINT to the whole process group); and end
+    with the parent (the forkserver, which ends with the harvest) even when it is killed."""
+    import signal
+
+    from aggregator.serve.sparql_sandbox import die_with_parent
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    die_with_parent(signal.SIGKILL)
+
+
 def _chunks(records: Iterator[RawRecord], size: int) -> Iterator[list[RawRecord]]:
     """Group records; when the listing fails, the records received before the failure are
     still handed on (and stored) before the error is raised."""
@@ -223,7 +235,7 @@ def _run_source(
         # listing) that a forked child must not inherit, nor its growing heap
         mp_ctx = multiprocessing.get_context("forkserver")
         executor = (
-            ProcessPoolExecutor(max_workers=workers, mp_context=mp_ctx)
+            ProcessPoolExecutor(max_workers=workers, mp_context=mp_ctx, initializer=worker_signals)
             if workers > 0
             else _Inline()
         )
@@ -382,6 +394,11 @@ def _finish_listing(
     settings: Settings,
 ) -> tuple[JobStatus, str]:
     """Withdraw what a complete full listing no longer holds; decide the job's status."""
+    if opts.cancel.is_set():
+        return (
+            JobStatus.CANCELLED,
+            "cancelled: the records stored so far are kept; nothing withdrawn",
+        )
     if listing.truncated_reason:
         return (
             JobStatus.PARTIAL,
@@ -420,9 +437,12 @@ def _finish_listing(
 
 
 def exit_code(job: JobRow) -> int:
-    """0 all stored; 1 the job failed; 3 ran but some records rejected/errored; 4 partial."""
+    """0 all stored; 1 the job failed; 3 ran but some records rejected/errored; 4 partial;
+    130 cancelled (Ctrl-C, as a shell reports a command ended by SIGINT)."""
     if job.status == JobStatus.FAILED.value:
         return 1
+    if job.status == JobStatus.CANCELLED.value:
+        return 130
     if job.status == JobStatus.PARTIAL.value:
         return 4
     if job.counters.get(Outcome.REJECTED.value, 0) or job.counters.get(Outcome.ERRORED.value, 0):

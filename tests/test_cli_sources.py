@@ -81,7 +81,18 @@ def add_and_harvest(config: Path, url: str) -> None:
 def serving(config: Path) -> Iterator[str]:
     """`aggregator serve` as an operator starts it; yields the base URL it prints."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "aggregator.cli", "-c", str(config), "serve", "--processes", "1"],
+        # no scheduler: these tests harvest from the CLI beside the server
+        [
+            sys.executable,
+            "-m",
+            "aggregator.cli",
+            "-c",
+            str(config),
+            "serve",
+            "--processes",
+            "1",
+            "--no-scheduler",
+        ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

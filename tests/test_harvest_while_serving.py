@@ -145,7 +145,7 @@ class Site:
     def start_serving(self) -> None:
         log = open(self.config.parent / "serve.log", "w")  # noqa: SIM115 - the process's own
         self.serve = subprocess.Popen(
-            self.cli("serve", "--port", str(self.port), "--processes", "2"),
+            self.cli("serve", "--port", str(self.port), "--processes", "2", "--no-scheduler"),
             stdout=log,
             stderr=subprocess.STDOUT,
             text=True,

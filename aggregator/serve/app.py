@@ -39,7 +39,7 @@ from aggregator.serve.context import ServeContext
 from aggregator.serve.rdf_formats import HTML_CSP
 from aggregator.serve.sparql import Receive, Scope, Send
 from aggregator.serve.sparql_runner import Supervision
-from aggregator.serve.supervisor import Supervisor
+from aggregator.serve.supervisor import SchedulerProcess, Supervisor
 from aggregator.store.records import StoreNames
 
 
@@ -128,7 +128,21 @@ def create_app(
 
 
 def run_server(
-    store: StoreNames, settings: Settings, host: str, port: int, processes: int | None = None
+    store: StoreNames,
+    settings: Settings,
+    host: str,
+    port: int,
+    processes: int | None = None,
+    *,
+    scheduler: bool = False,
 ) -> None:
-    """Serve until SIGINT or SIGTERM: a supervisor and its serving processes."""
-    Supervisor(store, settings, host, port, processes=processes).serve_forever()
+    """Serve until SIGINT or SIGTERM: a supervisor and its serving processes, and with
+    ``scheduler`` the scheduler in a process of its own (:mod:`aggregator.schedule.service`),
+    which harvests (it becomes the store's writer while jobs run) and ends with ``serve``."""
+    supervisor = Supervisor(store, settings, host, port, processes=processes)
+    child = SchedulerProcess(settings) if scheduler else None
+    try:
+        supervisor.serve_forever()
+    finally:
+        if child is not None:
+            child.stop()

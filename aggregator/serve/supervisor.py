@@ -351,3 +351,33 @@ class Supervisor:
                         self._catch_up()
                     except (OSError, sqlite3.Error, StoreError) as err:
                         log.error("cannot bring the SPARQL snapshot up to the store: %s", err)
+
+
+class SchedulerProcess:
+    """The scheduler beside the serving processes (``serve`` without ``--no-scheduler``):
+    ``python -m aggregator.schedule.service CONFIG``, which gets SIGTERM when this process
+    ends however it ends, and cancels its running jobs before it exits."""
+
+    def __init__(self, settings: Settings) -> None:
+        if settings.config_path is None:
+            raise StoreError("the scheduler needs the configuration file it re-reads")
+        env = dict(os.environ)
+        root = str(Path(aggregator.__file__).resolve().parent.parent)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
+        level = logging.getLevelName(max(logging.getLogger().getEffectiveLevel(), logging.INFO))
+        self.proc = subprocess.Popen(  # noqa: S603 - our own module and configuration file
+            [sys.executable, "-m", "aggregator.schedule.service", str(settings.config_path), level],
+            env=env,
+        )
+        log.info("scheduler started (process %d)", self.proc.pid)
+
+    def stop(self, grace: float = 60.0) -> None:
+        if self.proc.poll() is None:
+            with contextlib.suppress(OSError):
+                self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            log.warning("the scheduler did not stop in %.0f s; killed", grace)
+            self.proc.kill()
+            self.proc.wait()

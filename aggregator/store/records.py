@@ -305,29 +305,32 @@ class RecordStore(StoreReads):
         """
         self._applier.check()
         db = self.db
-        db.begin()
-        try:
-            for sha, (data, media_type, packed) in (payloads or {}).items():
-                db.put_payload(data, media_type, sha=sha, packed=packed)
-            generation = db.next_generation() if writes else 0
-            ids = db.upsert(writes, generation)
-            close_rejections(db.conn, job.id, writes)
-            if dead_letters:
-                keep_dead_letters(db.conn, dead_letters, now_iso())
-            if versions:
-                put_versions(db.conn, job.source, versions)
-            db.mark_seen(job.source, seen, job.id)
-            job.flush(db)
-            db.commit()
-        except BaseException:
-            db.rollback()
-            raise
-        if writes:
-            contents = [
-                self._graph_content(w, rid, w.existed, w.ntriples, w.catalog_ntriples)
-                for w, rid in zip(writes, ids, strict=True)
-            ]
-            self._applier.submit(contents, ids, generation)
+        # jobs of several sources may write at once (the scheduler): the batch is committed
+        # and handed to the applier under one hold, so batches reach it in generation order
+        with db.serial:
+            db.begin()
+            try:
+                for sha, (data, media_type, packed) in (payloads or {}).items():
+                    db.put_payload(data, media_type, sha=sha, packed=packed)
+                generation = db.next_generation() if writes else 0
+                ids = db.upsert(writes, generation)
+                close_rejections(db.conn, job.id, writes)
+                if dead_letters:
+                    keep_dead_letters(db.conn, dead_letters, now_iso())
+                if versions:
+                    put_versions(db.conn, job.source, versions)
+                db.mark_seen(job.source, seen, job.id)
+                job.flush(db)
+                db.commit()
+            except BaseException:
+                db.rollback()
+                raise
+            if writes:
+                contents = [
+                    self._graph_content(w, rid, w.existed, w.ntriples, w.catalog_ntriples)
+                    for w, rid in zip(writes, ids, strict=True)
+                ]
+                self._applier.submit(contents, ids, generation)
 
     def mark_seen(self, job: JobLog, local_ids: Iterable[str]) -> None:
         """Note listed records that needed no write as seen by ``job`` (they are not

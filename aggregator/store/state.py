@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import sqlite3
+import threading
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -25,6 +26,7 @@ from typing import Any
 from aggregator.store.record_sets import SetIndex
 from aggregator.store.schema import SCHEMA
 
+_NO_SHARING = threading.RLock()  # the read-only connection: its own thread's lock only
 GENERATION = "generation"  # meta key: batches of graph changes committed so far
 ONE_OPEN_REJECTION = "one_open_rejection"  # meta key: rejections_open_record is built
 
@@ -112,8 +114,32 @@ class RecordWrite:
     nquads: bytes = b""  # dataset + catalogue facts as N-Quads in record_iri, prepared
 
 
+class SerialConnection(sqlite3.Connection):
+    """A connection several threads of the writer share (the scheduler runs jobs of several
+    sources at once): each statement runs under ``serial``, and :meth:`StateDB.begin` holds it
+    until the transaction ends, so one thread's statements never land inside another's
+    transaction."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.serial = threading.RLock()
+
+    def execute(self, sql: str, parameters: Any = (), /) -> sqlite3.Cursor:
+        with self.serial:
+            return super().execute(sql, parameters)
+
+    def executemany(self, sql: str, parameters: Iterable[Any], /) -> sqlite3.Cursor:
+        with self.serial:
+            return super().executemany(sql, parameters)
+
+    def executescript(self, sql_script: str, /) -> sqlite3.Cursor:
+        with self.serial:
+            return super().executescript(sql_script)
+
+
 class StateDB:
-    """Thin typed access to the SQLite file. One connection, used by the owning process."""
+    """Thin typed access to the SQLite file. One connection, used by the owning process
+    (by several of its threads in turn: :class:`SerialConnection`)."""
 
     def __init__(self, path: Path, *, read_only: bool = False) -> None:
         self.path = path
@@ -127,7 +153,9 @@ class StateDB:
                 self.conn.executescript(SCHEMA)
             self.sets = SetIndex(self.conn)
             return
-        self.conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        self.conn = sqlite3.connect(
+            path, isolation_level=None, check_same_thread=False, factory=SerialConnection
+        )
         self.conn.execute("PRAGMA synchronous = NORMAL")
         self.conn.execute("PRAGMA busy_timeout = 60000")
         self.conn.execute("PRAGMA cache_size = -32768")  # 32 MB: lookups stay off the disk
@@ -155,17 +183,34 @@ class StateDB:
         self.conn.close()
 
     # -- transactions -----------------------------------------------------------------------
+    @property
+    def serial(self) -> threading.RLock:
+        """Held by the thread in a transaction (a writer's jobs share the connection)."""
+        conn = self.conn
+        return conn.serial if isinstance(conn, SerialConnection) else _NO_SHARING
+
     def begin(self) -> None:
-        self.conn.execute("BEGIN IMMEDIATE")
+        self.serial.acquire()  # released by commit or rollback
+        try:
+            self.conn.execute("BEGIN IMMEDIATE")
+        except BaseException:
+            self.serial.release()
+            raise
 
     def commit(self) -> None:
+        """Commit; on an error the transaction stays open for the caller's :meth:`rollback`
+        (which releases ``serial``)."""
         self.sets.flush()  # the set sizes this transaction changed
         self.conn.execute("COMMIT")
+        self.serial.release()
 
     def rollback(self) -> None:
-        if self.conn.in_transaction:
-            self.conn.execute("ROLLBACK")
-        self.sets.discard()
+        try:
+            if self.conn.in_transaction:
+                self.conn.execute("ROLLBACK")
+            self.sets.discard()
+        finally:
+            self.serial.release()
 
     # -- records ----------------------------------------------------------------------------
     def records_by_local_id(self, source: str, local_ids: Iterable[str]) -> dict[str, RecordRow]:

@@ -1,0 +1,224 @@
+"""The scheduler's own SQLite file, ``<store>/schedule.sqlite3``.
+
+It is apart from the state database because it is written by processes that do not write the
+store: the CLI and the dashboard queue "harvest now" requests in it while ``serve`` runs, and
+the scheduler keeps each source's timing and circuit-breaker state in it whether or not it
+holds the store at that moment. WAL mode: the readers (``source list``, the dashboard) never
+wait for the scheduler.
+
+Tables:
+
+- ``sources``: per source, the next due time, the pending retry, consecutive failed jobs,
+  the circuit breaker (``closed``, ``open`` until ``breaker_until``, ``half-open`` while its
+  probe runs), the last job and since when the source has been failing;
+- ``runs``: every job the scheduler started, with why (scheduled, retry, probe, manual), the
+  process that ran it and how it ended (``running`` rows of a dead process are failed and
+  rescheduled at the next start);
+- ``requests``: "harvest now" (optionally full), taken by the scheduler in order.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from dataclasses import dataclass, fields
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+BOOK_FILE = "schedule.sqlite3"
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS sources (
+    source TEXT PRIMARY KEY,
+    due TEXT,
+    retry_at TEXT,
+    attempt INTEGER NOT NULL DEFAULT 0,
+    failures INTEGER NOT NULL DEFAULT 0,
+    breaker TEXT NOT NULL DEFAULT 'closed',
+    breaker_until TEXT,
+    last_full TEXT,
+    last_status TEXT,
+    last_job INTEGER,
+    last_end TEXT,
+    last_error TEXT,
+    failing_since TEXT
+);
+CREATE TABLE IF NOT EXISTS runs (
+    id INTEGER PRIMARY KEY,
+    source TEXT NOT NULL,
+    reason TEXT NOT NULL,
+    full INTEGER NOT NULL,
+    started TEXT NOT NULL,
+    ended TEXT,
+    status TEXT NOT NULL,
+    job_id INTEGER,
+    pid INTEGER NOT NULL,
+    message TEXT NOT NULL DEFAULT ''
+);
+CREATE INDEX IF NOT EXISTS runs_source ON runs (source, id);
+CREATE TABLE IF NOT EXISTS requests (
+    id INTEGER PRIMARY KEY,
+    source TEXT NOT NULL,
+    full INTEGER NOT NULL,
+    requested TEXT NOT NULL,
+    by TEXT NOT NULL DEFAULT '',
+    taken TEXT
+);
+"""
+
+
+def iso(t: datetime | None) -> str | None:
+    return None if t is None else t.astimezone(UTC).isoformat(timespec="seconds")
+
+
+def parse_iso(text: str | None) -> datetime | None:
+    return None if not text else datetime.fromisoformat(text).astimezone(UTC)
+
+
+@dataclass(slots=True)
+class SourceState:
+    source: str
+    due: datetime | None = None
+    retry_at: datetime | None = None
+    attempt: int = 0
+    failures: int = 0
+    breaker: str = "closed"
+    breaker_until: datetime | None = None
+    last_full: datetime | None = None
+    last_status: str | None = None
+    last_job: int | None = None
+    last_end: datetime | None = None
+    last_error: str | None = None
+    failing_since: datetime | None = None
+
+
+_TIMES = {"due", "retry_at", "breaker_until", "last_full", "last_end", "failing_since"}
+_COLUMNS = [f.name for f in fields(SourceState)]
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    id: int
+    source: str
+    full: bool
+    requested: datetime
+    by: str
+
+
+@dataclass(frozen=True, slots=True)
+class Run:
+    id: int
+    source: str
+    reason: str
+    full: bool
+    started: datetime
+    ended: datetime | None
+    status: str
+    job_id: int | None
+    pid: int
+    message: str
+
+
+class Book:
+    def __init__(self, store_path: Path) -> None:
+        store_path.mkdir(parents=True, exist_ok=True)
+        self.path = store_path / BOOK_FILE
+        self.conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        self.conn.execute("PRAGMA busy_timeout = 10000")
+        self.conn.execute("PRAGMA journal_mode = WAL")
+        self.conn.executescript(SCHEMA)
+
+    def close(self) -> None:
+        self.conn.close()
+
+    # -- per-source state -------------------------------------------------------------------
+    def state(self, source: str) -> SourceState | None:
+        row = self.conn.execute(
+            f"SELECT {', '.join(_COLUMNS)} FROM sources WHERE source = ?", (source,)
+        ).fetchone()
+        return None if row is None else _state(row)
+
+    def states(self) -> dict[str, SourceState]:
+        rows = self.conn.execute(f"SELECT {', '.join(_COLUMNS)} FROM sources").fetchall()
+        return {row[0]: _state(row) for row in rows}
+
+    def save(self, state: SourceState) -> None:
+        values = [iso(getattr(state, c)) if c in _TIMES else getattr(state, c) for c in _COLUMNS]
+        marks = ", ".join("?" * len(_COLUMNS))
+        self.conn.execute(
+            f"INSERT OR REPLACE INTO sources ({', '.join(_COLUMNS)}) VALUES ({marks})", values
+        )
+
+    # -- runs -------------------------------------------------------------------------------
+    def start_run(self, source: str, reason: str, full: bool, now: datetime) -> int:
+        cur = self.conn.execute(
+            "INSERT INTO runs (source, reason, full, started, status, pid)"
+            " VALUES (?, ?, ?, ?, 'running', ?) RETURNING id",
+            (source, reason, int(full), iso(now), os.getpid()),
+        )
+        return int(cur.fetchone()[0])
+
+    def end_run(
+        self, run_id: int, status: str, job_id: int | None, message: str, now: datetime
+    ) -> None:
+        self.conn.execute(
+            "UPDATE runs SET status = ?, job_id = ?, message = ?, ended = ? WHERE id = ?",
+            (status, job_id, message, iso(now), run_id),
+        )
+
+    def running(self) -> list[Run]:
+        return self._runs("WHERE status = 'running' ORDER BY id")
+
+    def runs(self, source: str | None = None, limit: int = 20) -> list[Run]:
+        if source is None:
+            return self._runs("ORDER BY id DESC LIMIT ?", (limit,))
+        return self._runs("WHERE source = ? ORDER BY id DESC LIMIT ?", (source, limit))
+
+    def _runs(self, where: str, params: tuple[Any, ...] = ()) -> list[Run]:
+        rows = self.conn.execute(
+            "SELECT id, source, reason, full, started, ended, status, job_id, pid, message"
+            f" FROM runs {where}",
+            params,
+        ).fetchall()
+        return [
+            Run(r[0], r[1], r[2], bool(r[3]), _req(parse_iso(r[4])), parse_iso(r[5]), *r[6:])
+            for r in rows
+        ]
+
+    # -- requests ---------------------------------------------------------------------------
+    def request(self, source: str, full: bool, by: str, now: datetime) -> int:
+        cur = self.conn.execute(
+            "INSERT INTO requests (source, full, requested, by) VALUES (?, ?, ?, ?) RETURNING id",
+            (source, int(full), iso(now), by),
+        )
+        return int(cur.fetchone()[0])
+
+    def pending_requests(self) -> list[Request]:
+        rows = self.conn.execute(
+            "SELECT id, source, full, requested, by FROM requests WHERE taken IS NULL ORDER BY id"
+        ).fetchall()
+        return [Request(r[0], r[1], bool(r[2]), _req(parse_iso(r[3])), r[4]) for r in rows]
+
+    def take_requests(self, source: str, now: datetime) -> list[Request]:
+        """Take every pending request of ``source`` (several clicks make one job)."""
+        pending = [r for r in self.pending_requests() if r.source == source]
+        if pending:
+            marks = ",".join("?" * len(pending))
+            self.conn.execute(
+                f"UPDATE requests SET taken = ? WHERE id IN ({marks})",
+                (iso(now), *(r.id for r in pending)),
+            )
+        return pending
+
+
+def _req(t: datetime | None) -> datetime:
+    assert t is not None  # a NOT NULL column
+    return t
+
+
+def _state(row: tuple[Any, ...]) -> SourceState:
+    values: dict[str, Any] = {
+        c: parse_iso(v) if c in _TIMES else v for c, v in zip(_COLUMNS, row, strict=True)
+    }
+    return SourceState(**values)

@@ -1,0 +1,127 @@
+"""Running the scheduler for real: jobs against the store, the configuration as it changes,
+one scheduler per store.
+
+- :class:`StoreJobs` runs a job with :func:`aggregator.pipeline.run_source`. It opens the
+  store (becoming its one writer) when a job starts and no other job holds it open, and closes
+  it when the last running job ends, so ``aggregator harvest`` and the other writing commands
+  work while the scheduler is idle; should one of them hold the store, the job is ``busy`` and
+  tried again later. All jobs share one :class:`~aggregator.http.HttpClient`: the per-host
+  limit (``[http] per_host_concurrency``) holds across the sources harvested at once.
+- :class:`ConfigFile` re-reads ``aggregator.toml`` when it changes (a source added, edited or
+  paused from the CLI or the dashboard); a broken edit is logged and the last good
+  configuration kept.
+- :class:`SchedulerLock`: ``<store>/scheduler.lock``, so ``serve`` and ``aggregator scheduler``
+  never both schedule one store.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import threading
+from pathlib import Path
+
+from aggregator.config import Settings, load_settings
+from aggregator.errors import ConfigError, StoreBusyError
+from aggregator.schedule.scheduler import JobResult
+from aggregator.store.records import RecordStore
+
+log = logging.getLogger(__name__)
+
+LOCK_FILE = "scheduler.lock"
+
+
+class StoreJobs:
+    """The scheduler's ``run_job``: one harvest job per call, the store open while any runs."""
+
+    def __init__(self, settings: Settings) -> None:
+        from aggregator.http import HttpClient
+
+        self.http = HttpClient(settings.http)
+        self._lock = threading.Lock()
+        self._store: RecordStore | None = None
+        self._users = 0
+
+    def _acquire(self, settings: Settings) -> RecordStore:
+        with self._lock:
+            if self._store is None:
+                self._store = RecordStore(settings.store_path, settings.base_iri)
+            self._users += 1
+            return self._store
+
+    def _release(self) -> None:
+        with self._lock:
+            self._users -= 1
+            if self._users == 0 and self._store is not None:
+                store, self._store = self._store, None
+                store.close()
+
+    def __call__(
+        self, settings: Settings, source: str, full: bool, cancel: threading.Event
+    ) -> JobResult:
+        from aggregator.pipeline import RunOptions, run_source
+
+        store = self._acquire(settings)  # StoreBusyError: the scheduler tries again later
+        try:
+            job = run_source(
+                settings, store, source, RunOptions(full=full, cancel=cancel), http=self.http
+            )
+        finally:
+            self._release()
+        return JobResult(job.status, job.id, job.message, not job.listing.get("incremental"))
+
+
+class ConfigFile:
+    """The settings, re-read from their file when it changes."""
+
+    def __init__(self, settings: Settings) -> None:
+        self._settings = settings
+        self.path = settings.config_path
+        self._stamp = self._stat()
+
+    def _stat(self) -> tuple[int, int] | None:
+        if self.path is None:
+            return None
+        try:
+            st = os.stat(self.path)
+        except OSError:
+            return None
+        return st.st_mtime_ns, st.st_size
+
+    def __call__(self) -> Settings:
+        stamp = self._stat()
+        if stamp is not None and stamp != self._stamp and self.path is not None:
+            self._stamp = stamp
+            try:
+                self._settings = load_settings(self.path)
+                log.info("configuration re-read from %s", self.path)
+            except ConfigError as err:
+                log.error("configuration not re-read (the last good one stays): %s", err.message)
+        return self._settings
+
+
+class SchedulerLock:
+    """One scheduler per store: an exclusive flock held for the scheduler's lifetime."""
+
+    def __init__(self, store_path: Path) -> None:
+        store_path.mkdir(parents=True, exist_ok=True)
+        path = store_path / LOCK_FILE
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 4096, 0).decode("utf-8", "replace").strip() or "another process"
+            os.close(fd)
+            raise StoreBusyError(
+                f"a scheduler already runs for the store at {store_path}: {holder}"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"process {os.getpid()}\n".encode(), 0)
+        self._fd = fd
+
+    def release(self) -> None:
+        if self._fd >= 0:
+            os.ftruncate(self._fd, 0)
+            os.close(self._fd)
+            self._fd = -1
