@@ -2,7 +2,7 @@
 
 Exit codes: 0 success; 1 a job failed or a file does not conform; 2 usage or configuration
 error; 3 a harvest ran but some records were rejected or errored; 4 a harvest was partial
-(truncated listing, mass-withdrawal brake).
+(truncated listing, mass-withdrawal brake); 130 a harvest was cancelled (Ctrl-C, SIGTERM).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import json
 import logging
 import os
 import sys
-import time
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -24,8 +24,7 @@ from aggregator.cli_records import record, records, rejected
 from aggregator.cli_schedule import schedule, scheduler
 from aggregator.cli_sources import orphan_line, orphans, source
 from aggregator.errors import AggregatorError, ConfigError
-from aggregator.harvest.base import Listing
-from aggregator.jobs.journal import JobLog
+from aggregator.unattended import Progress, cancel_on_interrupt, summary
 
 log = logging.getLogger("aggregator")
 
@@ -53,6 +52,9 @@ class _Group(click.Group):
 def main(ctx: click.Context, config: Path, log_level: str) -> None:
     """Harvest catalogues into DCAT-AP 3, validate, store and republish them."""
     logging.basicConfig(level=log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
+    if logging.getLogger().getEffectiveLevel() >= logging.WARNING:
+        # urllib3 warns of each retry in its own terms; the job's message says it in words
+        logging.getLogger("urllib3").setLevel(logging.ERROR)
     if ctx.get_parameter_source("config") is click.core.ParameterSource.COMMANDLINE:
         given = "-c"
     else:
@@ -95,39 +97,6 @@ def config_check(c: Ctx) -> None:
 
 
 # -- harvesting -----------------------------------------------------------------------------
-class _Progress:
-    """rich progress on a terminal, a plain line every few seconds otherwise."""
-
-    def __init__(self, source: str) -> None:
-        self.source = source
-        self.tty = sys.stderr.isatty()
-        self._last = 0.0
-        self._rich: Any = None
-        self._task: Any = None
-        if self.tty:
-            from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-
-            self._rich = Progress(
-                SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn()
-            )
-            self._rich.start()
-            self._task = self._rich.add_task(source)
-
-    def __call__(self, job: JobLog, listing: Listing) -> None:
-        counts = " ".join(f"{k}={v}" for k, v in sorted(job.counters.items()) if v)
-        total = f"/{listing.expected_total}" if listing.expected_total else ""
-        text = f"{self.source}: {listing.seen}{total} listed  {counts}"
-        if self._rich is not None:
-            self._rich.update(self._task, description=text)
-        elif time.monotonic() - self._last > 5:
-            self._last = time.monotonic()
-            click.echo(text, err=True)
-
-    def stop(self) -> None:
-        if self._rich is not None:
-            self._rich.stop()
-
-
 @main.command()
 @click.argument("sources", nargs=-1)
 @click.option("--all", "all_", is_flag=True, help="Harvest every enabled source.")
@@ -159,9 +128,17 @@ def harvest(
         raise click.UsageError("name one or more sources, or --all")
     http = HttpClient(s.http)
     done: list[JobRow] = []
-    with c.store() as store:
+    skipped: list[str] = []
+    cancel = threading.Event()
+    if logging.getLogger().getEffectiveLevel() >= logging.WARNING:
+        # the job line and the summary say what failed: not each event again on stderr
+        logging.getLogger("aggregator.events").setLevel(logging.ERROR)
+    with c.store() as store, cancel_on_interrupt(cancel):
         for name in names:
-            progress = _Progress(name)
+            if cancel.is_set():
+                skipped.append(name)
+                continue
+            progress = Progress(name)
             try:
                 job = run_source(
                     s,
@@ -172,13 +149,20 @@ def harvest(
                         force=force,
                         allow_mass_withdrawal=allow_mass_withdrawal,
                         progress=progress,
+                        cancel=cancel,
                     ),
                     http=http,
                 )
             finally:
                 progress.stop()
-            click.echo(job_line(job))
+            if len(names) > 1 and job.status != "succeeded":  # its reason: once, in the summary
+                click.echo(f"job {job.id} {job.source}: {job.status} (see the summary)")
+            else:
+                click.echo(job_line(job))
             done.append(job)
+    if len(names) > 1:
+        for line in summary(done, skipped):
+            click.echo(line)
     sys.exit(jobs_exit_code(done))
 
 

@@ -45,6 +45,7 @@ from aggregator.config import HttpSettings, SourceConfig
 from aggregator.errors import TooManyRedirectsError, TransportError
 from aggregator.http_guard import AddressGuard
 from aggregator.http_session import HostSlots, PoliteRetry, SafeAdapter, SourceSession
+from aggregator.http_words import in_words
 
 log = logging.getLogger(__name__)
 
@@ -172,9 +173,10 @@ class HttpSession:
             final = isinstance(inner.reason, urllib3.exceptions.SSLError)
             attempts = 1 if final else self.settings.retries + 1
             return TransportError(
-                f"{method} {url} failed after {attempts} attempt(s): {inner.reason}", url=url
+                f"{method} {url} failed after {attempts} attempt(s): {in_words(inner, url)}",
+                url=url,
             )
-        return TransportError(f"{method} {url} failed: {err}", url=url)
+        return TransportError(f"{method} {url} failed: {in_words(err, url)}", url=url)
 
     @contextmanager
     def _send(self, method: str, url: str, **kwargs: Any) -> Iterator[requests.Response]:
@@ -216,7 +218,9 @@ class HttpSession:
         except TransportError:
             raise
         except Exception as err:  # urllib3, OSError, http.client, ValueError (bad chunk size)
-            raise TransportError(f"reading {resp.url} failed: {err}", url=resp.url) from err
+            raise TransportError(
+                f"reading {resp.url} failed: {in_words(err, resp.url)}", url=resp.url
+            ) from err
 
     # -- public API -------------------------------------------------------------------------
     def request(

@@ -77,7 +77,10 @@ class AddressGuard:
         try:
             infos = socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM)
         except (socket.gaierror, UnicodeError) as err:
-            raise TransportError(f"cannot resolve {host}: {err}", url=url) from err
+            reason = getattr(err, "strerror", None) or str(err)
+            raise TransportError(
+                f"cannot resolve {host}: the host name could not be resolved ({reason})", url=url
+            ) from err
         return list(dict.fromkeys(str(info[4][0]) for info in infos))
 
     def check_ip(self, host: str, ip: str, url: str | None = None) -> None:

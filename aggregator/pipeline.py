@@ -16,6 +16,7 @@ from __future__ import annotations
 import gc
 import logging
 import multiprocessing
+import os
 import queue
 import threading
 from collections import deque
@@ -144,16 +145,16 @@ def relaxed_gc(threshold: int = 50_000) -> Iterator[None]:
         gc.unfreeze()
 
 
-def worker_signals() -> None:
+def worker_signals(harvest_pid: int) -> None:
     """In a mapping worker: Ctrl-C is for the harvest's own process, which cancels the job
-    and ends the workers (a terminal sends SIGINT to the whole process group); and end
-    with the parent (the forkserver, which ends with the harvest) even when it is killed."""
+    and ends the workers (a terminal sends SIGINT to the whole process group); and end with
+    the harvest's process even when it is killed (:mod:`aggregator.lifeline`)."""
     import signal
 
-    from aggregator.serve.sparql_sandbox import die_with_parent
+    from aggregator.lifeline import end_with
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    die_with_parent(signal.SIGKILL)
+    end_with(harvest_pid)
 
 
 def _chunks(records: Iterator[RawRecord], size: int) -> Iterator[list[RawRecord]]:
@@ -166,6 +167,8 @@ def _chunks(records: Iterator[RawRecord], size: int) -> Iterator[list[RawRecord]
             if len(chunk) >= size:
                 yield chunk
                 chunk = []
+    except GeneratorExit:  # the consumer stopped (a cancelled job): nothing more to hand on
+        raise
     except BaseException:
         if chunk:
             yield chunk
@@ -235,7 +238,12 @@ def _run_source(
         # listing) that a forked child must not inherit, nor its growing heap
         mp_ctx = multiprocessing.get_context("forkserver")
         executor = (
-            ProcessPoolExecutor(max_workers=workers, mp_context=mp_ctx, initializer=worker_signals)
+            ProcessPoolExecutor(
+                max_workers=workers,
+                mp_context=mp_ctx,
+                initializer=worker_signals,
+                initargs=(os.getpid(),),
+            )
             if workers > 0
             else _Inline()
         )
