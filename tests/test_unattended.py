@@ -106,7 +106,7 @@ def test_harvest_all_off_a_terminal_prints_lines_and_one_summary(tmp_path: Path)
     both = out.stdout + out.stderr
     assert "\x1b[" not in both and "\r" not in both  # no live progress off a terminal
     assert "Traceback" not in both
-    assert f"Z good: harvesting" in out.stderr  # timestamped progress lines instead
+    assert "Z good: harvesting" in out.stderr  # timestamped progress lines instead
     summary = out.stdout[out.stdout.index("summary:") :]
     assert "summary: 2 job(s): 1 succeeded, 1 failed" in summary
     assert "records: added=30" in summary
