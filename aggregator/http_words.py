@@ -43,10 +43,13 @@ def _chain(err: BaseException) -> Iterator[BaseException]:
 
 
 def host_of(url: str) -> str:
-    parts = urlsplit(url)
-    if parts.port is not None:
-        return f"{parts.hostname}:{parts.port}"
-    return parts.hostname or url
+    try:
+        parts = urlsplit(url)
+        if parts.port is not None:
+            return f"{parts.hostname}:{parts.port}"
+        return parts.hostname or url
+    except ValueError:  # not a parseable URL: say it as it is
+        return url
 
 
 def in_words(err: BaseException, url: str) -> str:
@@ -61,7 +64,7 @@ def in_words(err: BaseException, url: str) -> str:
         if isinstance(e, ssl.SSLCertVerificationError):
             return f"the TLS certificate of {host} could not be verified ({e.verify_message})"
         if isinstance(e, socket.gaierror):
-            return f"the host name {urlsplit(url).hostname} could not be resolved ({e.strerror})"
+            return f"the host name of {host} could not be resolved ({e.strerror})"
         if isinstance(e, RemoteDisconnected):
             return f"{host} closed the connection without answering"
         if isinstance(e, OSError) and e.errno in _ERRNO_WORDS:

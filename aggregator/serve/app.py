@@ -9,6 +9,7 @@ Each feature is a module exposing ``routes(ctx)``; this module only assembles th
 - ``/catalog``, ``/dataset/...``, ``/record/...``, ``/payload/...`` the DCAT catalogue with
   Hydra paging and dereferenceable IRIs (:mod:`aggregator.serve.catalog`);
 - ``/source/...``, ``/job/...`` provenance (:mod:`aggregator.serve.provenance`);
+- ``/metrics``  Prometheus figures (:mod:`aggregator.serve.metrics`);
 - ``/`` an overview page.
 
 :func:`run_server` (``aggregator serve``, the demo) runs the app in several serving processes
@@ -32,9 +33,10 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import HTMLResponse
 from starlette.routing import Route
+from starlette.types import Message
 
 from aggregator.config import Settings
-from aggregator.serve import catalog, oai, provenance, sparql
+from aggregator.serve import catalog, metrics, oai, provenance, sparql
 from aggregator.serve.context import ServeContext
 from aggregator.serve.rdf_formats import HTML_CSP
 from aggregator.serve.sparql import Receive, Scope, Send
@@ -57,7 +59,14 @@ class Aggregate:
         router or middleware, ~15 us less per query; the endpoint answers its own errors),
         everything else (and the lifespan) through Starlette."""
         if scope["type"] == "http" and scope["path"] == "/sparql":
-            await self.sparql(scope, receive, send)
+            sparql_counter = metrics.counters().sparql
+
+            async def counted(message: Message) -> None:
+                if message["type"] == "http.response.start":
+                    sparql_counter.labels(str(message["status"])).inc()
+                await send(message)
+
+            await self.sparql(scope, receive, counted)
         else:
             await self.app(scope, receive, send)
 
@@ -121,6 +130,7 @@ def create_app(
             *oai.routes(ctx),
             *catalog.routes(ctx),
             *provenance.routes(ctx),
+            *metrics.routes(ctx),
         ],
         lifespan=lifespan,
     )

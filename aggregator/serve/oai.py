@@ -40,6 +40,7 @@ from starlette.routing import BaseRoute, Route
 from aggregator.serve import oai_store as db
 from aggregator.serve import oai_xml as xml
 from aggregator.serve.context import ServeContext
+from aggregator.serve.metrics import counters as counted
 from aggregator.serve.oai_args import OaiError, bounds, check_args, parse_args, stamp
 from aggregator.serve.oai_formats import (
     FORMATS,
@@ -395,6 +396,33 @@ def _query(request: Request) -> bytes:
     return raw if isinstance(raw, bytes) else b""
 
 
+_VERB_NAMES = frozenset(
+    ("Identify", "ListMetadataFormats", "ListSets", "ListIdentifiers", "ListRecords", "GetRecord")
+)
+_ERROR_CODE = re.compile(rb'<error code="([A-Za-z]+)"')
+
+
+def _counting(body: Iterator[bytes], verb: str) -> Iterator[bytes]:
+    """Count the answer by verb and outcome: ``ok``, or the OAI error code. Either the
+    ``<error code=...>`` or the verb's element follows the envelope's head, in the first
+    chunks; only those are looked at."""
+    head = b""
+    outcome: str | None = None
+    for chunk in body:
+        if outcome is None and len(head) < 16384:
+            head += chunk[:16384]
+            m = _ERROR_CODE.search(head)
+            if m is not None:
+                outcome = m.group(1).decode()
+            elif f"<{verb}".encode() in head:
+                outcome = "ok"
+            if outcome is not None:
+                counted().oai.labels(verb, outcome).inc()
+        yield chunk
+    if outcome is None:
+        counted().oai.labels(verb, "ok").inc()
+
+
 async def _read_body(request: Request) -> bytes:
     data = bytearray()
     async for part in request.stream():
@@ -422,8 +450,13 @@ def routes(ctx: ServeContext) -> list[BaseRoute]:
             raw = await _read_body(request) if request.method == "POST" else _query(request)
             args = parse_args(raw)
         except OaiError as err:
+            counted().oai.labels("invalid", err.code).inc()
             return StreamingResponse(_chunks(provider.error(err)), media_type="text/xml")
         body, headers = await run_in_threadpool(answer, args)
-        return StreamingResponse(_chunks(body), media_type="text/xml", headers=headers)
+        verbs = args.get("verb", [])
+        verb = verbs[0] if len(verbs) == 1 and verbs[0] in _VERB_NAMES else "invalid"
+        return StreamingResponse(
+            _chunks(_counting(body, verb)), media_type="text/xml", headers=headers
+        )
 
     return [Route("/oai", oai, methods=["GET", "POST"])]

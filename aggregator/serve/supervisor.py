@@ -28,11 +28,13 @@ import logging
 import os
 import pickle
 import select
+import shutil
 import signal
 import socket
 import sqlite3
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
@@ -125,6 +127,8 @@ class Supervisor:
         self._ensure_snapshot()
         self.oai_key = load_key(store, settings.serve.oai_token_key_env)
         self.board = AcceptBoard.create(self.processes)
+        # request counters of the serving processes, summed by /metrics (serve/metrics.py)
+        self.metrics_dir = Path(tempfile.mkdtemp(prefix="aggregator-metrics-"))
         self.acceptors = acceptors_for(self.processes)
         self.workers: list[ServingProcess] = []
         self.restarts = 0
@@ -217,6 +221,7 @@ class Supervisor:
         self.shelf.collect()
         self.sock.close()
         self.board.close()
+        shutil.rmtree(self.metrics_dir, ignore_errors=True)
 
     def serve_forever(self) -> None:
         """Start, then run until SIGINT or SIGTERM (call from the main thread)."""
@@ -269,6 +274,7 @@ class Supervisor:
         env = dict(os.environ)
         root = str(Path(aggregator.__file__).resolve().parent.parent)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
+        env["PROMETHEUS_MULTIPROC_DIR"] = str(self.metrics_dir)
         try:
             proc = subprocess.Popen(
                 [sys.executable, "-m", "aggregator.serve.worker"],
