@@ -191,6 +191,8 @@ class SourceConfig:
     schedule: str = "daily"  # manual, hourly, daily, weekly, monthly or a cron expression
     blackout: tuple[str, ...] = ()  # periods not to harvest in (aggregator.schedule.timing)
     full_every: str = ""  # full re-harvest frequency ("": [schedule] full_every; "never")
+    notify: str = "on-error"  # never | on-error | always | on-error-or-change (notify/policy.py)
+    notify_digest: bool = False  # one mail per day instead of one per event
     validation: tuple[ValidationStep, ...] = (ValidationStep("shacl"),)
     lenient: bool = False  # store records that fail validation, with their findings
     enabled: bool = True
@@ -410,6 +412,13 @@ def parse_source(
         raise ConfigError(f"[{where}]: full_every must be a frequency or 'never'")
     if full_every and full_every != "never":
         parse_frequency(full_every, f"{where}.full_every")
+    from aggregator.notify.policy import POLICIES
+
+    notify = table.get("notify", "on-error")
+    if notify not in POLICIES:
+        raise ConfigError(f"[{where}]: notify must be one of {', '.join(POLICIES)}")
+    if not isinstance(table.get("notify_digest", False), bool):
+        raise ConfigError(f"[{where}]: notify_digest must be true or false")
     env = os.environ if environ is None else environ
     secrets: dict[str, Secret] = {}
     raw_secrets = table.get("secrets", {})
@@ -434,6 +443,8 @@ def parse_source(
         schedule=str(schedule),
         blackout=tuple(blackout),
         full_every=full_every,
+        notify=notify,
+        notify_digest=bool(table.get("notify_digest", False)),
         validation=chain,
         lenient=bool(table.get("lenient", False)),
         enabled=bool(table.get("enabled", True)),

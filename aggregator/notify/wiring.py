@@ -13,6 +13,7 @@ from aggregator.notify.settings import Condition
 
 if TYPE_CHECKING:
     from aggregator.config import Settings
+    from aggregator.notify.policy import Digest
 
 STATE_FILE = "notify-state.json"
 
@@ -38,9 +39,30 @@ def attach(settings: Settings, bus: EventBus, *, clock: Clock = utc_now) -> Noti
         translator = getattr(cls, "notify_translator", None)
         if translator is not None:
             translators.append(translator(settings, source))
+    # the sources' notification policies (notify/policy.py): rules, changes, digests
+    from aggregator.notify.policy import DIGEST_FILE, Digest, change_notices, policy_rules
+
+    notify = replace(notify, rules=(*notify.rules, *policy_rules(settings)))
+    translators.append(change_notices)
     notifier = Notifier(notify, clock=clock, conditions=conditions, translators=translators)
     notifier.attach(bus)
+    digest = Digest(settings, notify, settings.store_path / DIGEST_FILE)
+    for old in [d for d in _digests if d[0] is bus]:  # a re-read configuration replaces it
+        old[2]()
+        _digests.remove(old)
+    if digest.kinds:
+        _digests.append((bus, digest, bus.subscribe(digest.handle)))
+        digest.flush(clock())  # the days that ended since the last process flushed
     return notifier
+
+
+_digests: list[tuple[EventBus, Digest, Callable[[], None]]] = []
+
+
+def flush_digests(clock: Clock = utc_now) -> int:
+    """Send the policy digests of the days that ended (the scheduler calls this at each
+    tick); return the mails sent."""
+    return sum(d.flush(clock()) for _, d, _ in _digests)
 
 
 _attached: list[tuple[int, Notifier, Callable[[], None]]] = []
@@ -70,7 +92,12 @@ def _configured(settings: Settings) -> bool:
     from aggregator.plugins import harvesters
 
     n = settings.notify
-    return bool(n.rules or n.conditions) or any(
-        s.type in harvesters and hasattr(harvesters.get(s.type), "notify_conditions")
-        for s in settings.sources.values()
+    policies = n.smtp is not None and any(s.notify != "never" for s in settings.sources.values())
+    return (
+        bool(n.rules or n.conditions)
+        or policies
+        or any(
+            s.type in harvesters and hasattr(harvesters.get(s.type), "notify_conditions")
+            for s in settings.sources.values()
+        )
     )

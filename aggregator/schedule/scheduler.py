@@ -133,12 +133,20 @@ class Scheduler:
         return s if isinstance(s, Settings) else s()
 
     # -- the loop -----------------------------------------------------------------------------
-    def run_forever(self, stop: threading.Event, interval: float = 1.0) -> None:
-        """Tick until ``stop`` is set, then cancel the running jobs and wait for them."""
+    def run_forever(
+        self,
+        stop: threading.Event,
+        interval: float = 1.0,
+        each_tick: Callable[[Settings], None] | None = None,
+    ) -> None:
+        """Tick until ``stop`` is set, then cancel the running jobs and wait for them;
+        ``each_tick`` runs after every tick (the notifier's escalations and digests)."""
         self.recover()
         while not stop.is_set():
             try:
                 self.tick()
+                if each_tick is not None:
+                    each_tick(self.settings)
             except AggregatorError as err:  # a broken configuration reloaded: keep running
                 log.error("scheduler: %s", err.message)
             stop.wait(interval)

@@ -29,10 +29,22 @@ def run_scheduler(settings: Settings, stop: threading.Event, interval: float = 1
     try:
         scheduler = Scheduler(ConfigFile(settings), book, StoreJobs(settings))
         log.info("scheduler running for %s", settings.store_path)
-        scheduler.run_forever(stop, interval)
+        scheduler.run_forever(stop, interval, each_tick=notify_tick)
     finally:
         book.close()
         lock.release()
+
+
+def notify_tick(settings: Settings) -> None:
+    """The notifier of the (possibly re-read) configuration hears the jobs' events on the
+    process's bus; escalate lasting conditions, mail the digests of ended days."""
+    from aggregator.notify import attach_default
+    from aggregator.notify.wiring import flush_digests
+
+    notifier = attach_default(settings)
+    if notifier is not None:
+        notifier.tick()
+        flush_digests()
 
 
 def serve_signals(stop: threading.Event) -> None:
