@@ -92,7 +92,8 @@ def _error(
     request: Request, err: AggregatorError, extra: Mapping[str, str] | None = None
 ) -> Response:
     wants_html = choose(request.headers.get("accept"), None, None, ALL_FORMATS, TURTLE)
-    headers = dict(extra or {})
+    # HTML or plain text by Accept: a negotiated answer, 406 included
+    headers = {"Vary": "Accept", **(extra or {})}
     if isinstance(wants_html, Choice) and wants_html.fmt is HTML:
         body = pages.error_page(err.http_status, err.message)
         return Response(body, err.http_status, headers, media_type=HTML.content_type)

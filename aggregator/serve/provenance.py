@@ -41,7 +41,8 @@ def _respond(request: Request, triples: list[Triple], title: str) -> Response:
     try:
         choice = select(request, None, FORMATS)
     except (BadRequestError, NotAcceptableError) as err:
-        return PlainTextResponse(err.message, status_code=err.http_status)
+        vary = {"Vary": "Accept"} if isinstance(err, NotAcceptableError) else {}
+        return PlainTextResponse(err.message, status_code=err.http_status, headers=vary)
     headers = {"Vary": "Accept"} if choice.negotiated else {}
     if choice.fmt is HTML:
         rows = "".join(

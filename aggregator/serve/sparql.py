@@ -372,7 +372,9 @@ def _negotiated(accept: str | None) -> tuple[str | None, str | None]:
 
 def _not_acceptable(offers: dict[str, Any] | Any, reason: str = "") -> SparqlError:
     listed = ", ".join(offers)
-    return SparqlError(406, f"{reason + '; ' if reason else ''}available: {listed}")
+    return SparqlError(
+        406, f"{reason + '; ' if reason else ''}available: {listed}", (("vary", "Accept"),)
+    )
 
 
 def _params(raw: bytes) -> list[tuple[str, str]]:
