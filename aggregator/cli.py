@@ -47,11 +47,22 @@ class _Group(click.Group):
     help="Configuration file.",
 )
 @click.option("--log-level", default="WARNING", show_default=True, help="Python log level.")
+@click.option(
+    "--log-format",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help="json: one JSON object per line, with job, source, record and stage where known.",
+)
 @click.version_option(package_name="ld-aggregator")
 @click.pass_context
-def main(ctx: click.Context, config: Path, log_level: str) -> None:
+def main(ctx: click.Context, config: Path, log_level: str, log_format: str) -> None:
     """Harvest catalogues into DCAT-AP 3, validate, store and republish them."""
     logging.basicConfig(level=log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
+    if log_format == "json":
+        from aggregator.logjson import use_json_logs
+
+        use_json_logs(log_level)
     if logging.getLogger().getEffectiveLevel() >= logging.WARNING:
         # urllib3 warns of each retry in its own terms; the job's message says it in words
         logging.getLogger("urllib3").setLevel(logging.ERROR)

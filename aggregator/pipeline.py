@@ -13,6 +13,7 @@ the mass-withdrawal brake holds.
 
 from __future__ import annotations
 
+import contextvars
 import gc
 import logging
 import multiprocessing
@@ -33,6 +34,7 @@ from aggregator.http import HttpClient, HttpSession
 from aggregator.jobs.events import EventBus, JobStarted, default_bus, emit_closing, rejections
 from aggregator.jobs.journal import Heartbeat, JobLog, JobRow
 from aggregator.lifecycle import BatchWriter, UpToDate
+from aggregator.logjson import in_job, job_context
 from aggregator.mapping.base import MappingContext
 from aggregator.models import JobStatus, Outcome, RawRecord
 from aggregator.plugins import harvesters
@@ -72,7 +74,11 @@ class _Prefetch:
         self._it = it
         self._q: queue.Queue[Any] = queue.Queue(maxsize=size)
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="harvest-listing", daemon=True)
+        # in the job's context: its log lines name the job and source (aggregator/logjson.py)
+        context = contextvars.copy_context()
+        self._thread = threading.Thread(
+            target=context.run, args=(self._run,), name="harvest-listing", daemon=True
+        )
         self._thread.start()
 
     def _put(self, item: Any) -> bool:
@@ -193,7 +199,8 @@ def run_source(
     process-wide bus, whose default subscriber is the log.
     """
     bus = events or default_bus()
-    with relaxed_gc():
+    name = source if isinstance(source, str) else source.name
+    with relaxed_gc(), in_job(source=name):
         return _run_source(
             settings, store, source, options, http=http, executor=executor, events=bus
         )
@@ -214,6 +221,7 @@ def _run_source(
     http = http or HttpClient(settings.http)
     previous = store.jobs.recent(src.name, limit=1)
     job = store.jobs.start(src.name, opts.full)
+    job_context.set({**job_context.get(), "job": job.id})  # reset by run_source's in_job
     events.emit(JobStarted(source=src.name, job_id=job.id, url=src.url, full=opts.full))
     checkpoint = None if opts.full or opts.lister else store.checkpoint(src.name)
     listing = Listing(incremental=checkpoint is not None or opts.lister is not None)

@@ -154,10 +154,15 @@ class EventBus:
 
 
 def log_event(event: HarvestEvent) -> None:
-    """The default subscriber: one log line per event (rejections at debug level)."""
+    """The default subscriber: one log line per event (rejections at debug level), with the
+    job, source, and for a rejection the record and stage, as fields of the log record (the
+    JSON log format shows them: :mod:`aggregator.logjson`)."""
+    extra: dict[str, object] = {"job": event.job_id, "source": event.source}
+    if isinstance(event, RecordRejected):
+        extra.update(record=event.local_id, stage=event.step)
     match event:
         case JobStarted():
-            log.info("job %s (%s) started: %s", event.job_id, event.source, event.url)
+            log.info("job %s (%s) started: %s", event.job_id, event.source, event.url, extra=extra)
         case RecordRejected():
             log.debug(
                 "job %s (%s): %s rejected at %s: %s",
@@ -166,22 +171,32 @@ def log_event(event: HarvestEvent) -> None:
                 event.local_id,
                 event.step,
                 event.message,
+                extra=extra,
             )
         case SourceUnreachable():
             log.warning(
-                "job %s (%s): source unreachable: %s", event.job_id, event.source, event.message
+                "job %s (%s): source unreachable: %s",
+                event.job_id,
+                event.source,
+                event.message,
+                extra=extra,
             )
         case JobFailed():
-            log.warning("job %s (%s) failed: %s", event.job_id, event.source, event.message)
+            log.warning(
+                "job %s (%s) failed: %s", event.job_id, event.source, event.message, extra=extra
+            )
         case JobRecovered():
             log.info(
                 "job %s (%s) succeeded after job %s had failed",
                 event.job_id,
                 event.source,
                 event.failed_job_id,
+                extra=extra,
             )
         case JobFinished():
-            log.info("job %s (%s) finished: %s", event.job_id, event.source, event.status)
+            log.info(
+                "job %s (%s) finished: %s", event.job_id, event.source, event.status, extra=extra
+            )
 
 
 def rejections(bus: EventBus, source: str, job_id: int) -> Callable[[str, Sequence[Finding]], None]:
