@@ -128,3 +128,8 @@ def test_ckan_harvest_benchmark(tmp_path: Path) -> None:
     figures = last_json(out)
     assert figures["first"]["counters"] == {"added": 300}  # type: ignore[index]
     assert figures["unchanged"]["counters"] == {"skipped": 300}  # type: ignore[index]
+
+
+def test_schedule_tick_benchmark() -> None:
+    figures = last_json(run("schedule_tick.py", "--sources", "30", "--ticks", "3"))
+    assert figures["sources"] == 30 and float(figures["tick ms"]) > 0  # type: ignore[arg-type]

@@ -143,12 +143,22 @@ class Book:
         rows = self.conn.execute(f"SELECT {', '.join(_COLUMNS)} FROM sources").fetchall()
         return {row[0]: _state(row) for row in rows}
 
-    def save(self, state: SourceState) -> None:
-        values = [iso(getattr(state, c)) if c in _TIMES else getattr(state, c) for c in _COLUMNS]
+    def save(self, *states: SourceState) -> None:
+        """Write these states, in one transaction."""
+        rows = [
+            [iso(getattr(st, c)) if c in _TIMES else getattr(st, c) for c in _COLUMNS]
+            for st in states
+        ]
         marks = ", ".join("?" * len(_COLUMNS))
-        self.conn.execute(
-            f"INSERT OR REPLACE INTO sources ({', '.join(_COLUMNS)}) VALUES ({marks})", values
-        )
+        self.conn.execute("BEGIN IMMEDIATE")
+        try:
+            self.conn.executemany(
+                f"INSERT OR REPLACE INTO sources ({', '.join(_COLUMNS)}) VALUES ({marks})", rows
+            )
+            self.conn.execute("COMMIT")
+        except BaseException:
+            self.conn.execute("ROLLBACK")
+            raise
 
     # -- runs -------------------------------------------------------------------------------
     def start_run(self, source: str, reason: str, full: bool, now: datetime) -> int:

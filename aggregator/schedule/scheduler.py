@@ -126,6 +126,8 @@ class Scheduler:
         first = self.settings
         self._pool = ThreadPoolExecutor(first.schedule.parallel, thread_name_prefix="job")
         self._parallel = first.schedule.parallel
+        self._timings: tuple[Settings | None, dict[str, Timing]] = (None, {})
+        self._not_before: dict[tuple[str, bool], tuple[Settings, datetime]] = {}
 
     @property
     def settings(self) -> Settings:
@@ -177,11 +179,17 @@ class Scheduler:
                 log.warning("harvest request for %r ignored: no such source", req.source)
                 continue
             requests.setdefault(req.source, []).append(req)
+        unseen = [
+            self._new_state(src, now) for n, src in settings.sources.items() if n not in states
+        ]
+        if unseen:
+            self.book.save(*unseen)
+            states.update((st.source, st) for st in unseen)
         due: list[tuple[int, datetime, str, str, bool]] = []
         for name, src in settings.sources.items():
             if name in self.running:
                 continue
-            state = states.get(name) or self._new_state(src, now)
+            state = states[name]
             decision = self._decide(settings, src, state, now, requests.get(name, []))
             if decision is not None:
                 reason, full = decision
@@ -223,9 +231,7 @@ class Scheduler:
     def _new_state(self, src: SourceConfig, now: datetime) -> SourceState:
         """A source the scheduler has not seen: due at once (at the next allowed moment)."""
         manual = parse_frequency(src.schedule).manual
-        state = SourceState(src.name, due=None if manual else now)
-        self.book.save(state)
-        return state
+        return SourceState(src.name, due=None if manual else now)
 
     def _decide(
         self,
@@ -235,8 +241,8 @@ class Scheduler:
         now: datetime,
         requests: list[Request],
     ) -> tuple[str, bool] | None:
-        full = needs_full(settings, src, state, now)
         if requests:
+            full = needs_full(settings, src, state, now)
             return "manual", full or any(r.full for r in requests)
         if not src.enabled:
             return None
@@ -244,16 +250,45 @@ class Scheduler:
         if state.due is None and not freq.manual:  # was manual until the configuration changed
             state.due = now
             self.book.save(state)
-        allowed = timing_of(settings, src).allowed(now, windowed=freq.windowed)
         if state.breaker == "open":
             if state.breaker_until is not None and now < state.breaker_until:
                 return None
-            return ("probe", full) if allowed else None
-        if state.due is not None and state.due <= now and allowed:
-            return "scheduled", full
-        if state.retry_at is not None and state.retry_at <= now and allowed:
-            return "retry", full
-        return None
+            reason = "probe"
+        elif state.due is not None and state.due <= now:
+            reason = "scheduled"
+        elif state.retry_at is not None and state.retry_at <= now:
+            reason = "retry"
+        else:
+            return None  # the usual case, decided without the timing
+        if not self._allowed(settings, src, now, freq.windowed):
+            return None
+        return reason, needs_full(settings, src, state, now)
+
+    def _allowed(
+        self, settings: Settings, src: SourceConfig, now: datetime, windowed: bool
+    ) -> bool:
+        """Whether ``now`` is inside the window (if ``windowed``) and outside the blackouts;
+        the next allowed moment is remembered, so a source due while the window is closed
+        costs one comparison per tick until then."""
+        timing = self._timing(settings, src)
+        key = (src.name, windowed)
+        later = self._not_before.get(key)
+        if later is not None and later[0] is settings and now < later[1]:
+            return False
+        nxt = timing.next_allowed(now, windowed=windowed)
+        if nxt == now:
+            return True
+        self._not_before[key] = (settings, nxt or now + timedelta(days=1))
+        return False
+
+    def _timing(self, settings: Settings, src: SourceConfig) -> Timing:
+        """The source's window and blackouts, parsed once per configuration."""
+        if self._timings[0] is not settings:
+            self._timings = (settings, {})
+        found = self._timings[1].get(src.name)
+        if found is None:
+            found = self._timings[1][src.name] = timing_of(settings, src)
+        return found
 
     def _start(
         self, settings: Settings, src: SourceConfig, reason: str, full: bool, now: datetime

@@ -17,6 +17,7 @@ Times are read in the configured time zone (``[schedule] timezone``, UTC by defa
 from __future__ import annotations
 
 import calendar
+import functools
 import re
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta, tzinfo
@@ -73,7 +74,9 @@ class Frequency:
         return nxt
 
 
+@functools.lru_cache(maxsize=1024)
 def parse_frequency(text: str, where: str = "schedule") -> Frequency:
+    """The frequency ``text`` names (cached: the scheduler asks every second)."""
     value = text.strip()
     if value in NAMED:
         return Frequency(value)
