@@ -226,6 +226,11 @@ def test_scheduler_killed_mid_job_fails_it_and_retries_after_restart(tmp_path: P
         )
         [state] = json.loads(out.stdout)
         assert state["last_status"] == "succeeded" and state["failures"] == 0
+        listed = subprocess.run(
+            _cli(config, "source", "list"), capture_output=True, text=True, check=True
+        ).stdout
+        assert "schedule: manual; last job 2 succeeded at" in listed, listed
+        assert "no run scheduled" in listed
         settings = load_settings(config)
         with RecordStore(settings.store_path, settings.base_iri) as rs:
             assert rs.db.counts_by_status("portal") == {"active": 400}
