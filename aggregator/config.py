@@ -191,7 +191,7 @@ class SourceConfig:
     schedule: str = "daily"  # manual, hourly, daily, weekly, monthly or a cron expression
     blackout: tuple[str, ...] = ()  # periods not to harvest in (aggregator.schedule.timing)
     full_every: str = ""  # full re-harvest frequency ("": [schedule] full_every; "never")
-    notify: str = "on-error"  # never | on-error | always | on-error-or-change (notify/policy.py)
+    notify: str = "never"  # never | on-error | always | on-error-or-change (notify/policy.py)
     notify_digest: bool = False  # one mail per day instead of one per event
     validation: tuple[ValidationStep, ...] = (ValidationStep("shacl"),)
     lenient: bool = False  # store records that fail validation, with their findings
@@ -414,7 +414,7 @@ def parse_source(
         parse_frequency(full_every, f"{where}.full_every")
     from aggregator.notify.policy import POLICIES
 
-    notify = table.get("notify", "on-error")
+    notify = table.get("notify", "never")
     if notify not in POLICIES:
         raise ConfigError(f"[{where}]: notify must be one of {', '.join(POLICIES)}")
     if not isinstance(table.get("notify_digest", False), bool):

@@ -4,7 +4,7 @@ Each source says when its contacts (``[notify.sites.NAME]``) and the operators
 (``[notify] admin_email``) hear of its jobs, by e-mail (and, as always, the log)::
 
     [sources.portal]
-    notify = "on-error"            # never | on-error (default) | always | on-error-or-change
+    notify = "on-error"            # never (default) | on-error | always | on-error-or-change
     notify_digest = false          # true: one mail per source per day instead of one per event
 
 - ``on-error``: a failed job (``JobFailed``), and the recovery when a job succeeds again
@@ -15,7 +15,8 @@ Each source says when its contacts (``[notify.sites.NAME]``) and the operators
 
 :func:`policy_rules` turns the policies into :class:`~aggregator.notify.settings.Rule` s the
 notifier runs like configured ones; :func:`change_notices` is the translator deriving
-``SOURCE_CHANGED``. A digest source's events go to :class:`Digest` instead, which keeps them
+``SOURCE_CHANGED`` (:func:`change_translator`: only for the sources whose policy names it). A
+digest source's events go to :class:`Digest` instead, which keeps them
 in ``<store>/notify-digest.json`` (so a short CLI harvest's events wait for the next process)
 and sends one mail per source and day once the day is over (:meth:`Digest.flush`, called when
 the notifier is attached and at every scheduler tick).
@@ -27,7 +28,7 @@ import json
 import logging
 import os
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -61,6 +62,17 @@ def policy_rules(settings: Settings) -> tuple[Rule, ...]:
         for name, src in settings.sources.items()
         if POLICIES[src.notify] and not src.notify_digest
     )
+
+
+def change_translator(settings: Settings) -> Callable[[HarvestEvent], Sequence[HarvestEvent]]:
+    """The translator deriving ``SOURCE_CHANGED`` for the sources whose policy asks for it
+    (no other source's jobs emit it)."""
+    wanted = {n for n, s in settings.sources.items() if "SOURCE_CHANGED" in POLICIES[s.notify]}
+
+    def translate(event: HarvestEvent) -> Sequence[HarvestEvent]:
+        return change_notices(event) if event.source in wanted else ()
+
+    return translate
 
 
 def change_notices(event: HarvestEvent) -> Sequence[HarvestEvent]:

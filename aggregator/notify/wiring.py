@@ -40,10 +40,10 @@ def attach(settings: Settings, bus: EventBus, *, clock: Clock = utc_now) -> Noti
         if translator is not None:
             translators.append(translator(settings, source))
     # the sources' notification policies (notify/policy.py): rules, changes, digests
-    from aggregator.notify.policy import DIGEST_FILE, Digest, change_notices, policy_rules
+    from aggregator.notify.policy import DIGEST_FILE, Digest, change_translator, policy_rules
 
     notify = replace(notify, rules=(*notify.rules, *policy_rules(settings)))
-    translators.append(change_notices)
+    translators.append(change_translator(settings))
     notifier = Notifier(notify, clock=clock, conditions=conditions, translators=translators)
     notifier.attach(bus)
     digest = Digest(settings, notify, settings.store_path / DIGEST_FILE)
