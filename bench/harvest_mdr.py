@@ -117,6 +117,9 @@ def main() -> None:
                 "notes": first.listing.get("notes"),
             }
             print(f"first replication: {added} pages in {took:.1f} s = {added / took:.0f} pages/s")
+            # the new pages are stamped a second before they are published: wait until that
+            # falls after the first run's window end, or a fast first run would hide them
+            time.sleep(1.1)
             commands.put(("publish", args.new))
             _, published = port_q.get(timeout=600)
             began = time.perf_counter()
