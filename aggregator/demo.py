@@ -23,7 +23,8 @@ from aggregator.peers.ckan import CkanPeer, MemoryCatalogue
 from aggregator.peers.ckan_data import load_bundled_packages
 from aggregator.peers.csw import CswPeer
 from aggregator.peers.gemini_samples import bundled_gemini_records
-from aggregator.peers.mdr import MdrService, iso, load_sample_pages
+from aggregator.peers.mdr import MdrService
+from aggregator.peers.mdr_pages import iso, load_sample_pages
 from aggregator.peers.metashare import bundled_node
 from aggregator.peers.oaipmh import OaiPmhPeer
 from aggregator.peers.oaipmh_items import MemoryItems, OaiItem

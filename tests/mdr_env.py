@@ -20,7 +20,8 @@ from aggregator.http import HttpClient
 from aggregator.jobs.events import EventBus, HarvestEvent
 from aggregator.jobs.journal import JobRow
 from aggregator.notify import Notifier, attach, parse_notify
-from aggregator.peers.mdr import MdrPage, MdrService
+from aggregator.peers.mdr import MdrService
+from aggregator.peers.mdr_pages import MdrPage
 from aggregator.peers.server import PeerServer
 from aggregator.peers.smtp import SmtpPeer
 from aggregator.pipeline import run_source

@@ -14,7 +14,7 @@ from mdr_env import PASSWORD, T0, USER, Clock, MdrBench
 from aggregator.config import Secret
 from aggregator.harvest.mdr import MdrHarvester
 from aggregator.harvest.mdr_client import MdrClient, MdrFault
-from aggregator.peers.mdr import MdrPage, generate_page, iso, load_sample_pages
+from aggregator.peers.mdr_pages import MdrPage, generate_page, iso, load_sample_pages
 from aggregator.peers.smtp import SmtpPeer
 
 INVALID = "https://portal.example.gov.in/transport/driving-licence.html"  # language "xyz"

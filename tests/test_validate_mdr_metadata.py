@@ -12,7 +12,8 @@ from lxml import etree
 from aggregator.errors import ConfigError
 from aggregator.models import RawRecord
 from aggregator.payload import ParsedPayload
-from aggregator.peers.mdr import MdrPage, load_sample_pages, page_element
+from aggregator.peers.mdr import page_element
+from aggregator.peers.mdr_pages import MdrPage, load_sample_pages
 from aggregator.validate.mdr_metadata import MdrMetadataValidator
 
 

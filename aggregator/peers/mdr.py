@@ -20,17 +20,16 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import json
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from importlib import resources
 from typing import Any
 
 from lxml import etree
 
 from aggregator.errors import AggregatorError
+from aggregator.peers.mdr_pages import MdrPage, iso, parse_time
 from aggregator.peers.server import respond
 from aggregator.resources import bundled
 from aggregator.xml import parse_xml
@@ -83,28 +82,6 @@ DATA_OPERATIONS = (
 )
 
 
-def iso(t: datetime) -> str:
-    return t.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def parse_time(text: str) -> datetime:
-    value = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
-    return value if value.tzinfo else value.replace(tzinfo=UTC)
-
-
-@dataclass(slots=True)
-class MdrPage:
-    """One web page of the portal and its publishing events."""
-
-    identifier: str
-    metadata: dict[str, Any]  # MetadataVO fields; relation and subjectClasification lists
-    published: datetime
-    modified: datetime | None = None
-    exited: datetime | None = None
-    #: attributes the service's own validation flags (sent as mdValidationErrVO)
-    service_errors: tuple[str, ...] = ()
-
-
 @dataclass(slots=True)
 class Notification:
     event_id: str
@@ -118,50 +95,6 @@ class SoapFault(AggregatorError):
     def __init__(self, code: str, message: str) -> None:
         super().__init__(message)
         self.fault_code = code
-
-
-def load_sample_pages() -> list[MdrPage]:
-    """The bundled sample pages (``aggregator/peers/data/mdr/pages.json``)."""
-    text = (resources.files("aggregator.peers") / "data" / "mdr" / "pages.json").read_text(
-        encoding="utf-8"
-    )
-    pages = []
-    for item in json.loads(text)["pages"]:
-        pages.append(
-            MdrPage(
-                identifier=item["identifier"],
-                metadata=dict(item["metadata"]),
-                published=parse_time(item["published"]),
-            )
-        )
-    return pages
-
-
-def generate_page(i: int, published: datetime) -> MdrPage:
-    """A synthetic, valid page number ``i`` (the benchmark's)."""
-    depts = ("Agriculture", "Health and Family Welfare", "Revenue", "Transport", "Education")
-    dept = f"Department of {depts[i % len(depts)]}"
-    return MdrPage(
-        identifier=f"https://portal.example.gov.in/pages/{i:07d}.html",
-        published=published,
-        metadata={
-            "creatorDeptName": dept,
-            "creatorEmail": f"web{i % len(depts)}@example.gov.in",
-            "coverageJurisdiction": "State of Andhra Pradesh",
-            "description": f"Information page {i} of the {dept}: services, contacts and forms.",
-            "datePublished": iso(published),
-            "format": "text/html",
-            "language": ("eng", "hin", "tel")[i % 3],
-            "publisherDeptName": "Department of Information Technology",
-            "publisherEmail": "portal-admin@example.gov.in",
-            "publisherAddress": "Secretariat, Block 4, Hyderabad 500022",
-            "publisherPhone": "+91-40-23450000",
-            "title": f"Page {i}: {dept}",
-            "subjectKeywords": f"page {i}; {dept.lower()}; services",
-            "subjectClasification": ["Citizens"],
-            "type": ("SERVICES", "DOCUMENTS", "FORMS")[i % 3],
-        },
-    )
 
 
 class MdrService:
