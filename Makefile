@@ -3,14 +3,20 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
+LEAFLET := aggregator/serve/dashboard/static/vendor/leaflet/leaflet.js
+
 $(BIN)/aggregator: pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[dev]'
 	@touch $@
 
+# the dashboard's map: Leaflet from the npm registry, checked against its pinned integrity
+$(LEAFLET): tools/vendor_leaflet.py
+	$(PY) tools/vendor_leaflet.py
+
 .PHONY: install demo test lint bench
-install: $(BIN)/aggregator
+install: $(BIN)/aggregator $(LEAFLET)
 
 demo: install
 	$(BIN)/aggregator demo

@@ -162,6 +162,13 @@ class ServeSettings:
     catalog_description: str = ""
     catalog_publisher: str = ""  # name of the agent publishing the aggregate
     catalog_email: str = ""  # its contact e-mail (default: oai_admin_email)
+    # the dashboard (docs/serve/dashboard.md): read-only pages public, or behind the login;
+    # admin actions always need the admin user's password or the API token (both stored as
+    # scrypt hashes made by `aggregator dashboard-hash`; empty: no admin actions at all)
+    dashboard_public: bool = True
+    admin_user: str = "admin"
+    admin_password_hash: str = ""
+    admin_token_hash: str = ""
 
 
 @dataclass(frozen=True, slots=True)

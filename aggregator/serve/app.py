@@ -10,7 +10,8 @@ Each feature is a module exposing ``routes(ctx)``; this module only assembles th
   Hydra paging and dereferenceable IRIs (:mod:`aggregator.serve.catalog`);
 - ``/source/...``, ``/job/...`` provenance (:mod:`aggregator.serve.provenance`);
 - ``/metrics``  Prometheus figures (:mod:`aggregator.serve.metrics`);
-- ``/`` an overview page.
+- ``/``, ``/sources``, ``/jobs``, ``/quality``, ``/datasets``, ``/admin/...`` the harvest
+  dashboard (:mod:`aggregator.serve.dashboard`), which also answers ``/sparql`` for browsers.
 
 :func:`run_server` (``aggregator serve``, the demo) runs the app in several serving processes
 under a supervisor (:mod:`aggregator.serve.supervisor`); none of them holds the store open, so
@@ -23,8 +24,7 @@ it inside one process).
 
 from __future__ import annotations
 
-import html
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,14 +32,13 @@ from pathlib import Path
 from starlette.applications import Starlette
 from starlette.middleware.gzip import GZipMiddleware
 from starlette.requests import Request
-from starlette.responses import HTMLResponse
-from starlette.routing import Route
+from starlette.responses import Response
 from starlette.types import Message
 
 from aggregator.config import Settings
 from aggregator.serve import catalog, metrics, oai, provenance, sparql
 from aggregator.serve.context import ServeContext
-from aggregator.serve.rdf_formats import HTML_CSP
+from aggregator.serve.dashboard import DashboardApp, wants_html
 from aggregator.serve.sparql import Receive, Scope, Send
 from aggregator.serve.sparql_runner import Supervision
 from aggregator.serve.supervisor import SchedulerProcess, Supervisor
@@ -50,6 +49,7 @@ from aggregator.store.records import StoreNames
 class Aggregate:
     app: Starlette
     sparql: sparql.SparqlEndpoint
+    sparql_page: Callable[[Request], Awaitable[Response]]
     _compressing: GZipMiddleware = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -73,6 +73,10 @@ class Aggregate:
         """``/sparql`` goes straight to its endpoint (the hot path: no router, ~15 us less
         per query; the endpoint answers its own errors), everything else through Starlette."""
         if scope["type"] == "http" and scope["path"] == "/sparql":
+            if scope["method"] == "GET" and wants_html(_accept(scope)):
+                response = await self.sparql_page(Request(scope, receive))
+                await response(scope, receive, send)
+                return
             sparql_counter = metrics.counters().sparql
 
             async def counted(message: Message) -> None:
@@ -83,6 +87,13 @@ class Aggregate:
             await self.sparql(scope, receive, counted)
         else:
             await self.app(scope, receive, send)
+
+
+def _accept(scope: Scope) -> str | None:
+    for key, value in scope["headers"]:
+        if key == b"accept":
+            return bytes(value).decode("latin-1")
+    return None
 
 
 def create_app(
@@ -99,38 +110,7 @@ def create_app(
     here)."""
     ctx = ServeContext(store, settings, oai_key=oai_key, snapshot_root=snapshot_root)
     sparql_routes = sparql.SparqlEndpoint(ctx, supervision=supervision).routes()
-
-    def home(request: Request) -> HTMLResponse:
-        db = ctx.read_db()
-        counts = dict(db.execute("SELECT status, count(*) FROM records GROUP BY status"))
-        jobs = db.execute(
-            "SELECT id, source, status, counters, started FROM jobs ORDER BY id DESC LIMIT 10"
-        ).fetchall()
-        base = ctx.base_url
-        rows = "".join(
-            f"<tr><td><a href='{base}job/{j[0]}'>{j[0]}</a></td><td>{html.escape(j[1])}</td>"
-            f"<td>{html.escape(j[2])}</td><td>{html.escape(j[4])}</td>"
-            f"<td><code>{html.escape(j[3])}</code></td></tr>"
-            for j in jobs
-        )
-        body = f"""<!doctype html><meta charset=utf-8>
-<title>{html.escape(settings.serve.oai_repository_name)}</title>
-<h1>{html.escape(settings.serve.oai_repository_name)}</h1>
-<p>Records: {counts.get("active", 0)} active, {counts.get("withdrawn", 0)} withdrawn,
-{counts.get("rejected", 0)} rejected.</p>
-<ul>
-<li><a href="{base}catalog.html">The catalogue</a> (also as
-<a href="{base}catalog.ttl">Turtle</a>, <a href="{base}catalog.jsonld">JSON-LD</a>,
-<a href="{base}catalog.rdf">RDF/XML</a>)</li>
-<li>SPARQL endpoint: <code>{base}sparql</code>
-(<a href="{base}sparql">service description</a>)</li>
-<li>OAI-PMH: <a href="{base}oai?verb=Identify">{base}oai</a>
-(<a href="{base}oai?verb=ListRecords&amp;metadataPrefix=dcat_ap">ListRecords</a>)</li>
-</ul>
-<h2>Recent jobs</h2>
-<table><tr><th>job</th><th>source</th><th>status</th><th>started</th><th>counters</th></tr>
-{rows}</table>"""
-        return HTMLResponse(body, headers={"Content-Security-Policy": HTML_CSP})
+    board = DashboardApp(ctx, sparql_routes.endpoint)
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -139,16 +119,16 @@ def create_app(
 
     app = Starlette(
         routes=[
-            Route("/", home),
             *sparql_routes,
             *oai.routes(ctx),
-            *catalog.routes(ctx),
+            *catalog.routes(ctx, board.dataset_html),
             *provenance.routes(ctx),
             *metrics.routes(ctx),
+            *board.routes(),
         ],
         lifespan=lifespan,
     )
-    return Aggregate(app, sparql_routes.endpoint)
+    return Aggregate(app, sparql_routes.endpoint, board.sparql_page)
 
 
 def run_server(

@@ -24,6 +24,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from urllib.parse import quote, urlencode
 
+from pyoxigraph import Triple
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
@@ -66,6 +67,7 @@ from aggregator.serve.rdf_formats import (
     split_suffix,
     with_format,
 )
+from aggregator.store.state import RecordRow
 
 _SHA = re.compile(r"^[0-9a-f]{64}$")
 
@@ -102,7 +104,12 @@ def _error(
     )
 
 
-def routes(ctx: ServeContext) -> list[BaseRoute]:
+#: renders a dataset's HTML page: (request, dataset IRI, row, its N-Triples, its triples,
+#: links to our own pages) -> HTML (the dashboard's page; default :func:`pages.dataset_page`)
+DatasetHtml = Callable[[Request, str, RecordRow, bytes, list[Triple], pages.Links], str]
+
+
+def routes(ctx: ServeContext, dataset_html: DatasetHtml | None = None) -> list[BaseRoute]:
     """The catalogue, dataset, record and payload routes, for the app to mount at its root."""
     web = _Web(ctx, CatalogInfo.from_context(ctx))
     base_iri = ctx.store.base_iri
@@ -211,6 +218,8 @@ def routes(ctx: ServeContext) -> list[BaseRoute]:
         def body() -> bytes | str:
             if choice.fmt is HTML:
                 triples = parse_ntriples(entry.ntriples)
+                if dataset_html is not None:
+                    return dataset_html(request, iri, row, entry.ntriples, triples, web.links())
                 return pages.dataset_page(iri, row, triples, web.links())
             if choice.fmt is NTRIPLES:
                 return entry.ntriples  # exactly as stored

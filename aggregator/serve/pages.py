@@ -19,7 +19,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from pyoxigraph import BlankNode, Literal, NamedNode, Triple
 
-from aggregator.serve.rdf_formats import PREFIXES, RDF_FORMATS
+from aggregator.serve.rdf_formats import PAGE_STYLE, PREFIXES, RDF_FORMATS
 from aggregator.store.state import RecordRow
 from aggregator.vocab import DCAT, DCT, FOAF, RDF_TYPE
 
@@ -30,12 +30,6 @@ VCARD = "http://www.w3.org/2006/vcard/ns#"
 SKOS = "http://www.w3.org/2004/02/skos/core#"
 _SAFE_SCHEMES = ("http", "https", "ftp", "mailto")
 _LANG = re.compile(r"^[A-Za-z]{1,8}(-[A-Za-z0-9]{1,8})*$")
-_STYLE = (
-    "body{font-family:system-ui,sans-serif;max-width:60rem;margin:1rem auto;padding:0 1rem;"
-    "line-height:1.45}dt{font-weight:600}dd{margin:0 0 .5rem 1rem}.lang{color:#666;"
-    "font-size:.8em}table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:.2rem"
-    " .4rem;vertical-align:top;text-align:left}.desc{white-space:pre-line}nav a{margin-right:1rem}"
-)
 
 Term = NamedNode | BlankNode | Literal
 
@@ -141,7 +135,7 @@ def _page(title: str, body: str, alternates: Iterable[tuple[str, str]] = ()) -> 
     return (
         "<!doctype html><html><head><meta charset=utf-8>"
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
-        f"<title>{esc(title)}</title>{alt}<style>{_STYLE}</style></head><body>{body}</body></html>"
+        f"<title>{esc(title)}</title>{alt}<style>{PAGE_STYLE}</style></head><body>{body}</body></html>"
     )
 
 

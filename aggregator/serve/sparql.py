@@ -296,6 +296,18 @@ class SparqlEndpoint:
             raise SparqlError(400, "exactly one query, please")
         return await self._query(queries[0], params, accept, scope.get("client"))
 
+    async def run_for_page(
+        self, query: str, client: tuple[str, int] | None
+    ) -> tuple[int, bytes, str]:
+        """Run a query for the HTML query page (:mod:`aggregator.serve.dashboard.sparql_page`):
+        results as SPARQL JSON, graphs as N-Triples; an error as (status, message, "")."""
+        accept = "application/sparql-results+json, application/n-triples;q=0.9"
+        try:
+            status, body, ctype, _ = await self._query(query, [], accept, client)
+        except SparqlError as err:
+            return err.status, err.message.encode(), ""
+        return status, body, ctype
+
     async def _query(
         self,
         query: str,

@@ -1,0 +1,230 @@
+"""Admin actions: log in and out, register, edit, pause and resume a source, preview a new one,
+harvest now. Every POST needs the administrator (a session with its CSRF token, or a bearer
+token); source changes go through :mod:`aggregator.sources_file`, the code behind
+``aggregator source add/edit``, so the file is checked before it is written and keeps its
+comments."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+from urllib.parse import quote
+
+from starlette.concurrency import run_in_threadpool
+from starlette.datastructures import FormData
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import BaseRoute, Route
+
+from aggregator.config import SOURCE_NAME, SourceConfig, parse_source
+from aggregator.errors import AggregatorError, ConfigError
+from aggregator.plugins import harvesters, mappers
+from aggregator.serve.dashboard.auth import SESSION_COOKIE, SESSION_TTL
+from aggregator.serve.dashboard.harvest_now import start_harvest
+from aggregator.serve.dashboard.preview import preview_source
+from aggregator.serve.dashboard.sources_file_form import SourceForm
+from aggregator.serve.dashboard.sources_state import configured_sources, current_settings
+from aggregator.serve.dashboard.web import Dashboard
+from aggregator.sources_file import SourceEdit, add_source, edit_source
+
+AsyncHandler = Callable[[Request], Awaitable[Response]]
+
+
+def _text(form: FormData, key: str) -> str:
+    value = form.get(key)
+    return value.strip() if isinstance(value, str) else ""
+
+
+def routes(dash: Dashboard) -> list[BaseRoute]:
+    ctx = dash.ctx
+
+    def config_path() -> Any:
+        path = ctx.settings.config_path
+        if path is None:
+            raise ConfigError("the server runs without a configuration file: no sources to change")
+        return path
+
+    def choices() -> dict[str, list[str]]:
+        return {"types": harvesters.names(), "formats": mappers.names()}
+
+    def admin_get(handler: Callable[[Request], Response]) -> Callable[[Request], Response]:
+        def run(request: Request) -> Response:
+            if not dash.auth.enabled:
+                return dash.error(request, 403, "no administrator is configured (see [serve])")
+            if dash.user(request) is None:
+                return dash.redirect(f"login?next={quote(request.url.path)}")
+            try:
+                return handler(request)
+            except AggregatorError as err:
+                return dash.error(request, err.http_status, err.message)
+
+        return run
+
+    def admin_post(handler: Callable[[Request, FormData], Response]) -> AsyncHandler:
+        async def run(request: Request) -> Response:
+            form = await request.form()
+            try:
+                if not dash.auth.enabled:
+                    raise ConfigError("no administrator is configured (see [serve])")
+                dash.check_admin_post(request, form)
+                return await run_in_threadpool(handler, request, form)
+            except AggregatorError as err:
+                return dash.error(request, err.http_status, err.message)
+
+        return run
+
+    # -- login --------------------------------------------------------------------------------
+    def login_form(request: Request) -> Response:
+        return dash.render(request, "login.html", failed=False, next=_next(request.query_params))
+
+    async def login(request: Request) -> Response:
+        form = await request.form()
+        user, password = _text(form, "user"), form.get("password")
+        cookie = await run_in_threadpool(
+            dash.auth.login, user, password if isinstance(password, str) else ""
+        )
+        if cookie is None:
+            return dash.render(request, "login.html", 401, failed=True, next=_next(form))
+        response = dash.redirect(_next(form))
+        response.set_cookie(
+            SESSION_COOKIE,
+            cookie,
+            max_age=SESSION_TTL,
+            path=dash.base,
+            httponly=True,
+            samesite="strict",
+            secure=request.url.scheme == "https",
+        )
+        return response
+
+    async def logout(request: Request) -> Response:
+        form = await request.form()
+        cookie = request.cookies.get(SESSION_COOKIE)
+        token = form.get("csrf")
+        if not dash.auth.csrf_ok(cookie, token if isinstance(token, str) else None):
+            return dash.error(request, 403, "the form's CSRF token is missing or wrong")
+        response = dash.redirect("")
+        response.delete_cookie(SESSION_COOKIE, path=dash.base)
+        return response
+
+    # -- sources ------------------------------------------------------------------------------
+    def new_form(request: Request) -> Response:
+        return dash.render(
+            request,
+            "source_form.html",
+            form=SourceForm(),
+            editing=False,
+            error=None,
+            preview=None,
+            **choices(),
+        )
+
+    def new_post(request: Request, data: FormData) -> Response:
+        form = SourceForm.from_form(data)
+        action = _text(data, "action")
+        error, preview = None, None
+        try:
+            if not SOURCE_NAME.match(form.name):
+                raise ConfigError(f"the name must match {SOURCE_NAME.pattern}")
+            table = form.table()
+            path = config_path()
+            src = parse_source(form.name, table, root=path.resolve().parent)
+            if action == "preview":
+                preview = preview_source(current_settings(ctx.settings), src)
+            else:
+                add_source(path, form.name, table)
+                return dash.redirect(f"sources/{quote(form.name)}")
+        except ConfigError as err:
+            error = err.message
+        status = 400 if error else 200
+        return dash.render(
+            request,
+            "source_form.html",
+            status,
+            form=form,
+            editing=False,
+            error=error,
+            preview=preview,
+            **choices(),
+        )
+
+    def _configured(name: str) -> SourceConfig:
+        found = configured_sources(ctx.settings).get(name)
+        if found is None:
+            raise ConfigError(f"no source named {name!r} in the configuration")
+        return found
+
+    def edit_form(request: Request) -> Response:
+        src = _configured(request.path_params["name"])
+        return dash.render(
+            request,
+            "source_form.html",
+            form=SourceForm.from_source(src),
+            editing=True,
+            error=None,
+            preview=None,
+            **choices(),
+        )
+
+    def edit_post(request: Request, data: FormData) -> Response:
+        name = request.path_params["name"]
+        before = _configured(name)
+        form = SourceForm.from_form(data, name=name)
+        try:
+            table = form.table()
+            changes = {k: v for k, v in table.items() if k not in ("options",)}
+            unset = tuple(k for k in ("publisher", "format") if k not in table)
+            options = dict(table.get("options", {}))
+            edit = SourceEdit(
+                set=changes,
+                unset=unset,
+                options=options,
+                unset_options=tuple(k for k in before.options if k not in options),
+            )
+            edit_source(config_path(), name, edit)
+        except ConfigError as err:
+            return dash.render(
+                request,
+                "source_form.html",
+                400,
+                form=form,
+                editing=True,
+                error=err.message,
+                preview=None,
+                **choices(),
+            )
+        return dash.redirect(f"sources/{quote(name)}")
+
+    def pause_post(request: Request, data: FormData) -> Response:
+        name = request.path_params["name"]
+        src = _configured(name)
+        edit_source(config_path(), name, SourceEdit(set={"enabled": not src.enabled}))
+        return dash.redirect(f"sources/{quote(name)}")
+
+    def harvest_post(request: Request, data: FormData) -> Response:
+        name = request.path_params["name"]
+        full = _text(data, "full") == "1"
+        start_harvest(current_settings(ctx.settings), name, full=full)
+        return dash.redirect(f"sources/{quote(name)}?started={'full' if full else 'harvest'}")
+
+    return [
+        Route("/login", login_form, methods=["GET"]),
+        Route("/login", login, methods=["POST"]),
+        Route("/logout", logout, methods=["POST"]),
+        Route("/admin/sources/new", admin_get(new_form), methods=["GET"]),
+        Route("/admin/sources/new", admin_post(new_post), methods=["POST"]),
+        Route("/admin/sources/{name}/edit", admin_get(edit_form), methods=["GET"]),
+        Route("/admin/sources/{name}/edit", admin_post(edit_post), methods=["POST"]),
+        Route("/admin/sources/{name}/pause", admin_post(pause_post), methods=["POST"]),
+        Route("/admin/sources/{name}/harvest", admin_post(harvest_post), methods=["POST"]),
+    ]
+
+
+def _next(params: Mapping[str, Any]) -> str:
+    """Where to go after logging in: a path of ours only (no open redirect)."""
+    value = params.get("next")
+    text = value if isinstance(value, str) else ""
+    text = text.lstrip("/")
+    if not text or "//" in text or "\\" in text or ":" in text.split("/", 1)[0]:
+        return ""
+    return text

@@ -1,0 +1,268 @@
+"""What the dataset page shows, as plain values for its template: every language of the titles
+and descriptions, facts and distributions with labels in words (vocabulary terms, agents'
+names) instead of IRIs, provenance, the MQA of the dataset and its spatial extents.
+
+Values are :class:`Value` (text, optional link, optional language); the template escapes them.
+Links are only made of http(s), ftp and mailto IRIs (:func:`aggregator.serve.pages.safe_href`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from pyoxigraph import BlankNode, Literal, NamedNode, Triple
+
+from aggregator.quality.indicators import INDICATORS_BY_KEY
+from aggregator.quality.mqa import QualityError, assess
+from aggregator.serve.dashboard.geometry import Geometry, parse_geometry
+from aggregator.serve.dashboard.labels import property_label, term_label
+from aggregator.serve.pages import _LANG, Graph, safe_href
+from aggregator.store.state import RecordRow
+from aggregator.vocab import DCAT, DCT, FOAF, RDF_TYPE, VCARD
+
+LOCN = "http://www.w3.org/ns/locn#"
+_GEO_PROPS = (DCAT + "bbox", LOCN + "geometry", DCAT + "centroid")
+
+
+@dataclass(frozen=True, slots=True)
+class Value:
+    text: str
+    href: str | None = None
+    lang: str | None = None  # a well-formed tag, else None
+
+    @classmethod
+    def literal(cls, lit: Literal) -> Value:
+        lang = lit.language if lit.language and _LANG.match(lit.language) else None
+        return cls(lit.value, None, lang)
+
+
+@dataclass(frozen=True, slots=True)
+class Fact:
+    label: str
+    values: tuple[Value, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Distribution:
+    title: str
+    facts: tuple[Fact, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class QualityView:
+    total: int
+    possible: int
+    rating: str
+    dimensions: tuple[tuple[str, int, int], ...]  # (dimension, earned, possible)
+    missing: tuple[tuple[str, int], ...]  # (indicator label, points lost), checked and failed
+
+
+@dataclass
+class DatasetView:
+    iri: str
+    title: str
+    titles: list[Value]
+    descriptions: list[Value]
+    facts: list[Fact]
+    distributions: list[Distribution]
+    others: list[Fact]
+    provenance: list[Fact]
+    extents: list[Geometry] = field(default_factory=list)
+    extent_texts: list[str] = field(default_factory=list)
+    quality: QualityView | None = None
+
+    @property
+    def extents_json(self) -> str:
+        return json.dumps({"type": "GeometryCollection", "geometries": self.extents})
+
+
+class _Labeller:
+    def __init__(self, g: Graph) -> None:
+        self.g = g
+
+    def value(self, node: object) -> Value:
+        g = self.g
+        if isinstance(node, Literal):
+            return Value.literal(node)
+        if isinstance(node, NamedNode):
+            own = g.label(node)
+            tail_only = own == node.value.rstrip("/#").rsplit("/", 1)[-1].rsplit("#", 1)[-1]
+            text = term_label(node.value) if tail_only else own
+            return Value(text or node.value, safe_href(node.value))
+        if isinstance(node, BlankNode):
+            return Value(self.blank(node))
+        return Value(str(node))
+
+    def blank(self, node: BlankNode) -> str:
+        g = self.g
+        label = g.label(node)
+        if label != "(unnamed)":
+            return label
+        parts = []
+        for pred, objs in g.index.get(node, {}).items():
+            if pred == RDF_TYPE:
+                continue
+            shown = ", ".join(self.value(o).text for o in objs)
+            parts.append(f"{property_label(pred)}: {shown}")
+        return "; ".join(parts) or "(no details)"
+
+    def values(self, subject: object, prop: str) -> tuple[Value, ...]:
+        return tuple(self.value(o) for o in self.g.objects(subject, prop))  # type: ignore[arg-type]
+
+    def agent(self, node: object) -> Value:
+        g = self.g
+        if isinstance(node, NamedNode | BlankNode):
+            names = g.literals(node, FOAF + "name") or g.literals(node, VCARD + "fn")
+            if names:
+                href = safe_href(node.value) if isinstance(node, NamedNode) else None
+                return Value(_preferred(names), href)
+        return self.value(node)
+
+    def contact(self, node: object) -> Value:
+        g = self.g
+        if not isinstance(node, NamedNode | BlankNode):
+            return self.value(node)
+        parts = [lit.value for lit in g.literals(node, VCARD + "fn")]
+        parts += [lit.value for lit in g.literals(node, VCARD + "organization-name")]
+        href = None
+        for o in g.objects(node, VCARD + "hasEmail"):
+            text = o.value.removeprefix("mailto:")
+            parts.append(text)
+            href = href or safe_href(o.value if o.value.startswith("mailto:") else f"mailto:{text}")
+        for o in g.objects(node, VCARD + "hasURL"):
+            parts.append(o.value)
+        return Value(", ".join(parts) or self.value(node).text, href)
+
+
+def _preferred(lits: Sequence[Literal]) -> str:
+    for lang in ("en", ""):
+        for lit in lits:
+            if (lit.language or "") == lang:
+                return lit.value
+    return lits[0].value
+
+
+_SHOWN = (
+    {DCT + p for p in ("title", "description", "publisher", "issued", "modified", "identifier")}
+    | {DCT + p for p in ("license", "spatial", "language", "accrualPeriodicity", "accessRights")}
+    | {DCAT + p for p in ("keyword", "theme", "contactPoint", "distribution", "landingPage")}
+    | {RDF_TYPE}
+)
+
+
+def _quality(ntriples: bytes, iri: str, findings: str) -> QualityView | None:
+    violations = any(f.get("severity") == "violation" for f in json.loads(findings or "[]"))
+    try:
+        q = assess(ntriples, dataset_iri=iri, dcat_ap_compliant=not violations)
+    except QualityError:
+        return None
+    missing = tuple(
+        (INDICATORS_BY_KEY[r.key].label, r.lost)
+        for r in sorted(q.indicators, key=lambda r: -r.lost)
+        if r.checked and not r.met and r.lost
+    )
+    dims = tuple((str(d.dimension).capitalize(), d.earned, d.possible) for d in q.dimensions)
+    return QualityView(q.total, q.possible, str(q.rating), dims, missing)
+
+
+def build(
+    iri: str,
+    row: RecordRow,
+    ntriples: bytes,
+    triples: Sequence[Triple],
+    local: Callable[[str, str], str],
+    payload_url: Callable[[str], str],
+) -> DatasetView:
+    g = Graph(triples)
+    lab = _Labeller(g)
+    ds = NamedNode(iri)
+    titles = [Value.literal(t) for t in g.literals(ds, DCT + "title")]
+    descriptions = [Value.literal(d) for d in g.literals(ds, DCT + "description")]
+    keywords = tuple(Value.literal(k) for k in g.literals(ds, DCAT + "keyword"))
+
+    def fact(label: str, values: Sequence[Value]) -> Fact:
+        return Fact(label, tuple(values))
+
+    spatial = g.objects(ds, DCT + "spatial")
+    extents: list[Geometry] = []
+    extent_texts: list[str] = []
+    for node in spatial:
+        for prop in _GEO_PROPS:
+            for lit in g.objects(node, prop):
+                if isinstance(lit, Literal):
+                    geom = parse_geometry(lit.value, lit.datatype.value)
+                    if geom is not None:
+                        extents.append(geom)
+                    extent_texts.append(lit.value)
+    facts = [
+        fact("Keywords", keywords),
+        fact("Themes", lab.values(ds, DCAT + "theme")),
+        fact("Publisher", [lab.agent(p) for p in g.objects(ds, DCT + "publisher")]),
+        fact("Contact", [lab.contact(c) for c in g.objects(ds, DCAT + "contactPoint")]),
+        fact("Licence", lab.values(ds, DCT + "license")),
+        fact("Access rights", lab.values(ds, DCT + "accessRights")),
+        fact("Language", lab.values(ds, DCT + "language")),
+        fact("Update frequency", lab.values(ds, DCT + "accrualPeriodicity")),
+        fact(
+            "Spatial coverage",
+            [Value(lab.blank(s)) if isinstance(s, BlankNode) else lab.value(s) for s in spatial],
+        ),
+        fact("Landing page", lab.values(ds, DCAT + "landingPage")),
+        fact("Identifier", lab.values(ds, DCT + "identifier")),
+        fact("Issued", lab.values(ds, DCT + "issued")),
+        fact("Modified", lab.values(ds, DCT + "modified")),
+        fact("Type", [Value(property_label(t.value)) for t in g.objects(ds, RDF_TYPE)]),
+        fact("IRI", [Value(iri, safe_href(iri))]),
+    ]
+    dists = []
+    for n, node in enumerate(g.objects(ds, DCAT + "distribution"), 1):
+        dt = g.literals(node, DCT + "title")
+        title = _preferred(dt) if dt else f"Distribution {n}"
+        dfacts = [
+            fact(label, lab.values(node, prop))
+            for label, prop in (
+                ("Description", DCT + "description"),
+                ("Access URL", DCAT + "accessURL"),
+                ("Download URL", DCAT + "downloadURL"),
+                ("Format", DCT + "format"),
+                ("Media type", DCAT + "mediaType"),
+                ("Size (bytes)", DCAT + "byteSize"),
+                ("Licence", DCT + "license"),
+                ("Access service", DCAT + "accessService"),
+            )
+        ]
+        dists.append(Distribution(title, tuple(f for f in dfacts if f.values)))
+    others = [
+        fact(property_label(prop), [lab.value(o) for o in objs])
+        for prop, objs in sorted(g.index.get(ds, {}).items())
+        if prop not in _SHOWN
+    ]
+    record_url = local(row.record_iri, "record")
+    provenance = [
+        fact("Harvested from source", [Value(row.source)]),
+        fact("Fetched from", [Value(row.url, safe_href(row.url))] if row.url else []),
+        fact("Source datestamp", [Value(row.source_datestamp)] if row.source_datestamp else []),
+        fact("In this catalogue since", [Value(row.first_seen)]),
+        fact("Last changed here", [Value(row.modified)]),
+        fact("Harvest job", [Value(str(row.job_id))] if row.job_id is not None else []),
+        fact("Catalogue record", [Value(row.record_iri, record_url)]),
+        fact(
+            "Original payload",
+            [Value(row.payload_sha, payload_url(row.payload_sha))] if row.payload_sha else [],
+        ),
+    ]
+    return DatasetView(
+        iri=iri,
+        title=_preferred(g.literals(ds, DCT + "title")) if titles else g.label(ds),
+        titles=titles,
+        descriptions=descriptions,
+        facts=[f for f in facts if f.values],
+        distributions=dists,
+        others=[f for f in others if f.values],
+        provenance=[f for f in provenance if f.values],
+        extents=extents,
+        extent_texts=extent_texts,
+        quality=_quality(ntriples, iri, row.findings),
+    )

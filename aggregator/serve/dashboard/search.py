@@ -1,0 +1,294 @@
+"""Full-text search and facets over the active datasets: an SQLite FTS5 index kept beside the
+state database (``search.sqlite3`` in the store folder) and brought up to date before each
+search from the records changed since its watermark.
+
+Why a separate file kept by the readers: the harvest's write path stays as it is, a serving
+process (which only reads the state database) can keep it, and a deleted index is rebuilt on
+the next search. Catching up reads the ``records_modified`` index from the watermark
+``(modified, id)`` on, 500 rows at a time: a search after a harvest pays for the changed
+records only. Several serving processes share the file; ``BEGIN IMMEDIATE`` lets one of them
+catch up while the others wait, then find nothing left to do. The single-writer store commits
+records in ``modified`` order, so the watermark never passes a record not yet visible.
+
+Indexed: titles, descriptions and keywords (every language), with the ``unicode61`` tokenizer
+(diacritics folded). Facets: source, theme, format (dct:format, else dcat:mediaType) and licence
+(of the dataset or its distributions), each with its label in words.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+import threading
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from pyoxigraph import Literal, NamedNode, RdfFormat, parse
+
+from aggregator.serve.dashboard.labels import term_label
+from aggregator.store.state import unpack_graph
+from aggregator.vocab import DCAT, DCT
+
+BATCH = 500
+FACETS = ("source", "theme", "format", "licence")
+_SCHEMA = """
+PRAGMA journal_mode = WAL;
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS docs (
+    record_id INTEGER PRIMARY KEY,
+    dataset_iri TEXT NOT NULL,
+    source TEXT NOT NULL,
+    title TEXT NOT NULL,
+    modified TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS docs_modified ON docs (modified DESC, record_id DESC);
+CREATE VIRTUAL TABLE IF NOT EXISTS fts USING fts5(
+    title, description, keywords, tokenize = 'unicode61 remove_diacritics 2'
+);
+CREATE TABLE IF NOT EXISTS facets (
+    record_id INTEGER NOT NULL,
+    kind TEXT NOT NULL,
+    value TEXT NOT NULL,
+    label TEXT NOT NULL,
+    PRIMARY KEY (kind, value, record_id)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS facets_record ON facets (record_id);
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class Doc:
+    label: str  # the title shown (English or untagged first)
+    title: str  # every title, for the index
+    description: str
+    keywords: str
+    facets: tuple[tuple[str, str, str], ...]  # (kind, value, label)
+
+
+def extract(ntriples: bytes, dataset_iri: str, source: str) -> Doc:
+    """What is indexed of one dataset graph."""
+    titles: list[Literal] = []
+    descs: list[str] = []
+    keywords: list[str] = []
+    facets: set[tuple[str, str, str]] = {("source", source, source)}
+    ds = NamedNode(dataset_iri)
+    dists = set()
+    by_subject: dict[object, list[tuple[str, object]]] = {}
+    for q in parse(ntriples, format=RdfFormat.N_TRIPLES):
+        by_subject.setdefault(q.subject, []).append((q.predicate.value, q.object))
+    for pred, obj in by_subject.get(ds, ()):
+        if pred == DCT + "title" and isinstance(obj, Literal):
+            titles.append(obj)
+        elif pred == DCT + "description" and isinstance(obj, Literal):
+            descs.append(obj.value)
+        elif pred == DCAT + "keyword" and isinstance(obj, Literal):
+            keywords.append(obj.value)
+        elif pred == DCAT + "theme" and isinstance(obj, NamedNode):
+            facets.add(("theme", obj.value, term_label(obj.value) or _tail(obj.value)))
+        elif pred == DCT + "license" and isinstance(obj, NamedNode):
+            facets.add(("licence", obj.value, term_label(obj.value) or _tail(obj.value)))
+        elif pred == DCAT + "distribution":
+            dists.add(obj)
+    for dist in dists:
+        formats, media = [], []
+        for pred, obj in by_subject.get(dist, ()):
+            if pred == DCT + "format":
+                formats.append(obj)
+            elif pred == DCAT + "mediaType":
+                media.append(obj)
+            elif pred == DCT + "license" and isinstance(obj, NamedNode):
+                facets.add(("licence", obj.value, term_label(obj.value) or _tail(obj.value)))
+        for fmt in formats or media:
+            if isinstance(fmt, NamedNode):
+                facets.add(("format", fmt.value, term_label(fmt.value) or _tail(fmt.value)))
+            elif isinstance(fmt, Literal):
+                facets.add(("format", fmt.value, fmt.value))
+    label = _preferred(titles) or dataset_iri
+    all_titles = "\n".join(t.value for t in titles)
+    return Doc(
+        label, all_titles or label, "\n".join(descs), " ".join(keywords), tuple(sorted(facets))
+    )
+
+
+def _preferred(titles: Sequence[Literal]) -> str:
+    for lang in ("en", ""):
+        for t in titles:
+            if (t.language or "") == lang:
+                return t.value
+    return titles[0].value if titles else ""
+
+
+def _tail(iri: str) -> str:
+    return re.split(r"[/#]", iri.rstrip("/#"))[-1] or iri
+
+
+def fts_query(text: str) -> str:
+    """Words of the user's text as an FTS5 query: every word must match, the last one as a
+    prefix; operators and quotes in the text are plain characters."""
+    words = re.findall(r"\w+", text)
+    if not words:
+        return ""
+    parts = [f'"{w}"' for w in words]
+    parts[-1] += "*"
+    return " ".join(parts)
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    record_id: int
+    dataset_iri: str
+    source: str
+    title: str
+    modified: str
+    snippet: str
+
+
+@dataclass(frozen=True, slots=True)
+class FacetValue:
+    value: str
+    label: str
+    count: int
+    selected: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Results:
+    total: int
+    hits: list[Hit]
+    facets: dict[str, list[FacetValue]]
+
+
+class SearchIndex:
+    def __init__(self, folder: Path, state_db: Path) -> None:
+        self.path = folder / "search.sqlite3"
+        self.state_db = state_db
+        self._local = threading.local()
+
+    def _conn(self) -> sqlite3.Connection:
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+            conn.execute("PRAGMA busy_timeout = 30000")
+            conn.executescript(_SCHEMA)
+            self._local.conn = conn
+        return conn
+
+    def catch_up(self, state: sqlite3.Connection) -> int:
+        """Index the records changed since the watermark; returns how many were looked at."""
+        conn = self._conn()
+        done = 0
+        while True:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                row = conn.execute("SELECT value FROM meta WHERE key = 'watermark'").fetchone()
+                modified, _, ident = (row[0] if row else "|0").rpartition("|")
+                batch = state.execute(
+                    "SELECT id, source, dataset_iri, status, modified, ntriples FROM records"
+                    " WHERE (modified > ? OR (modified = ? AND id > ?)) ORDER BY modified, id"
+                    " LIMIT ?",
+                    (modified, modified, int(ident), BATCH),
+                ).fetchall()
+                for rid, source, dataset_iri, status, mod, packed in batch:
+                    self._drop(conn, rid)
+                    if status == "active" and dataset_iri and packed:
+                        doc = extract(unpack_graph(packed), dataset_iri, source)
+                        self._add(conn, rid, dataset_iri, source, mod, doc)
+                if batch:
+                    last = batch[-1]
+                    conn.execute(
+                        "INSERT OR REPLACE INTO meta VALUES ('watermark', ?)",
+                        (f"{last[4]}|{last[0]}",),
+                    )
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            done += len(batch)
+            if len(batch) < BATCH:
+                return done
+
+    @staticmethod
+    def _drop(conn: sqlite3.Connection, rid: int) -> None:
+        conn.execute("DELETE FROM fts WHERE rowid = ?", (rid,))
+        conn.execute("DELETE FROM docs WHERE record_id = ?", (rid,))
+        conn.execute("DELETE FROM facets WHERE record_id = ?", (rid,))
+
+    @staticmethod
+    def _add(
+        conn: sqlite3.Connection, rid: int, iri: str, source: str, modified: str, doc: Doc
+    ) -> None:
+        conn.execute(
+            "INSERT INTO docs VALUES (?, ?, ?, ?, ?)",
+            (rid, iri, source, doc.label[:500], modified),
+        )
+        conn.execute(
+            "INSERT INTO fts (rowid, title, description, keywords) VALUES (?, ?, ?, ?)",
+            (rid, doc.title, doc.description, doc.keywords),
+        )
+        conn.executemany(
+            "INSERT OR IGNORE INTO facets VALUES (?, ?, ?, ?)",
+            [(rid, kind, value, label) for kind, value, label in doc.facets],
+        )
+
+    def search(
+        self,
+        state: sqlite3.Connection,
+        text: str,
+        selected: dict[str, list[str]],
+        *,
+        limit: int = 20,
+        offset: int = 0,
+    ) -> Results:
+        self.catch_up(state)
+        conn = self._conn()
+        where, args = [], []
+        match = fts_query(text)
+        if match:
+            where.append("d.record_id IN (SELECT rowid FROM fts WHERE fts MATCH ?)")
+            args.append(match)
+        for kind in FACETS:
+            values = selected.get(kind) or []
+            if values:
+                marks = ",".join("?" * len(values))
+                where.append(
+                    "d.record_id IN (SELECT record_id FROM facets"
+                    f" WHERE kind = ? AND value IN ({marks}))"
+                )
+                args += [kind, *values]
+        clause = f"WHERE {' AND '.join(where)}" if where else ""
+        total = int(conn.execute(f"SELECT count(*) FROM docs d {clause}", args).fetchone()[0])
+        if match:
+            order_sql = (
+                "SELECT d.record_id, d.dataset_iri, d.source, d.title, d.modified,"
+                " snippet(fts, 1, char(2), char(3), ' … ', 16)"
+                f" FROM fts JOIN docs d ON d.record_id = fts.rowid {clause}"
+                " AND fts MATCH ? ORDER BY bm25(fts, 10.0, 1.0, 5.0), d.record_id LIMIT ? OFFSET ?"
+            )
+            rows = conn.execute(order_sql, (*args, match, limit, offset)).fetchall()
+        else:
+            rows = conn.execute(
+                "SELECT d.record_id, d.dataset_iri, d.source, d.title, d.modified, ''"
+                f" FROM docs d {clause} ORDER BY d.modified DESC, d.record_id DESC"
+                " LIMIT ? OFFSET ?",
+                (*args, limit, offset),
+            ).fetchall()
+        hits = [Hit(*r) for r in rows]
+        facets: dict[str, list[FacetValue]] = {}
+        for kind in FACETS:
+            chosen = set(selected.get(kind) or [])
+            counted = conn.execute(
+                "SELECT f.value, min(f.label), count(*) FROM facets f"
+                f" WHERE f.kind = ? AND f.record_id IN (SELECT d.record_id FROM docs d {clause})"
+                " GROUP BY f.value ORDER BY count(*) DESC, min(f.label) LIMIT 30",
+                (kind, *args),
+            ).fetchall()
+            facets[kind] = [FacetValue(v, lab, n, v in chosen) for v, lab, n in counted]
+        return Results(total, hits, facets)
+
+
+def snippet_parts(snippet: str) -> Iterable[tuple[str, bool]]:
+    """The snippet as (text, highlighted) pieces, for a template to mark up safely."""
+    for n, part in enumerate(re.split("[\x02\x03]", snippet)):
+        if part:
+            yield part, n % 2 == 1
