@@ -312,6 +312,16 @@ def serve(c: Ctx, host: str, port: int, processes: int | None, scheduler: bool |
     run_server(c.names(), c.settings, host, port, processes, scheduler=scheduler)
 
 
+@main.command("dashboard-hash")
+@click.password_option("--secret", prompt="Password or token", help="Read from a prompt if absent.")
+def dashboard_hash(secret: str) -> None:
+    """Print the scrypt hash of a dashboard password or API token, for admin_password_hash or
+    admin_token_hash in [serve] (the secret itself is never stored)."""
+    from aggregator.serve.dashboard.auth import hash_secret
+
+    click.echo(hash_secret(secret))
+
+
 @main.command()
 @click.option(
     "--dir",

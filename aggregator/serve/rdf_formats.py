@@ -297,4 +297,5 @@ def respond(
         return Response(None, 304, headers)
     if fmt is HTML:
         headers["Content-Security-Policy"] = HTML_CSP
+        headers["X-Content-Type-Options"] = "nosniff"
     return Response(body(), 200, headers, media_type=fmt.content_type)

@@ -224,7 +224,6 @@ def _next(params: Mapping[str, Any]) -> str:
     """Where to go after logging in: a path of ours only (no open redirect)."""
     value = params.get("next")
     text = value if isinstance(value, str) else ""
-    text = text.lstrip("/")
-    if not text or "//" in text or "\\" in text or ":" in text.split("/", 1)[0]:
+    if not text.startswith("/") or text.startswith("//") or "\\" in text or ":" in text:
         return ""
-    return text
+    return text.lstrip("/")

@@ -16,7 +16,7 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 
 from aggregator.errors import AggregatorError
 from aggregator.serve.context import ServeContext
-from aggregator.serve.dashboard.auth import SESSION_COOKIE, Auth, load_key
+from aggregator.serve.dashboard.auth import SESSION_COOKIE, Auth, check_hash_setting, load_key
 from aggregator.serve.rdf_formats import HTML_CSP
 
 HERE = Path(__file__).parent
@@ -59,6 +59,8 @@ class Dashboard:
         env.globals["query"] = _query
         env.globals["query_string"] = lambda text: urlencode({"query": text})
         serve = ctx.settings.serve
+        check_hash_setting(serve.admin_password_hash, "admin_password_hash")
+        check_hash_setting(serve.admin_token_hash, "admin_token_hash")
         auth = Auth(
             load_key(ctx.store.path),
             serve.admin_user,
@@ -121,7 +123,7 @@ class Dashboard:
         )
 
     def error(self, request: Request, status: int, message: str) -> HTMLResponse:
-        return self.render(request, "error.html", status, status=status, message=message)
+        return self.render(request, "error.html", status, code=status, message=message)
 
     def redirect(self, where: str) -> Response:
         return RedirectResponse(self.base + where.lstrip("/"), 303, headers=SECURITY_HEADERS)

@@ -1,0 +1,117 @@
+"""A served aggregate for the dashboard tests: the demo sources plus a hostile one, harvested
+into a store under tmp, served by a real uvicorn server reading the store as
+``aggregator serve`` does (the store is closed: "harvest now" starts its own process)."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import uvicorn
+
+from aggregator.config import Settings, load_settings
+from aggregator.demo import CONFIG, start_sources
+from aggregator.http import HttpClient
+from aggregator.peers.rdf_files import RdfFilesApp
+from aggregator.peers.server import PeerServer
+from aggregator.pipeline import run_source
+from aggregator.serve.app import create_app
+from aggregator.serve.dashboard.auth import hash_secret
+from aggregator.sources_file import add_source
+from aggregator.store.records import RecordStore, StoreNames
+
+PASSWORD = "correct horse battery"
+TOKEN = "t0ken-for-scripts"
+HOSTILE_TITLE = "<script>alert(1)</script>"
+HOSTILE = f"""
+@prefix dcat: <http://www.w3.org/ns/dcat#> .
+@prefix dct: <http://purl.org/dc/terms/> .
+@prefix gsp: <http://www.opengis.net/ont/geosparql#> .
+<https://hostile.example.org/catalog> a dcat:Catalog ;
+  dct:title "Hostile catalogue" ; dct:description "Titles that try to run code." ;
+  dcat:dataset <https://hostile.example.org/ds/xss> .
+<https://hostile.example.org/ds/xss> a dcat:Dataset ;
+  dct:title "{HOSTILE_TITLE}"@en ;
+  dct:description "Harvested text is hostile: <img src=x onerror=alert(2)> & more."@en ;
+  dcat:keyword "injection" ;
+  dcat:theme <http://publications.europa.eu/resource/authority/data-theme/ENVI> ;
+  dct:spatial [ a dct:Location ;
+    dcat:bbox "POLYGON((-5.5 49.9, 1.8 49.9, 1.8 55.8, -5.5 55.8, -5.5 49.9))"^^gsp:wktLiteral ] ;
+  dcat:distribution <https://hostile.example.org/ds/xss/csv> .
+<https://hostile.example.org/ds/xss/csv> a dcat:Distribution ;
+  dcat:accessURL <javascript:alert(3)> ;
+  dct:format <http://publications.europa.eu/resource/authority/file-type/CSV> ;
+  dct:license <http://publications.europa.eu/resource/authority/licence/CC_BY_4_0> .
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class Site:
+    url: str
+    config: Path
+    settings: Settings
+    sources: dict[str, str]  # name -> URL of its peer
+
+
+@contextmanager
+def served_site(tmp: Path, *, public: bool = True) -> Iterator[Site]:
+    port = free_port()
+    config = tmp / "aggregator.toml"
+    text = CONFIG.format(config=config, port=port)
+    config.write_text(text, encoding="utf-8")
+    with ExitStack() as stack:
+        urls = start_sources(stack)
+        hostile = RdfFilesApp()
+        hostile.put("/hostile.ttl", HOSTILE.encode(), "text/turtle")
+        urls["hostile"] = f"{stack.enter_context(PeerServer(hostile)).url}hostile.ttl"
+        add_source(config, "demo-oai", {"type": "oai-pmh", "url": urls["demo-oai"]})
+        add_source(config, "demo-dump", {"type": "rdf-dump", "url": urls["demo-dump"]})
+        add_source(config, "hostile", {"type": "rdf-dump", "url": urls["hostile"], "lenient": True})
+        serve = (
+            "\n[serve]\n"
+            f"dashboard_public = {'true' if public else 'false'}\n"
+            f'admin_password_hash = "{hash_secret(PASSWORD)}"\n'
+            f'admin_token_hash = "{hash_secret(TOKEN)}"\n'
+        )
+        body = config.read_text(encoding="utf-8")
+        if "[serve]" in body:  # the demo's table: add our keys to it
+            body = body.replace("[serve]\n", serve.lstrip("\n"), 1)
+        else:
+            body += serve
+        config.write_text(body, encoding="utf-8")
+        settings = load_settings(config)
+        with RecordStore(settings.store_path, settings.base_iri) as store:
+            for name in settings.sources:
+                run_source(settings, store, name, http=HttpClient(settings.http))
+        aggregate = create_app(StoreNames(settings.store_path, settings.base_iri), settings)
+        server = uvicorn.Server(
+            uvicorn.Config(
+                aggregate.asgi,
+                host="127.0.0.1",
+                port=port,
+                log_level="warning",
+                interface="asgi3",
+                lifespan="on",
+            )
+        )
+        thread = threading.Thread(target=server.run, daemon=True)
+        thread.start()
+        deadline = time.monotonic() + 30
+        while not server.started and time.monotonic() < deadline:
+            time.sleep(0.05)
+        try:
+            yield Site(f"http://127.0.0.1:{port}/", config, settings, urls)
+        finally:
+            server.should_exit = True
+            thread.join(timeout=10)
