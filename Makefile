@@ -22,8 +22,8 @@ demo: install
 	$(BIN)/aggregator demo
 
 test: install
-	$(BIN)/ruff check aggregator tests bench
-	$(BIN)/ruff format --check aggregator tests bench
+	$(BIN)/ruff check aggregator tests bench tools
+	$(BIN)/ruff format --check aggregator tests bench tools
 	$(BIN)/mypy
 	$(BIN)/pytest -n auto -q
 

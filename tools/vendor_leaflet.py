@@ -22,7 +22,7 @@ import tempfile
 from pathlib import Path
 
 VERSION = "1.9.4"
-INTEGRITY = "sha512-nxS1ynzJOmOlHp+iL3FyWqK89GtNL8U8rvlMOsQdTTssxZwCXh8N2NB3GDQOL+YR3XnWyZAxwQixURb+FA74PA=="
+INTEGRITY = "sha512-nxS1ynzJOmOlHp+iL3FyWqK89GtNL8U8rvlMOsQdTTssxZwCXh8N2NB3GDQOL+YR3XnWyZAxwQixURb+FA74PA=="  # noqa: E501
 ROOT = Path(__file__).resolve().parents[1]
 TARGET = ROOT / "aggregator" / "serve" / "dashboard" / "static" / "vendor" / "leaflet"
 WANTED = ("package/dist/leaflet.js", "package/dist/leaflet.css", "package/LICENSE")
@@ -30,7 +30,11 @@ WANTED = ("package/dist/leaflet.js", "package/dist/leaflet.css", "package/LICENS
 
 def vendored() -> bool:
     stamp = TARGET / "VERSION"
-    return stamp.is_file() and stamp.read_text().strip() == VERSION and (TARGET / "leaflet.js").is_file()
+    return (
+        stamp.is_file()
+        and stamp.read_text().strip() == VERSION
+        and (TARGET / "leaflet.js").is_file()
+    )
 
 
 def main(argv: list[str]) -> int:
@@ -38,7 +42,9 @@ def main(argv: list[str]) -> int:
         return 0
     npm = shutil.which("npm")
     if npm is None:
-        print("vendor_leaflet: npm is needed to fetch Leaflet (apt-get install npm)", file=sys.stderr)
+        print(
+            "vendor_leaflet: npm is needed to fetch Leaflet (apt-get install npm)", file=sys.stderr
+        )
         return 1
     with tempfile.TemporaryDirectory() as tmp:
         subprocess.run(  # noqa: S603 - the npm client with fixed arguments
@@ -49,7 +55,9 @@ def main(argv: list[str]) -> int:
         tgz = Path(tmp) / f"leaflet-{VERSION}.tgz"
         digest = base64.b64encode(hashlib.sha512(tgz.read_bytes()).digest()).decode()
         if f"sha512-{digest}" != INTEGRITY:
-            print(f"vendor_leaflet: {tgz.name} does not match the pinned integrity", file=sys.stderr)
+            print(
+                f"vendor_leaflet: {tgz.name} does not match the pinned integrity", file=sys.stderr
+            )
             return 1
         staging = Path(tmp) / "out"
         (staging / "images").mkdir(parents=True)

@@ -44,7 +44,7 @@ def routes(dash: Dashboard) -> list[BaseRoute]:
             raise ConfigError("the server runs without a configuration file: no sources to change")
         return path
 
-    def choices() -> dict[str, list[str]]:
+    def choices() -> dict[str, Any]:
         return {"types": harvesters.names(), "formats": mappers.names()}
 
     def admin_get(handler: Callable[[Request], Response]) -> Callable[[Request], Response]:
@@ -85,7 +85,7 @@ def routes(dash: Dashboard) -> list[BaseRoute]:
         )
         if cookie is None:
             return dash.render(request, "login.html", 401, failed=True, next=_next(form))
-        response = dash.redirect(_next(form))
+        response = dash.redirect(_next(form) or "/")
         response.set_cookie(
             SESSION_COOKIE,
             cookie,
@@ -226,4 +226,4 @@ def _next(params: Mapping[str, Any]) -> str:
     text = value if isinstance(value, str) else ""
     if not text.startswith("/") or text.startswith("//") or "\\" in text or ":" in text:
         return ""
-    return text.lstrip("/")
+    return text

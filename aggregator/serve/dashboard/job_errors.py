@@ -25,7 +25,8 @@ class ErrorFilter:
     text: str = ""  # substring of the record id or the message
 
     def where(self, job_id: int) -> tuple[str, list[Any]]:
-        clauses, args = ["job_id = ?"], [job_id]
+        clauses: list[str] = ["job_id = ?"]
+        args: list[Any] = [job_id]
         for col in ("stage", "rule", "severity"):
             value = getattr(self, col)
             if value:
@@ -134,6 +135,23 @@ def csv_stream(state_db: Path, job_id: int, flt: ErrorFilter) -> Iterator[str]:
         yield from csv_chunks(conn, job_id, flt)
     finally:
         conn.close()
+
+
+def rule_label(rule: str) -> str:
+    """A rule in words: ``<shape IRI>|sh:DatatypeConstraintComponent`` -> ``Distribution-byteSize:
+    datatype constraint`` (the full rule stays in the CSV and the link's title)."""
+    import re
+
+    parts = []
+    for part in rule.split("|"):
+        if part.startswith("sh:") and part.endswith("ConstraintComponent"):
+            words = re.sub(r"(?<=[a-z])(?=[A-Z])", " ", part[3 : -len("ConstraintComponent")])
+            parts.append(f"{words.lower()} constraint")
+        elif "://" in part:
+            parts.append(re.split(r"[/#]", part.rstrip("/#"))[-1] or part)
+        else:
+            parts.append(part)
+    return ": ".join(parts)
 
 
 def _defuse(text: str) -> str:

@@ -21,6 +21,13 @@ TREND_KEYS = ("added", "updated", "unchanged", "withdrawn", "rejected")
 _JOB_COLS = "id, source, started, ended, status, full, counters, listing, message"
 
 
+def when(stamp: str | None) -> str:
+    """A stored UTC stamp for people: ``2026-11-26 08:05 UTC``."""
+    if not stamp:
+        return ""
+    return f"{stamp[:10]} {stamp[11:16]} UTC" if len(stamp) >= 16 and stamp[10] == "T" else stamp
+
+
 @dataclass(frozen=True, slots=True)
 class Job:
     id: int
@@ -104,7 +111,7 @@ class SourceStatus:
         if last is None:
             return "Never harvested." + (" Paused." if self.paused else "")
         if last.status == "running":
-            return f"Harvesting since {last.started}."
+            return f"Harvesting since {when(last.started)}."
         failed = []
         for job in self.jobs:
             if job.status in ("failed", "partial"):
@@ -113,8 +120,8 @@ class SourceStatus:
                 break
         prefix = "Paused. " if self.paused else ""
         if not failed:
-            return f"{prefix}Last harvest succeeded at {last.ended or last.started}."
-        since = failed[-1].started
+            return f"{prefix}Last harvest succeeded at {when(last.ended or last.started)}."
+        since = when(failed[-1].started)
         runs = "run" if len(failed) == 1 else f"{len(failed)} runs in a row"
         more = "" if len(failed) < len(self.jobs) else " (no successful harvest on record)"
         return f"{prefix}Failing since {since}: last {runs} {failed[0].status}{more}."

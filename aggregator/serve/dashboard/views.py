@@ -171,7 +171,9 @@ def routes(dash: Dashboard) -> list[BaseRoute]:
             return ctx.base_url + iri[len(base) :]
         return f"{ctx.base_url}dataset?{urlencode({'iri': iri})}"
 
-    g = lambda h: guard(dash, h)  # noqa: E731
+    def g(handler: Callable[[Request], Response]) -> Callable[[Request], Response]:
+        return guard(dash, handler)
+
     return [
         Route("/", g(overview), methods=["GET"]),
         Route("/sources", g(sources_page), methods=["GET"]),

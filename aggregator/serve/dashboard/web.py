@@ -17,6 +17,8 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from aggregator.errors import AggregatorError
 from aggregator.serve.context import ServeContext
 from aggregator.serve.dashboard.auth import SESSION_COOKIE, Auth, check_hash_setting, load_key
+from aggregator.serve.dashboard.job_errors import rule_label
+from aggregator.serve.dashboard.status import when
 from aggregator.serve.rdf_formats import HTML_CSP
 
 HERE = Path(__file__).parent
@@ -57,6 +59,9 @@ class Dashboard:
             lstrip_blocks=True,
         )
         env.globals["query"] = _query
+        env.filters["when"] = when
+        env.filters["rule"] = rule_label
+        env.filters["yesno"] = lambda v: ("yes" if v else "no") if isinstance(v, bool) else v
         env.globals["query_string"] = lambda text: urlencode({"query": text})
         serve = ctx.settings.serve
         check_hash_setting(serve.admin_password_hash, "admin_password_hash")
