@@ -62,7 +62,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 def test_overview_links_every_service(served: str) -> None:
     page = requests.get(served, timeout=10)
     assert page.status_code == 200
-    for link in ("catalog.html", "sparql", "oai?verb=Identify", "job/1"):
+    for link in ("catalog.html", "sparql", "oai?verb=Identify", "jobs/1"):
         assert link in page.text
 
 

@@ -471,7 +471,8 @@ def test_dataset_page_for_people(served: Served) -> None:
     resp = served.get(f"dataset?iri={row.dataset_iri}", "text/html")
     assert resp.status_code == 200
     assert resp.headers["content-type"] == "text/html; charset=utf-8"
-    assert "script-src" not in resp.headers["content-security-policy"]
+    csp = resp.headers["content-security-policy"]
+    assert "script-src 'self'" in csp and "unsafe-inline" not in csp  # the map's own files only
     text = resp.text
     for expected in (
         "Road network",
@@ -479,7 +480,7 @@ def test_dataset_page_for_people(served: Served) -> None:
         "Centre lines of regional",
         "Open Data Office",  # contact
         "Example Region – Open Data Office",  # publisher
-        "TRAN",  # theme
+        "Transport",  # theme, in words
         "Distributions",
         row.record_iri,
         f"{served.url}payload/{row.payload_sha}",
