@@ -302,3 +302,30 @@ def test_harvest_now_runs_a_job(site: Site) -> None:
         time.sleep(0.5)
     log = (site.settings.store_path / "dashboard-harvests.log").read_text()
     raise AssertionError(f"no new job for demo-oai: {log[-2000:]}")
+
+
+def test_provenance_iris_send_browsers_to_the_dashboard(site: Site) -> None:
+    job = job_ids(site, "demo-oai")[-1]
+    r = get(site, f"job/{job}", allow_redirects=False)
+    assert r.status_code == 303 and r.headers["location"].endswith(f"/jobs/{job}")
+    assert r.headers["vary"] == "Accept"
+    rdf = requests.get(f"{site.url}job/{job}", headers={"accept": "text/turtle"}, timeout=30)
+    assert rdf.headers["content-type"].startswith("text/turtle") and "prov:" in rdf.text
+    r = get(site, "source/demo-oai", allow_redirects=False)
+    assert r.status_code == 303 and r.headers["location"].endswith("/sources/demo-oai")
+
+
+def test_private_pages_need_the_login(tmp_path: Path) -> None:
+    with served_site(tmp_path, public=False) as private:
+        for path in ("", "datasets?q=water", "jobs", "sparql"):
+            r = get(private, path, allow_redirects=False)
+            assert r.status_code == 303 and "/login" in r.headers["location"], path
+        # protocol clients and the republished catalogue stay open: only the dashboard is private
+        assert requests.get(private.url + "sparql", timeout=30).status_code == 200
+        assert get(private, "catalog.html").status_code == 200
+        s = login(private)
+        assert s.get(private.url + "datasets?q=water", timeout=30).status_code == 200
+        token = requests.get(
+            private.url + "jobs", headers={"authorization": f"Bearer {TOKEN}"}, timeout=30
+        )
+        assert token.status_code == 200 and "Jobs, newest first" in token.text

@@ -4,23 +4,23 @@
   publisher and record counts; never its secrets);
 - ``{base}job/{id}``: a harvest job, as a ``prov:Activity`` (times, status, counters).
 
-RDF by content negotiation (Turtle, JSON-LD, RDF/XML, N-Triples) or a small HTML page.
+RDF by content negotiation (Turtle, JSON-LD, RDF/XML, N-Triples); browsers are redirected
+(303) to the dashboard's source and job pages.
 """
 
 from __future__ import annotations
 
-import html
 import json
+from urllib.parse import quote
 
 from pyoxigraph import Triple
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, PlainTextResponse, Response
+from starlette.responses import PlainTextResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from aggregator.serve.context import ServeContext
 from aggregator.serve.rdf_formats import (
     HTML,
-    HTML_CSP,
     JSONLD,
     NTRIPLES,
     RDFXML,
@@ -37,7 +37,9 @@ from aggregator.vocab import AGG, DCAT, DCT, FOAF, PROV, RDF_TYPE, XSD
 FORMATS = (TURTLE, JSONLD, RDFXML, NTRIPLES, HTML)
 
 
-def _respond(request: Request, triples: list[Triple], title: str) -> Response:
+def _respond(request: Request, triples: list[Triple], page: str) -> Response:
+    """RDF by content negotiation; a browser is sent on to the dashboard's page (``page``, a
+    path under the public base URL), which says the same in words."""
     try:
         choice = select(request, None, FORMATS)
     except (BadRequestError, NotAcceptableError) as err:
@@ -45,16 +47,7 @@ def _respond(request: Request, triples: list[Triple], title: str) -> Response:
         return PlainTextResponse(err.message, status_code=err.http_status, headers=vary)
     headers = {"Vary": "Accept"} if choice.negotiated else {}
     if choice.fmt is HTML:
-        rows = "".join(
-            f"<tr><td>{html.escape(t.predicate.value)}</td>"
-            f"<td>{html.escape(getattr(t.object, 'value', str(t.object)))}</td></tr>"
-            for t in triples
-        )
-        body = (
-            f"<!doctype html><meta charset=utf-8><title>{html.escape(title)}</title>"
-            f"<h1>{html.escape(title)}</h1><table>{rows}</table>"
-        )
-        return HTMLResponse(body, headers={**headers, "Content-Security-Policy": HTML_CSP})
+        return RedirectResponse(page, 303, headers=headers)
     return Response(
         serialize_graph(triples, choice.fmt), media_type=choice.fmt.content_type, headers=headers
     )
@@ -90,7 +83,7 @@ def routes(ctx: ServeContext) -> list[BaseRoute]:
             triples.append(
                 Triple(s, iri(f"{AGG}{status}Records"), literal(str(n), XSD + "integer"))
             )
-        return _respond(request, triples, f"Harvest source {name}")
+        return _respond(request, triples, f"{ctx.base_url}sources/{quote(name, safe='')}")
 
     def job(request: Request) -> Response:
         try:
@@ -118,6 +111,6 @@ def routes(ctx: ServeContext) -> list[BaseRoute]:
             triples.append(Triple(j, iri(PROV + "endedAtTime"), literal(ended, XSD + "dateTime")))
         for key, n in sorted(json.loads(counters).items()):
             triples.append(Triple(j, iri(f"{AGG}{key}"), literal(str(n), XSD + "integer")))
-        return _respond(request, triples, f"Harvest job {job_id}")
+        return _respond(request, triples, f"{ctx.base_url}jobs/{job_id}")
 
     return [Route("/source/{name}", source), Route("/job/{job_id}", job)]

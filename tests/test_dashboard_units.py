@@ -1,0 +1,148 @@
+"""The dashboard's parts on their own: password and token hashes, sessions and CSRF tokens,
+spatial extents, the search index (catch-up, withdrawal, query text as plain words), rules
+and vocabulary terms in words."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from aggregator.errors import ConfigError
+from aggregator.serve.dashboard.auth import Auth, check_hash_setting, hash_secret, verify_secret
+from aggregator.serve.dashboard.geometry import from_geojson, from_wkt, parse_geometry
+from aggregator.serve.dashboard.job_errors import _defuse, rule_label
+from aggregator.serve.dashboard.labels import property_label, term_label
+from aggregator.serve.dashboard.search import SearchIndex, fts_query
+from aggregator.serve.dashboard.sparql_page import wants_html
+from aggregator.store.schema import SCHEMA
+from aggregator.store.state import pack_graph
+
+
+def test_hashes_verify_only_their_secret() -> None:
+    stored = hash_secret("s3cret")
+    assert stored.startswith("scrypt$") and "s3cret" not in stored
+    assert verify_secret("s3cret", stored)
+    assert not verify_secret("s3cret ", stored)
+    assert not verify_secret("s3cret", "scrypt$1$2$3$zz$zz")  # malformed: matches nothing
+    assert hash_secret("s3cret") != stored  # salted
+    check_hash_setting(stored, "admin_password_hash")
+    with pytest.raises(ConfigError):
+        check_hash_setting("s3cret", "admin_password_hash")  # a password where a hash goes
+    with pytest.raises(ConfigError):
+        hash_secret("")
+
+
+def test_sessions_expire_and_csrf_tokens_belong_to_their_session() -> None:
+    auth = Auth(b"k" * 32, "admin", hash_secret("pw"), hash_secret("tok"))
+    assert auth.login("admin", "wrong") is None and auth.login("root", "pw") is None
+    cookie = auth.login("admin", "pw", now=1000.0)
+    assert cookie is not None
+    assert auth.session_user(cookie, now=1001.0) == "admin"
+    assert auth.session_user(cookie, now=1000.0 + 9 * 3600) is None  # expired
+    user, expiry, sig = cookie.split("|")
+    assert auth.session_user(f"{user}|{int(expiry) + 9999}|{sig}", now=1001.0) is None  # forged
+    other = Auth(b"x" * 32, "admin", auth.password_hash, auth.token_hash)
+    assert other.session_user(cookie, now=1001.0) is None  # another key
+    token = auth.csrf_token(cookie)
+    assert auth.csrf_ok(cookie, token) and not auth.csrf_ok(cookie, token[:-1] + "0")
+    second = auth.login("admin", "pw", now=2000.0)
+    assert second is not None and not auth.csrf_ok(second, token)
+    assert auth.bearer_ok("Bearer tok") and not auth.bearer_ok("Bearer pw")
+    assert not auth.bearer_ok("Basic tok") and not auth.bearer_ok(None)
+
+
+def test_extents_become_geojson_or_nothing() -> None:
+    poly = from_wkt("POLYGON((3.3 50.7, 7.2 50.7, 7.2 53.6, 3.3 53.6, 3.3 50.7))")
+    assert poly == {
+        "type": "Polygon",
+        "coordinates": [[[3.3, 50.7], [7.2, 50.7], [7.2, 53.6], [3.3, 53.6], [3.3, 50.7]]],
+    }
+    crs84 = "<http://www.opengis.net/def/crs/OGC/1.3/CRS84> POINT(4.35 50.85)"
+    assert from_wkt(crs84) == {"type": "Point", "coordinates": [4.35, 50.85]}
+    assert from_wkt("ENVELOPE(-5, 2, 56, 49)") is not None
+    multi = from_wkt("MULTIPOLYGON(((0 0, 1 0, 1 1, 0 0)), ((5 5, 6 5, 6 6, 5 5)))")
+    assert multi is not None and len(multi["coordinates"]) == 2
+    assert from_wkt("POLYGON((300 0, 301 0, 301 1, 300 0))") is None  # out of range
+    assert from_wkt("<http://www.opengis.net/def/crs/EPSG/0/27700> POINT(1 2)") is None
+    assert from_wkt("LINESTRING(0 0, 1 1)") is None
+    assert from_geojson('{"type": "Point", "coordinates": [1, 2]}') is not None
+    assert from_geojson('{"type": "Point", "coordinates": [1, "x"]}') is None
+    assert from_geojson("not json") is None
+    assert parse_geometry('{"type":"Point","coordinates":[1,2]}', None) is not None
+
+
+def test_search_text_is_words_never_syntax() -> None:
+    assert fts_query("river water") == '"river" "water"*'
+    assert fts_query('NEAR("x" OR y*') == '"NEAR" "x" "OR" "y"*'
+    assert fts_query("  ") == ""
+
+
+def _state(path: Path) -> sqlite3.Connection:
+    db = sqlite3.connect(path, isolation_level=None)
+    db.executescript(SCHEMA)
+    return db
+
+
+def _put(db: sqlite3.Connection, rid: int, status: str, modified: str, title: str) -> None:
+    iri = f"https://example.org/ds/{rid}"
+    nt = (
+        f'<{iri}> <http://purl.org/dc/terms/title> "{title}"@en .\n'
+        f'<{iri}> <http://www.w3.org/ns/dcat#keyword> "kw{rid}x" .\n'
+        f"<{iri}> <http://www.w3.org/ns/dcat#theme> "
+        "<http://publications.europa.eu/resource/authority/data-theme/ENVI> .\n"
+    ).encode()
+    db.execute(
+        "INSERT OR REPLACE INTO records (id, source, local_id, record_iri, dataset_iri, status,"
+        " first_seen, modified, ntriples) VALUES (?, 's', ?, ?, ?, ?, ?, ?, ?)",
+        (rid, str(rid), f"{iri}/r", iri, status, modified, modified, pack_graph(nt)),
+    )
+
+
+def test_search_index_follows_the_records(tmp_path: Path) -> None:
+    db = _state(tmp_path / "state.sqlite3")
+    for n in range(1, 1201):  # more than a catch-up batch
+        _put(db, n, "active", f"2026-01-01T00:00:{n % 60:02d}.{n:06d}Z", f"River {n} water")
+    index = SearchIndex(tmp_path, tmp_path / "state.sqlite3")
+    found = index.search(db, "river", {})
+    assert found.total == 1200
+    assert index.catch_up(db) == 0  # nothing new: one indexed query
+    assert found.facets["theme"][0].label == "Environment"
+    assert index.search(db, "kw7x", {}).total == 1
+    _put(db, 7, "withdrawn", "2026-02-01T00:00:00.000000Z", "River 7 water")
+    _put(db, 8, "active", "2026-02-01T00:00:01.000000Z", "Lake eight")
+    assert index.search(db, "kw7x", {}).total == 0  # withdrawn: gone from the index
+    assert index.search(db, "lake", {}).total == 1 and index.search(db, "river", {}).total == 1198
+    narrowed = index.search(db, "", {"source": ["s"], "theme": ["nope"]})
+    assert narrowed.total == 0
+    # a new reader (another serving process) shares the file and finds it up to date
+    again = SearchIndex(tmp_path, tmp_path / "state.sqlite3")
+    assert again.catch_up(db) == 0 and again.search(db, "lake", {}).total == 1
+
+
+def test_words_for_rules_terms_and_cells() -> None:
+    rule = "https://w3id.org/ld-aggregator/shapes/dcat-ap-3#Distribution-byteSize|sh:DatatypeConstraintComponent"
+    assert rule_label(rule) == "Distribution-byteSize: datatype constraint"
+    assert rule_label("mapperCrash") == "mapperCrash"
+    assert term_label("http://publications.europa.eu/resource/authority/data-theme/ENVI") == (
+        "Environment"
+    )
+    assert term_label("http://publications.europa.eu/resource/authority/licence/CC_BY_4_0") == (
+        "CC BY 4.0"
+    )
+    assert term_label("http://publications.europa.eu/resource/authority/language/DEU") == "German"
+    assert term_label("http://www.iana.org/assignments/media-types/text/csv") == "text/csv"
+    assert term_label("https://example.org/unknown") is None
+    assert property_label("http://purl.org/dc/terms/accrualPeriodicity") == "Update frequency"
+    assert property_label("https://example.org/ns#someProperty") == "Some property"
+    assert _defuse("=HYPERLINK(1)") == "'=HYPERLINK(1)" and _defuse("plain") == "plain"
+
+
+def test_browsers_get_the_page_clients_their_format() -> None:
+    chrome = "text/html,application/xhtml+xml,application/xml;q=0.9,image/avif,*/*;q=0.8"
+    assert wants_html(chrome)
+    assert wants_html("text/html")
+    assert not wants_html(None) and not wants_html("*/*")
+    assert not wants_html("application/sparql-results+json")
+    assert not wants_html("application/sparql-results+json, text/html;q=0.5")
