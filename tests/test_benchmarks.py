@@ -133,3 +133,11 @@ def test_ckan_harvest_benchmark(tmp_path: Path) -> None:
 def test_schedule_tick_benchmark() -> None:
     figures = last_json(run("schedule_tick.py", "--sources", "30", "--ticks", "3"))
     assert figures["sources"] == 30 and float(figures["tick ms"]) > 0  # type: ignore[arg-type]
+
+
+def test_dashboard_search_benchmark() -> None:
+    figures = last_json(
+        run("dashboard_search.py", "--records", "300", "--repeats", "2", "--quality")
+    )
+    assert figures["records"] == 300 and figures["quality datasets"] == 300
+    assert figures["first catch-up records/s"] > 0  # type: ignore[operator]

@@ -251,6 +251,10 @@ def test_register_preview_edit_pause(site: Site) -> None:
     assert re.search(r"\d+ would be stored", preview.text)
     assert "would be rejected" in preview.text  # the demo dump's bad byte size
     assert site.config.read_text(encoding="utf-8") == before  # a preview writes nothing
+    gone = {**data, "url": "http://127.0.0.1:9/nothing.ttl"}  # nothing listens there
+    failed = s.post(site.url + "admin/sources/new", data=gone, timeout=60)
+    assert failed.status_code == 200 and 'id="preview"' in failed.text
+    assert re.search(r'<p class="error" role="alert">[^<]*127\.0\.0\.1', failed.text)
     bad = s.post(site.url + "admin/sources/new", data={**data, "url": "ftp://x"}, timeout=30)
     assert bad.status_code == 400 and 'role="alert"' in bad.text
     saved = s.post(site.url + "admin/sources/new", data={**data, "action": "save"}, timeout=30)

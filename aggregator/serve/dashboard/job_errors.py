@@ -88,10 +88,16 @@ def _rows(
     db: sqlite3.Connection, job_id: int, flt: ErrorFilter, limit: int | None
 ) -> Iterator[Any]:
     where, args = flt.where(job_id)
+    # the rejection this job made of the record (through the rejections_job index); a record
+    # that failed again later has its rejection on that later job
+    link = (
+        "(SELECT r.id FROM rejections r WHERE r.job_id = e.job_id AND r.local_id = e.local_id"
+        " ORDER BY r.id DESC LIMIT 1)"
+        if limit is not None
+        else "NULL"
+    )
     sql = (
-        "SELECT e.seq, e.local_id, e.stage, e.severity, e.rule, e.message, e.location,"
-        " (SELECT r.id FROM rejections r, jobs j WHERE j.id = e.job_id AND r.source = j.source"
-        "  AND r.local_id = e.local_id ORDER BY r.id DESC LIMIT 1)"
+        f"SELECT e.seq, e.local_id, e.stage, e.severity, e.rule, e.message, e.location, {link}"
         f" FROM job_errors e WHERE {where.replace('job_id', 'e.job_id', 1)} ORDER BY e.seq"
     )
     if limit is not None:

@@ -2,8 +2,7 @@
 
 For each source: its configuration (or "no longer configured"), the last job with its error
 text, a health sentence ("failing since ..."), the records by status, and the outcome counters
-of its recent jobs (the trend, drawn as SVG bars by the template). Scheduler facts (next run,
-circuit breaker) come from :mod:`aggregator.serve.dashboard.schedule_info` when available.
+of its recent jobs (the trend, drawn as SVG bars by the template).
 """
 
 from __future__ import annotations
@@ -83,6 +82,11 @@ class SourceStatus:
     @property
     def last_job(self) -> Job | None:
         return self.jobs[0] if self.jobs else None
+
+    @property
+    def rejecting_job(self) -> Job | None:
+        """The newest of the recent jobs that rejected records (where to read why)."""
+        return next((j for j in self.jobs if j.counters.get("rejected")), None)
 
     @property
     def paused(self) -> bool:

@@ -57,7 +57,6 @@ def routes(dash: Dashboard) -> list[BaseRoute]:
             failing=failing,
             totals=status.totals(db),
             jobs=status.recent_jobs(db, limit=10),
-            schedule={},
         )
 
     def sources_page(request: Request) -> Response:
@@ -73,7 +72,7 @@ def routes(dash: Dashboard) -> list[BaseRoute]:
         if not found:
             return dash.error(request, 404, f"no source named {name!r}")
         jobs = status.recent_jobs(db, source=name, limit=50)
-        return dash.render(request, "source.html", s=found[0], jobs=jobs, schedule=None)
+        return dash.render(request, "source.html", s=found[0], jobs=jobs)
 
     def jobs_page(request: Request) -> Response:
         db = ctx.read_db()
