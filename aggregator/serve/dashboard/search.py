@@ -164,6 +164,7 @@ class SearchIndex:
         self.path = folder / "search.sqlite3"
         self.state_db = state_db
         self._local = threading.local()
+        self._whole: tuple[object, int, list[tuple[str, str, str, int]]] | None = None
 
     def _conn(self) -> sqlite3.Connection:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
@@ -185,9 +186,8 @@ class SearchIndex:
                 modified, _, ident = (row[0] if row else "|0").rpartition("|")
                 batch = state.execute(
                     "SELECT id, source, dataset_iri, status, modified, ntriples FROM records"
-                    " WHERE (modified > ? OR (modified = ? AND id > ?)) ORDER BY modified, id"
-                    " LIMIT ?",
-                    (modified, modified, int(ident), BATCH),
+                    " WHERE (modified, id) > (?, ?) ORDER BY modified, id LIMIT ?",
+                    (modified, int(ident), BATCH),
                 ).fetchall()
                 for rid, source, dataset_iri, status, mod, packed in batch:
                     self._drop(conn, rid)
@@ -240,51 +240,103 @@ class SearchIndex:
         limit: int = 20,
         offset: int = 0,
     ) -> Results:
+        """One page of matches, the total, and facet counts over every match.
+
+        The matching record ids go into a temporary table once (the FTS5 doclist, no ranking;
+        then each facet filter removes what it excludes); the total, the facet counts and the
+        page are read from it, and only the page is ranked. Facet counts of the whole index
+        (no words, no filter: the first visit) are kept until the index changes."""
         self.catch_up(state)
         conn = self._conn()
-        where, args = [], []
         match = fts_query(text)
+        filters = [(k, list(selected[k])) for k in FACETS if selected.get(k)]
+        if not match and not filters:
+            return self._everything(conn, limit, offset)
+        conn.execute("CREATE TEMP TABLE IF NOT EXISTS m (rid INTEGER PRIMARY KEY)")
+        conn.execute("DELETE FROM temp.m")
         if match:
-            where.append("d.record_id IN (SELECT rowid FROM fts WHERE fts MATCH ?)")
-            args.append(match)
-        for kind in FACETS:
-            values = selected.get(kind) or []
-            if values:
-                marks = ",".join("?" * len(values))
-                where.append(
-                    "d.record_id IN (SELECT record_id FROM facets"
-                    f" WHERE kind = ? AND value IN ({marks}))"
-                )
-                args += [kind, *values]
-        clause = f"WHERE {' AND '.join(where)}" if where else ""
-        total = int(conn.execute(f"SELECT count(*) FROM docs d {clause}", args).fetchone()[0])
-        if match:
-            order_sql = (
-                "SELECT d.record_id, d.dataset_iri, d.source, d.title, d.modified,"
-                " snippet(fts, 1, char(2), char(3), ' … ', 16)"
-                f" FROM fts JOIN docs d ON d.record_id = fts.rowid {clause}"
-                " AND fts MATCH ? ORDER BY bm25(fts, 10.0, 1.0, 5.0), d.record_id LIMIT ? OFFSET ?"
+            conn.execute("INSERT INTO temp.m SELECT rowid FROM fts WHERE fts MATCH ?", (match,))
+        else:
+            kind, values = filters.pop(0)
+            conn.execute(
+                "INSERT OR IGNORE INTO temp.m SELECT record_id FROM facets"
+                f" WHERE kind = ? AND value IN ({','.join('?' * len(values))})",
+                (kind, *values),
             )
-            rows = conn.execute(order_sql, (*args, match, limit, offset)).fetchall()
+        for kind, values in filters:
+            conn.execute(
+                "DELETE FROM temp.m WHERE rid NOT IN (SELECT record_id FROM facets"
+                f" WHERE kind = ? AND value IN ({','.join('?' * len(values))}))",
+                (kind, *values),
+            )
+        total = int(conn.execute("SELECT count(*) FROM temp.m").fetchone()[0])
+        if match:
+            # rank every match by rowid alone, then make snippets for the page only
+            page = [
+                r[0]
+                for r in conn.execute(
+                    # CROSS JOIN keeps fts outside: "rowid IN temp.m" would run the match
+                    # again for every id (0.2 ms each)
+                    "SELECT fts.rowid FROM fts CROSS JOIN temp.m ON m.rid = fts.rowid"
+                    " WHERE fts MATCH ? ORDER BY bm25(fts, 10.0, 1.0, 5.0), fts.rowid"
+                    " LIMIT ? OFFSET ?",
+                    (match, limit, offset),
+                )
+            ]
+            found = {
+                r[0]: r
+                for r in conn.execute(
+                    "SELECT d.record_id, d.dataset_iri, d.source, d.title, d.modified,"
+                    " snippet(fts, 1, char(2), char(3), ' … ', 16)"
+                    " FROM fts JOIN docs d ON d.record_id = fts.rowid"
+                    f" WHERE fts MATCH ? AND fts.rowid IN ({','.join('?' * len(page))})",
+                    (match, *page),
+                )
+            }
+            rows = [found[rid] for rid in page if rid in found]
         else:
             rows = conn.execute(
                 "SELECT d.record_id, d.dataset_iri, d.source, d.title, d.modified, ''"
-                f" FROM docs d {clause} ORDER BY d.modified DESC, d.record_id DESC"
-                " LIMIT ? OFFSET ?",
-                (*args, limit, offset),
+                " FROM docs d WHERE d.record_id IN temp.m"
+                " ORDER BY d.modified DESC, d.record_id DESC LIMIT ? OFFSET ?",
+                (limit, offset),
             ).fetchall()
-        hits = [Hit(*r) for r in rows]
-        facets: dict[str, list[FacetValue]] = {}
-        for kind in FACETS:
-            chosen = set(selected.get(kind) or [])
+        counted = conn.execute(
+            "SELECT f.kind, f.value, min(f.label), count(*) FROM temp.m"
+            " JOIN facets f ON f.record_id = m.rid GROUP BY f.kind, f.value"
+        ).fetchall()
+        return Results(total, [Hit(*r) for r in rows], _facets(counted, selected))
+
+    def _everything(self, conn: sqlite3.Connection, limit: int, offset: int) -> Results:
+        rows = conn.execute(
+            "SELECT record_id, dataset_iri, source, title, modified, '' FROM docs"
+            " ORDER BY modified DESC, record_id DESC LIMIT ? OFFSET ?",
+            (limit, offset),
+        ).fetchall()
+        mark = conn.execute("SELECT value FROM meta WHERE key = 'watermark'").fetchone()
+        cached = self._whole
+        if cached is None or cached[0] != mark:
+            total = int(conn.execute("SELECT count(*) FROM docs").fetchone()[0])
             counted = conn.execute(
-                "SELECT f.value, min(f.label), count(*) FROM facets f"
-                f" WHERE f.kind = ? AND f.record_id IN (SELECT d.record_id FROM docs d {clause})"
-                " GROUP BY f.value ORDER BY count(*) DESC, min(f.label) LIMIT 30",
-                (kind, *args),
+                "SELECT kind, value, min(label), count(*) FROM facets GROUP BY kind, value"
             ).fetchall()
-            facets[kind] = [FacetValue(v, lab, n, v in chosen) for v, lab, n in counted]
-        return Results(total, hits, facets)
+            cached = self._whole = (mark, total, counted)
+        return Results(cached[1], [Hit(*r) for r in rows], _facets(cached[2], {}))
+
+
+def _facets(
+    counted: Sequence[tuple[str, str, str, int]], selected: dict[str, list[str]]
+) -> dict[str, list[FacetValue]]:
+    """The 30 most frequent values of each facet (and every selected one), most first."""
+    out: dict[str, list[FacetValue]] = {}
+    for kind in FACETS:
+        chosen = set(selected.get(kind) or [])
+        values = sorted(
+            ((v, lab, n) for k, v, lab, n in counted if k == kind), key=lambda t: (-t[2], t[1])
+        )
+        top = values[:30] + [t for t in values[30:] if t[0] in chosen]
+        out[kind] = [FacetValue(v, lab, n, v in chosen) for v, lab, n in top]
+    return out
 
 
 def snippet_parts(snippet: str) -> Iterable[tuple[str, bool]]:
