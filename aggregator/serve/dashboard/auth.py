@@ -63,6 +63,7 @@ def check_hash_setting(value: str, name: str) -> None:
 
 def load_key(folder: Path) -> bytes:
     """The signing key shared by every serving process of this store (made on first use)."""
+    folder.mkdir(parents=True, exist_ok=True)
     path = folder / "dashboard.key"
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
