@@ -14,7 +14,7 @@ from aggregator.serve.dashboard.auth import Auth, check_hash_setting, hash_secre
 from aggregator.serve.dashboard.geometry import from_geojson, from_wkt, parse_geometry
 from aggregator.serve.dashboard.job_errors import _defuse, rule_label
 from aggregator.serve.dashboard.labels import property_label, term_label
-from aggregator.serve.dashboard.search import SearchIndex, fts_query
+from aggregator.serve.dashboard.search import SearchIndex, fts_query, make_snippet
 from aggregator.serve.dashboard.sparql_page import wants_html
 from aggregator.store.schema import SCHEMA
 from aggregator.store.state import pack_graph
@@ -114,11 +114,27 @@ def test_search_index_follows_the_records(tmp_path: Path) -> None:
     _put(db, 8, "active", "2026-02-01T00:00:01.000000Z", "Lake eight")
     assert index.search(db, "kw7x", {}).total == 0  # withdrawn: gone from the index
     assert index.search(db, "lake", {}).total == 1 and index.search(db, "river", {}).total == 1198
+    # facet counts over the matches: more than half of the index (whole minus the rest)...
+    river = index.search(db, "river", {})
+    assert [(f.label, f.count) for f in river.facets["theme"]] == [("Environment", 1198)]
+    assert [(f.value, f.count) for f in river.facets["source"]] == [("s", 1198)]
+    # ... and fewer (counted directly)
+    lake = index.search(db, "lake", {})
+    assert [(f.label, f.count) for f in lake.facets["theme"]] == [("Environment", 1)]
+    assert lake.hits[0].title == "Lake eight"
     narrowed = index.search(db, "", {"source": ["s"], "theme": ["nope"]})
     assert narrowed.total == 0
     # a new reader (another serving process) shares the file and finds it up to date
     again = SearchIndex(tmp_path, tmp_path / "state.sqlite3")
     assert again.catch_up(db) == 0 and again.search(db, "lake", {}).total == 1
+
+
+def test_snippets_mark_the_query_words() -> None:
+    text = "Daily readings. " * 20 + "Water quality of the river Rhine, sampled weekly."
+    cut = make_snippet(text, ["water", "riv"])
+    assert cut.startswith("… ") and "\x02Water\x03" in cut and "\x02river\x03" in cut
+    assert make_snippet("short text", ["nothing"]) == "short text"
+    assert make_snippet("", ["x"]) == "" and make_snippet("text", []) == ""
 
 
 def test_words_for_rules_terms_and_cells() -> None:
