@@ -162,3 +162,17 @@ def test_browsers_get_the_page_clients_their_format() -> None:
     assert not wants_html(None) and not wants_html("*/*")
     assert not wants_html("application/sparql-results+json")
     assert not wants_html("application/sparql-results+json, text/html;q=0.5")
+
+
+def test_quality_is_computed_again_at_most_every_refresh(tmp_path: Path) -> None:
+    from aggregator.serve.dashboard.quality_view import QualityCache
+    from aggregator.store.state import GENERATION
+
+    db = _state(tmp_path / "state.sqlite3")
+    slow, eager = QualityCache(refresh=3600), QualityCache(refresh=0)
+    first, first_eager = slow.report(db), eager.report(db)
+    assert first.catalogue.datasets == 0 and not slow.changed_since(db)
+    db.execute("INSERT OR REPLACE INTO meta VALUES (?, '7')", (GENERATION,))  # a harvest wrote
+    assert slow.report(db) is first and slow.changed_since(db)  # kept: too recent
+    again = eager.report(db)
+    assert again is not first_eager and again.generation == 7 and not eager.changed_since(db)

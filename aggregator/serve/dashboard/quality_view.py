@@ -3,9 +3,10 @@ the Quality page.
 
 The scores are those of ``aggregator quality`` (:func:`aggregator.quality.mqa.assess` over every
 active record, link checks not run), computed from the state database in the serving process
-and kept until the store's generation changes (a harvest or a quality run wrote something):
-one pass over the active records per change, then every view is free. A pass reads the records
-500 at a time (memory stays flat).
+and kept until the store's generation changes (a harvest or a quality run wrote something),
+but at most every ``REFRESH`` seconds: a harvest changes the generation with every batch, and a
+pass costs ~15 s of CPU at 100,000 records (bench/dashboard_search.py --quality). The page says
+when its scores were computed. A pass reads the records 500 at a time (memory stays flat).
 """
 
 from __future__ import annotations
@@ -13,7 +14,9 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
+import time
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 from aggregator.quality.aggregate import CatalogueAccumulator, QualityAggregate
 from aggregator.quality.indicators import INDICATORS_BY_KEY
@@ -21,11 +24,13 @@ from aggregator.quality.mqa import QualityError, assess
 from aggregator.store.state import read_generation, unpack_graph
 
 BATCH = 500
+REFRESH = 600.0  # seconds a report is kept while the store changes under it
 
 
 @dataclass(frozen=True, slots=True)
 class QualityReport:
     generation: int
+    computed: str  # UTC stamp
     per_source: dict[str, QualityAggregate]
     catalogue: QualityAggregate
     errors: int  # records that could not be assessed
@@ -55,16 +60,29 @@ def compute(db: sqlite3.Connection) -> QualityReport:
                 errors += 1
                 continue
             acc.add(source, q)
-    return QualityReport(generation, acc.per_source(), acc.catalogue(), errors)
+    computed = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return QualityReport(generation, computed, acc.per_source(), acc.catalogue(), errors)
 
 
 class QualityCache:
-    def __init__(self) -> None:
+    def __init__(self, refresh: float = REFRESH) -> None:
+        self.refresh = refresh
         self._lock = threading.Lock()
         self._report: QualityReport | None = None
+        self._at = 0.0
 
     def report(self, db: sqlite3.Connection) -> QualityReport:
+        """The report; computed again when the store changed and the last one is older than
+        ``refresh`` seconds (one pass at a time per process)."""
         with self._lock:
-            if self._report is None or self._report.generation != read_generation(db):
-                self._report = compute(db)
-            return self._report
+            report = self._report
+            stale = report is None or report.generation != read_generation(db)
+            if stale and (report is None or time.monotonic() - self._at >= self.refresh):
+                self._report = report = compute(db)
+                self._at = time.monotonic()
+            assert report is not None
+            return report
+
+    def changed_since(self, db: sqlite3.Connection) -> bool:
+        report = self._report
+        return report is not None and report.generation != read_generation(db)

@@ -132,8 +132,11 @@ def routes(dash: Dashboard) -> list[BaseRoute]:
         return dash.render(request, "rejection.html", r=found)
 
     def quality_page(request: Request) -> Response:
-        report = quality.report(ctx.read_db())
-        return dash.render(request, "quality.html", report=report)
+        db = ctx.read_db()
+        report = quality.report(db)
+        return dash.render(
+            request, "quality.html", report=report, changed=quality.changed_since(db)
+        )
 
     def datasets_page(request: Request) -> Response:
         p = request.query_params
