@@ -31,6 +31,7 @@ from aggregator.store.state import unpack_graph
 from aggregator.vocab import DCAT, DCT
 
 BATCH = 500
+SCHEMA_VERSION = "2"  # an index of another version is dropped and built again
 FACETS = ("source", "theme", "format", "licence")
 _SCHEMA = """
 PRAGMA journal_mode = WAL;
@@ -46,14 +47,20 @@ CREATE INDEX IF NOT EXISTS docs_modified ON docs (modified DESC, record_id DESC)
 CREATE VIRTUAL TABLE IF NOT EXISTS fts USING fts5(
     title, description, keywords, tokenize = 'unicode61 remove_diacritics 2'
 );
-CREATE TABLE IF NOT EXISTS facets (
-    record_id INTEGER NOT NULL,
+CREATE TABLE IF NOT EXISTS facet_values (
+    id INTEGER PRIMARY KEY,
     kind TEXT NOT NULL,
     value TEXT NOT NULL,
     label TEXT NOT NULL,
-    PRIMARY KEY (kind, value, record_id)
+    UNIQUE (kind, value)
+);
+-- integers, clustered by record: counting the facets of 20,000 matches is a range read each
+CREATE TABLE IF NOT EXISTS record_facets (
+    record_id INTEGER NOT NULL,
+    facet_id INTEGER NOT NULL,
+    PRIMARY KEY (record_id, facet_id)
 ) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS facets_record ON facets (record_id);
+CREATE INDEX IF NOT EXISTS record_facets_by_facet ON record_facets (facet_id, record_id);
 """
 
 
@@ -159,19 +166,47 @@ class Results:
     facets: dict[str, list[FacetValue]]
 
 
+def _version(conn: sqlite3.Connection) -> str | None:
+    has_meta = conn.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'"
+    ).fetchone()
+    if not has_meta:
+        return None
+    row = conn.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
+    return str(row[0]) if row else "1"
+
+
+#: (watermark, documents, [(facet id, kind, value, label, count)], {facet id: (kind, value,
+#: label)})
+Whole = tuple[object, int, list[tuple[int, str, str, str, int]], dict[int, tuple[str, str, str]]]
+
+
 class SearchIndex:
     def __init__(self, folder: Path, state_db: Path) -> None:
         self.path = folder / "search.sqlite3"
         self.state_db = state_db
         self._local = threading.local()
-        self._whole: tuple[object, int, list[tuple[str, str, str, int]]] | None = None
+        self._whole: Whole | None = None
 
     def _conn(self) -> sqlite3.Connection:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
         if conn is None:
             conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
             conn.execute("PRAGMA busy_timeout = 30000")
-            conn.executescript(_SCHEMA)
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                if _version(conn) not in (None, SCHEMA_VERSION):
+                    for name in ("meta", "docs", "fts", "facets", "facet_values", "record_facets"):
+                        conn.execute(f"DROP TABLE IF EXISTS {name}")
+                for statement in _SCHEMA.split(";"):
+                    if statement.strip() and "journal_mode" not in statement:
+                        conn.execute(statement)
+                conn.execute("INSERT OR IGNORE INTO meta VALUES ('schema', ?)", (SCHEMA_VERSION,))
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
             self._local.conn = conn
         return conn
 
@@ -212,7 +247,7 @@ class SearchIndex:
     def _drop(conn: sqlite3.Connection, rid: int) -> None:
         conn.execute("DELETE FROM fts WHERE rowid = ?", (rid,))
         conn.execute("DELETE FROM docs WHERE record_id = ?", (rid,))
-        conn.execute("DELETE FROM facets WHERE record_id = ?", (rid,))
+        conn.execute("DELETE FROM record_facets WHERE record_id = ?", (rid,))
 
     @staticmethod
     def _add(
@@ -226,10 +261,16 @@ class SearchIndex:
             "INSERT INTO fts (rowid, title, description, keywords) VALUES (?, ?, ?, ?)",
             (rid, doc.title, doc.description, doc.keywords),
         )
-        conn.executemany(
-            "INSERT OR IGNORE INTO facets VALUES (?, ?, ?, ?)",
-            [(rid, kind, value, label) for kind, value, label in doc.facets],
-        )
+        for kind, value, label in doc.facets:
+            conn.execute(
+                "INSERT OR IGNORE INTO facet_values (kind, value, label) VALUES (?, ?, ?)",
+                (kind, value, label),
+            )
+            conn.execute(
+                "INSERT OR IGNORE INTO record_facets SELECT ?, id FROM facet_values"
+                " WHERE kind = ? AND value = ?",
+                (rid, kind, value),
+            )
 
     def search(
         self,
@@ -259,14 +300,16 @@ class SearchIndex:
         else:
             kind, values = filters.pop(0)
             conn.execute(
-                "INSERT OR IGNORE INTO temp.m SELECT record_id FROM facets"
-                f" WHERE kind = ? AND value IN ({','.join('?' * len(values))})",
+                "INSERT OR IGNORE INTO temp.m SELECT rf.record_id FROM facet_values v"
+                " JOIN record_facets rf ON rf.facet_id = v.id"
+                f" WHERE v.kind = ? AND v.value IN ({','.join('?' * len(values))})",
                 (kind, *values),
             )
         for kind, values in filters:
             conn.execute(
-                "DELETE FROM temp.m WHERE rid NOT IN (SELECT record_id FROM facets"
-                f" WHERE kind = ? AND value IN ({','.join('?' * len(values))}))",
+                "DELETE FROM temp.m WHERE rid NOT IN (SELECT rf.record_id FROM facet_values v"
+                " JOIN record_facets rf ON rf.facet_id = v.id"
+                f" WHERE v.kind = ? AND v.value IN ({','.join('?' * len(values))}))",
                 (kind, *values),
             )
         total = int(conn.execute("SELECT count(*) FROM temp.m").fetchone()[0])
@@ -312,33 +355,42 @@ class SearchIndex:
         the smaller side)."""
         whole = self._whole_counts(conn)
         if matched <= whole[1] // 2:
-            return conn.execute(
-                "SELECT f.kind, f.value, min(f.label), count(*) FROM temp.m"
-                " JOIN facets f ON f.record_id = m.rid GROUP BY f.kind, f.value"
+            by_id = conn.execute(
+                "SELECT rf.facet_id, count(*) FROM temp.m CROSS JOIN record_facets rf"
+                " ON rf.record_id = m.rid GROUP BY rf.facet_id"
             ).fetchall()
-        rest = {
-            (k, v): n
-            for k, v, n in conn.execute(
-                "SELECT f.kind, f.value, count(*) FROM docs d JOIN facets f"
-                " ON f.record_id = d.record_id WHERE d.record_id NOT IN temp.m"
-                " GROUP BY f.kind, f.value"
+            names = whole[3]
+            return [(*names[fid], n) for fid, n in by_id if fid in names]
+        rest: dict[int, int] = {}
+        if matched < whole[1]:
+            rest = dict(
+                conn.execute(
+                    "SELECT rf.facet_id, count(*) FROM docs d CROSS JOIN record_facets rf"
+                    " ON rf.record_id = d.record_id WHERE d.record_id NOT IN temp.m"
+                    " GROUP BY rf.facet_id"
+                ).fetchall()
             )
-        }
-        counted = [(k, v, lab, n - rest.get((k, v), 0)) for k, v, lab, n in whole[2]]
+        counted = [(k, v, lab, n - rest.get(fid, 0)) for fid, k, v, lab, n in whole[2]]
         return [c for c in counted if c[3] > 0]
 
-    def _whole_counts(
-        self, conn: sqlite3.Connection
-    ) -> tuple[object, int, list[tuple[str, str, str, int]]]:
-        """(watermark, documents, facet counts) of the whole index, kept until it changes."""
+    def _whole_counts(self, conn: sqlite3.Connection) -> Whole:
+        """(watermark, documents, facet counts by id, facet names by id) of the whole index,
+        kept until it changes."""
         mark = conn.execute("SELECT value FROM meta WHERE key = 'watermark'").fetchone()
         cached = self._whole
         if cached is None or cached[0] != mark:
             total = int(conn.execute("SELECT count(*) FROM docs").fetchone()[0])
             counted = conn.execute(
-                "SELECT kind, value, min(label), count(*) FROM facets GROUP BY kind, value"
+                "SELECT v.id, v.kind, v.value, v.label, count(*) FROM record_facets rf"
+                " JOIN facet_values v ON v.id = rf.facet_id GROUP BY rf.facet_id"
             ).fetchall()
-            cached = self._whole = (mark, total, counted)
+            names = {
+                fid: (kind, value, label)
+                for fid, kind, value, label in conn.execute(
+                    "SELECT id, kind, value, label FROM facet_values"
+                )
+            }
+            cached = self._whole = (mark, total, counted, names)
         return cached
 
     def _everything(self, conn: sqlite3.Connection, limit: int, offset: int) -> Results:
@@ -347,8 +399,9 @@ class SearchIndex:
             " ORDER BY modified DESC, record_id DESC LIMIT ? OFFSET ?",
             (limit, offset),
         ).fetchall()
-        _, total, counted = self._whole_counts(conn)
-        return Results(total, [Hit(*r) for r in rows], _facets(counted, {}))
+        whole = self._whole_counts(conn)
+        counted = [(k, v, lab, n) for _, k, v, lab, n in whole[2]]
+        return Results(whole[1], [Hit(*r) for r in rows], _facets(counted, {}))
 
 
 def _facets(

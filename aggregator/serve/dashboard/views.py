@@ -4,6 +4,7 @@ quality, dataset search and the SPARQL page. Admin actions are in :mod:`.admin`.
 from __future__ import annotations
 
 from collections.abc import Callable
+from urllib.parse import quote
 
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
@@ -32,7 +33,7 @@ def guard(dash: Dashboard, handler: Callable[[Request], Response]) -> Callable[[
 
     def run(request: Request) -> Response:
         if not dash.may_read(request):
-            return dash.redirect(f"login?next={request.url.path}")
+            return dash.redirect(f"login?next={quote(request.url.path)}")
         try:
             return handler(request)
         except AggregatorError as err:
