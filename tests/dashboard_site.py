@@ -1,6 +1,6 @@
 """A served aggregate for the dashboard tests: the demo sources plus a hostile one, harvested
 into a store under tmp, served by a real uvicorn server reading the store as
-``aggregator serve`` does (the store is closed: "harvest now" starts its own process)."""
+``aggregator serve`` does, with the scheduler beside it (which takes "harvest now")."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from aggregator.http import HttpClient
 from aggregator.peers.rdf_files import RdfFilesApp
 from aggregator.peers.server import PeerServer
 from aggregator.pipeline import run_source
+from aggregator.schedule.service import run_scheduler
 from aggregator.serve.app import create_app
 from aggregator.serve.dashboard.auth import hash_secret
 from aggregator.sources_file import add_source
@@ -75,9 +76,15 @@ def served_site(tmp: Path, *, public: bool = True) -> Iterator[Site]:
         hostile = RdfFilesApp()
         hostile.put("/hostile.ttl", HOSTILE.encode(), "text/turtle")
         urls["hostile"] = f"{stack.enter_context(PeerServer(hostile)).url}hostile.ttl"
-        add_source(config, "demo-oai", {"type": "oai-pmh", "url": urls["demo-oai"]})
-        add_source(config, "demo-dump", {"type": "rdf-dump", "url": urls["demo-dump"]})
-        add_source(config, "hostile", {"type": "rdf-dump", "url": urls["hostile"], "lenient": True})
+        # manual: the scheduler below runs only what "harvest now" asks for
+        manual = {"schedule": "manual"}
+        add_source(config, "demo-oai", {"type": "oai-pmh", "url": urls["demo-oai"], **manual})
+        add_source(config, "demo-dump", {"type": "rdf-dump", "url": urls["demo-dump"], **manual})
+        add_source(
+            config,
+            "hostile",
+            {"type": "rdf-dump", "url": urls["hostile"], "lenient": True, **manual},
+        )
         serve = (
             "\n[serve]\n"
             f"dashboard_public = {'true' if public else 'false'}\n"
@@ -107,11 +114,19 @@ def served_site(tmp: Path, *, public: bool = True) -> Iterator[Site]:
         )
         thread = threading.Thread(target=server.run, daemon=True)
         thread.start()
+        # the scheduler, as `aggregator serve` runs it beside the serving processes
+        stop = threading.Event()
+        scheduler = threading.Thread(
+            target=run_scheduler, args=(settings, stop, 0.2), name="scheduler", daemon=True
+        )
+        scheduler.start()
         deadline = time.monotonic() + 30
         while not server.started and time.monotonic() < deadline:
             time.sleep(0.05)
         try:
             yield Site(f"http://127.0.0.1:{port}/", config, settings, urls)
         finally:
+            stop.set()
+            scheduler.join(timeout=30)
             server.should_exit = True
             thread.join(timeout=10)

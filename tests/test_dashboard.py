@@ -74,6 +74,9 @@ def test_overview_says_how_each_source_is(site: Site) -> None:
     assert "Last harvest succeeded at" in page.text
     assert re.search(r"\d+ active, \d+ withdrawn, \d+ rejected", page.text)
     assert page.text.count('<svg class="trend"') == 3  # a trend per source, drawn server-side
+    # the scheduler's facts (manual sources: no run scheduled; breakers closed)
+    assert page.text.count("Circuit breaker closed") == 3
+    assert "next run: not scheduled" in page.text
     assert "o-added" in page.text
     ids = [int(n) for n in re.findall(r'<td><a href="/jobs/(\d+)">', page.text)]
     assert ids == sorted(ids, reverse=True) and ids  # newest first
@@ -165,7 +168,11 @@ def test_job_errors_group_filter_and_export(site: Site) -> None:
 
 def test_sparql_page_for_browsers_formats_for_clients(site: Site) -> None:
     page = get(site, "sparql")
-    assert page.headers["vary"] == "Accept" and "<form" in page.text and "Examples" in page.text
+    assert (
+        page.headers["vary"].split(", ")[0] == "Accept"
+        and "<form" in page.text
+        and "Examples" in page.text
+    )
     plain = requests.get(site.url + "sparql", timeout=30)  # a protocol client: no HTML
     assert plain.status_code == 200 and not plain.headers["content-type"].startswith("text/html")
     assert "accept" in plain.headers["vary"].lower()
@@ -182,7 +189,7 @@ def test_sparql_page_for_browsers_formats_for_clients(site: Site) -> None:
     refused = requests.get(
         site.url + "sparql", params={"query": q}, headers={"accept": "image/png"}, timeout=30
     )
-    assert refused.status_code == 406 and refused.headers["vary"] == "Accept"
+    assert refused.status_code == 406 and refused.headers["vary"].split(", ")[0] == "Accept"
     bad = get(site, "sparql", params={"query": "SELECT nonsense"})
     assert bad.status_code == 400 and 'role="alert"' in bad.text
 
@@ -304,15 +311,14 @@ def test_harvest_now_runs_a_job(site: Site) -> None:
                 assert "succeeded" in page.text
                 return
         time.sleep(0.5)
-    log = (site.settings.store_path / "dashboard-harvests.log").read_text()
-    raise AssertionError(f"no new job for demo-oai: {log[-2000:]}")
+    raise AssertionError("no new job for demo-oai")
 
 
 def test_provenance_iris_send_browsers_to_the_dashboard(site: Site) -> None:
     job = job_ids(site, "demo-oai")[-1]
     r = get(site, f"job/{job}", allow_redirects=False)
     assert r.status_code == 303 and r.headers["location"].endswith(f"/jobs/{job}")
-    assert r.headers["vary"] == "Accept"
+    assert r.headers["vary"].split(", ")[0] == "Accept"
     rdf = requests.get(f"{site.url}job/{job}", headers={"accept": "text/turtle"}, timeout=30)
     assert rdf.headers["content-type"].startswith("text/turtle") and "prov:" in rdf.text
     r = get(site, "source/demo-oai", allow_redirects=False)

@@ -19,8 +19,8 @@ from starlette.routing import BaseRoute, Route
 from aggregator.config import SOURCE_NAME, SourceConfig, parse_source
 from aggregator.errors import AggregatorError, ConfigError
 from aggregator.plugins import harvesters, mappers
+from aggregator.schedule.status import request_harvest
 from aggregator.serve.dashboard.auth import SESSION_COOKIE, SESSION_TTL
-from aggregator.serve.dashboard.harvest_now import start_harvest
 from aggregator.serve.dashboard.preview import preview_source
 from aggregator.serve.dashboard.sources_file_form import SourceForm
 from aggregator.serve.dashboard.sources_state import configured_sources, current_settings
@@ -204,8 +204,9 @@ def routes(dash: Dashboard) -> list[BaseRoute]:
     def harvest_post(request: Request, data: FormData) -> Response:
         name = request.path_params["name"]
         full = _text(data, "full") == "1"
-        start_harvest(current_settings(ctx.settings), name, full=full)
-        return dash.redirect(f"sources/{quote(name)}?started={'full' if full else 'harvest'}")
+        who = dash.user(request) or "token"
+        request_harvest(current_settings(ctx.settings), name, full=full, by=f"dashboard:{who}")
+        return dash.redirect(f"sources/{quote(name)}?requested={'full' if full else 'harvest'}")
 
     return [
         Route("/login", login_form, methods=["GET"]),

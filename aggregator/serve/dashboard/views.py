@@ -13,8 +13,9 @@ from starlette.routing import BaseRoute, Route
 from aggregator.errors import AggregatorError
 from aggregator.serve.dashboard import job_errors, status
 from aggregator.serve.dashboard.quality_view import QualityCache
+from aggregator.serve.dashboard.schedule_view import schedules
 from aggregator.serve.dashboard.search import FACETS, SearchIndex, snippet_parts
-from aggregator.serve.dashboard.sources_state import configured_sources
+from aggregator.serve.dashboard.sources_state import configured_sources, current_settings
 from aggregator.serve.dashboard.web import SECURITY_HEADERS, Dashboard
 
 PAGE_SIZE = 20
@@ -58,6 +59,7 @@ def routes(dash: Dashboard) -> list[BaseRoute]:
             failing=failing,
             totals=status.totals(db),
             jobs=status.recent_jobs(db, limit=10),
+            schedule=schedules(current_settings(ctx.settings)),
         )
 
     def sources_page(request: Request) -> Response:
@@ -73,7 +75,8 @@ def routes(dash: Dashboard) -> list[BaseRoute]:
         if not found:
             return dash.error(request, 404, f"no source named {name!r}")
         jobs = status.recent_jobs(db, source=name, limit=50)
-        return dash.render(request, "source.html", s=found[0], jobs=jobs)
+        sched = schedules(current_settings(ctx.settings)).get(name)
+        return dash.render(request, "source.html", s=found[0], jobs=jobs, schedule=sched)
 
     def jobs_page(request: Request) -> Response:
         db = ctx.read_db()

@@ -18,6 +18,7 @@ from aggregator.errors import AggregatorError
 from aggregator.serve.context import ServeContext
 from aggregator.serve.dashboard.auth import SESSION_COOKIE, Auth, check_hash_setting, load_key
 from aggregator.serve.dashboard.job_errors import rule_label
+from aggregator.serve.dashboard.schedule_view import breaker, next_run
 from aggregator.serve.dashboard.status import when
 from aggregator.serve.rdf_formats import HTML_CSP
 
@@ -60,6 +61,8 @@ class Dashboard:
         )
         env.globals["query"] = _query
         env.filters["when"] = when
+        env.filters["next_run"] = next_run
+        env.filters["breaker"] = breaker
         env.filters["rule"] = rule_label
         env.filters["yesno"] = lambda v: ("yes" if v else "no") if isinstance(v, bool) else v
         env.globals["query_string"] = lambda text: urlencode({"query": text})
