@@ -176,3 +176,31 @@ def test_quality_is_computed_again_at_most_every_refresh(tmp_path: Path) -> None
     assert slow.report(db) is first and slow.changed_since(db)  # kept: too recent
     again = eager.report(db)
     assert again is not first_eager and again.generation == 7 and not eager.changed_since(db)
+
+
+def test_scheduler_facts_in_words() -> None:
+    from datetime import UTC, datetime
+
+    from aggregator.schedule.status import SourceSchedule
+    from aggregator.serve.dashboard.schedule_view import breaker, next_run
+
+    t = datetime(2026, 11, 26, 9, 30, tzinfo=UTC)
+    base = SourceSchedule(
+        source="s", frequency="daily", enabled=True, next_run=t, next_full=True, running=False,
+        running_since=None, breaker="open", breaker_until=t, failures=3, failing_since=t,
+        retry_at=None, last_status="failed", last_job=4, last_end=t, last_error="refused",
+        requested=1,
+    )  # fmt: skip
+    assert next_run(base) == "2026-11-26 09:30 UTC (full re-harvest); harvest now requested"
+    assert breaker(base) == (
+        "open after 3 failed job(s) in a row (failing since 2026-11-26 09:30 UTC):"
+        " skipped until 2026-11-26 09:30 UTC"
+    )
+    from dataclasses import replace
+
+    assert breaker(replace(base, breaker="half-open")) == "half-open: a probe job runs"
+    assert breaker(replace(base, breaker="closed", failures=0)) == "closed"
+    assert next_run(replace(base, running=True, running_since=t)) == (
+        "running since 2026-11-26 09:30 UTC"
+    )
+    assert next_run(replace(base, next_run=None, enabled=False)) == "not scheduled (paused)"
