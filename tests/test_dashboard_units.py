@@ -149,6 +149,8 @@ def test_words_for_rules_terms_and_cells() -> None:
     )
     assert term_label("http://publications.europa.eu/resource/authority/language/DEU") == "German"
     assert term_label("http://www.iana.org/assignments/media-types/text/csv") == "text/csv"
+    # the INSPIRE themes of the ISO mapping's thesaurus table (a facet of GEMINI records)
+    assert term_label("http://inspire.ec.europa.eu/theme/nz") == "Natural risk zones"
     assert term_label("https://example.org/unknown") is None
     assert property_label("http://purl.org/dc/terms/accrualPeriodicity") == "Update frequency"
     assert property_label("https://example.org/ns#someProperty") == "Some property"

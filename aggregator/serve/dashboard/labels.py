@@ -9,6 +9,7 @@ import tomllib
 from functools import cache
 
 from aggregator.mapping.dcat_vocab import DEFAULT_VOCABULARIES_PATH
+from aggregator.resources import bundled
 
 _IANA = (
     "http://www.iana.org/assignments/media-types/",
@@ -89,6 +90,23 @@ def vocabulary_labels() -> dict[str, str]:
                 words = [s for s in strings if len(s) > 3 and "://" not in s and "/" not in s]
                 label = words[0].capitalize() if words else None
             out[base + code] = label or _code_words(code)
+    out.update(_thesaurus_labels())
+    return out
+
+
+def _thesaurus_labels() -> dict[str, str]:
+    """IRI -> label for the coded thesauri of mappings/iso19139.toml (INSPIRE themes, service
+    categories): their ``[thesaurus.labels]`` map labels to codes; the first label of a code
+    names it."""
+    with bundled("mappings", "iso19139.toml").open("rb") as fh:
+        doc = tomllib.load(fh)
+    out: dict[str, str] = {}
+    for thesaurus in doc.get("thesaurus", []):
+        code_base = thesaurus.get("code-base")
+        if not code_base:
+            continue
+        for label, code in thesaurus.get("labels", {}).items():
+            out.setdefault(code_base + code, label[:1].upper() + label[1:])
     return out
 
 
