@@ -135,5 +135,11 @@ class Harvester:
         configured. Default: nothing to read before harvesting."""
         return []
 
+    def probe_checkpoint(self, current: str | None) -> str | None:
+        """After a successful :meth:`probe`: the checkpoint to store so that the next harvest
+        starts from what the probe read (``current`` is the stored one), or None to leave
+        the checkpoint alone. Default: None."""
+        return None
+
     def list_records(self, request: HarvestRequest, listing: Listing) -> Iterator[RawRecord]:
         raise NotImplementedError

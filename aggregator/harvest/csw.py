@@ -9,7 +9,8 @@
   schema, ``ElementSetName=full``, the ``Type`` filter and, once a run has succeeded and the
   server lists ``Modified`` among its queryables, ``Modified >= `` the day of that run.
 
-GetCapabilities is read on the first run (and on every ``--full`` run) and kept in the
+GetCapabilities is read at registration (``aggregator source add --probe`` or ``source
+probe``), else on the first run, and again on every ``--full`` run; it is kept in the
 source's checkpoint: operations and bindings, ``MaxRecordDefault``, the output schemas and
 the ``Modified`` queryable. Both bindings: ``binding = "get"`` (KVP) or ``"post"`` (XML);
 ``"auto"`` takes POST when GetRecords advertises it.
@@ -122,6 +123,59 @@ class CswHarvester(Harvester):
     def read_capabilities(self) -> Capabilities:
         """GetCapabilities (GET: the binding every CSW must offer for it)."""
         return CswClient(self.http, self.source.url, "get").get_capabilities()
+
+    def probe(self) -> list[str]:
+        """GetCapabilities, checked to be a CSW 2.0.2 with GetRecords, and what a harvest would
+        use from it (``aggregator source probe``; kept in the checkpoint by
+        :meth:`probe_checkpoint`, so the first harvest does not read it again)."""
+        caps = self.read_capabilities()
+        if caps.version != "2.0.2":
+            found = f"version {caps.version!r}" if caps.version else "no version"
+            raise HarvestError(
+                f"{self.source.url}: GetCapabilities answered a Capabilities document with"
+                f" {found}; the csw harvester needs a CSW 2.0.2 service",
+                code="badCapabilities",
+            )
+        if caps.operations and "GetRecords" not in caps.operations:
+            raise HarvestError(
+                f"{self.source.url}: the service does not offer GetRecords",
+                code="badCapabilities",
+            )
+        self.capabilities = caps
+        lines = [f"service: {caps.title or 'untitled'} (CSW {caps.version})"]
+        for name, op in sorted(caps.operations.items()):
+            bindings = "/".join(b for b, on in (("GET", op.get), ("POST", op.post)) if on)
+            lines.append(f"operation {name}: {bindings or 'no binding'}")
+        chosen = self.options.binding
+        if chosen == "auto":
+            chosen = "post" if caps.supports("GetRecords", "post") else "get"
+        elif not caps.supports("GetRecords", chosen):
+            lines.append(f"warning: GetRecords does not advertise the {chosen.upper()} binding")
+        lines.append(f"GetRecords binding used: {chosen.upper()}")
+        default = caps.max_record_default
+        lines.append(f"MaxRecordDefault: {default if default else 'not given'}")
+        lines.append(f"page size used: {self._page_size(caps)}")
+        modified = caps.modified_queryable
+        lines.append(
+            f"Modified queryable: {modified}"
+            if modified
+            else "Modified queryable: none (every full-mode run lists everything)"
+        )
+        lines.append(f"Type queryable: {caps.type_queryable}")
+        for schema in caps.output_schemas:
+            lines.append(f"output schema: {schema}")
+        schema = self.options.output_schema or caps.iso_schema()
+        if caps.output_schemas and schema not in caps.output_schemas:
+            lines.append(f"warning: the ISO output schema {schema} is not advertised")
+        lines.append(f"output schema used: {schema}")
+        return lines
+
+    def probe_checkpoint(self, current: str | None) -> str | None:
+        """The capabilities the probe read, kept with the stored ``since`` (if any)."""
+        if self.capabilities is None:
+            return None
+        since, _ = load_checkpoint(current)
+        return dump_checkpoint(since, self.capabilities)
 
     def _client(self, caps: Capabilities, listing: Listing) -> CswClient:
         binding = self.options.binding

@@ -62,6 +62,7 @@ class Capabilities:
     #: the queryable name of the record type ("apiso:Type"; "Type" when none is advertised)
     type_queryable: str = "Type"
     output_schemas: tuple[str, ...] = ()  # of GetRecords / GetRecordById
+    version: str = ""  # the Capabilities document's version attribute ("2.0.2")
 
     def supports(self, operation: str, binding: str) -> bool:
         op = self.operations.get(operation)
@@ -93,6 +94,7 @@ class Capabilities:
             modified_queryable=data.get("modified_queryable"),
             type_queryable=str(data.get("type_queryable") or "Type"),
             output_schemas=tuple(data.get("output_schemas", ())),
+            version=str(data.get("version", "")),
         )
 
 
@@ -146,7 +148,10 @@ def parse_capabilities(root: etree._Element) -> Capabilities:
                         modified = value
                     elif local == "type" and (type_name == "Type" or iso):
                         type_name = value
-    return Capabilities(title, operations, max_default, modified, type_name, tuple(schemas))
+    version = root.get("version", "")
+    return Capabilities(
+        title, operations, max_default, modified, type_name, tuple(schemas), version
+    )
 
 
 def exception_report(root: etree._Element, what: str) -> HarvestError | None:

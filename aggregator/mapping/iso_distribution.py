@@ -20,6 +20,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
 from urllib.parse import parse_qs, urlsplit
 
 from lxml import etree
@@ -28,6 +29,7 @@ from aggregator.mapping.base import MappingContext, mint_iri
 from aggregator.mapping.iso_parts import OWL, P, State
 from aggregator.mapping.iso_table import format_key
 from aggregator.mapping.iso_xml import (
+    GCO,
     GMD,
     XLINK_HREF,
     Node,
@@ -37,8 +39,9 @@ from aggregator.mapping.iso_xml import (
     lit,
     named,
     plain,
+    typed_lit,
 )
-from aggregator.vocab import DCAT, DCT, FOAF, RDFS
+from aggregator.vocab import DCAT, DCT, FOAF, RDFS, XSD
 
 D = {
     name: named(DCAT + name)
@@ -54,6 +57,7 @@ D = {
         "endpointURL",
         "endpointDescription",
         "servesDataset",
+        "byteSize",
     )
 }
 FORMAT = named(DCT + "format")
@@ -191,10 +195,35 @@ def distributions(state: State, root: etree._Element, subject: Node, rights: Rig
                 fmt, fmt_read = _format(state, root), True
             if fmt is not None:
                 out.add(dist, fmt[0], fmt[1])
+            size = _byte_size(state, onl)
+            if size is not None:
+                out.add(dist, D["byteSize"], size)
         if rights.licence is not None:
             out.add(dist, LICENSE, rights.licence)
         if rights.rights is not None:
             out.add(dist, RIGHTS, rights.rights)
+
+
+def _byte_size(state: State, onl: etree._Element) -> str | None:
+    """``gmd:transferSize`` of the link's transfer options (megabytes, ISO 19115) as
+    ``dcat:byteSize`` (10^6 bytes a megabyte); only file distributions get it, a service
+    endpoint has no size."""
+    options = onl.getparent()
+    options = options.getparent() if options is not None else None
+    if options is None:
+        return None
+    el = options.find(f"{GMD}transferSize/{GCO}Real")
+    if el is None:
+        return None
+    text = (el.text or "").strip()
+    try:
+        megabytes = Decimal(text)
+    except InvalidOperation:
+        megabytes = Decimal(-1)
+    if not megabytes.is_finite() or megabytes < 0:
+        state.warn("iso-size-unreadable", f"transfer size {text!r} is not a size in MB", el)
+        return None
+    return typed_lit(str(int(megabytes * 1_000_000)), XSD + "nonNegativeInteger")
 
 
 def _code(onl: etree._Element) -> str:

@@ -175,6 +175,9 @@ def identifiers(state: State, ident: etree._Element, subject: Node) -> None:
 # -- keywords, thesauri and themes -------------------------------------------------------
 
 
+APPLICABLE_LEGISLATION = named("http://data.europa.eu/r5r/applicableLegislation")
+
+
 def keywords(state: State, ident: etree._Element, subject: Node, themes: list[str]) -> None:
     """Every keyword text -> dcat:keyword; keywords of a thesaurus -> dcat:theme concepts (IRIs
     for the known thesauri of the table, else concepts in a scheme named by its title)."""
@@ -223,6 +226,8 @@ def keywords(state: State, ident: etree._Element, subject: Node, themes: list[st
                 out.add_all(concept, P["prefLabel"], lits)
                 out.add(concept, P["inScheme"], scheme)
             out.add(subject, prop, concept)
+            if known is not None and known.legislation:
+                out.add(subject, APPLICABLE_LEGISLATION, named(known.legislation))
             if concept_iri:
                 if prop == P["theme"]:
                     themes.append(concept_iri)

@@ -60,6 +60,7 @@ class Thesaurus:
     labels: dict[str, str] = field(default_factory=dict)  # case-folded label -> code
     property: str | None = None
     codes_are_labels: bool = False
+    legislation: str = ""  # an act every concept of the thesaurus implies (HVD)
 
 
 @dataclass(frozen=True, slots=True)
@@ -221,6 +222,7 @@ def _load(path: Path, themes_path: Path) -> IsoTable:
             if "property" in t
             else None,
             codes_are_labels=bool(t.get("codes-are-labels", False)),
+            legislation=str(t.get("legislation", "")),
         )
         for t in doc.get("thesaurus", [])
     )
