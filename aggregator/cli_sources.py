@@ -11,13 +11,16 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from aggregator.cli_context import Ctx, pass_ctx
-from aggregator.config import SourceConfig
-from aggregator.errors import ConfigError
+from aggregator.config import HttpSettings, SourceConfig
+from aggregator.errors import AggregatorError, ConfigError
+
+if TYPE_CHECKING:
+    from aggregator.harvest.base import Harvester
 
 
 @click.group()
@@ -91,6 +94,12 @@ def orphan_line(name: str, counts: Counter[str]) -> str:
 @click.option("--lenient", is_flag=True, help="Store records with violations, flagged.")
 @click.option("--option", "options", multiple=True, help="Harvester option KEY=VALUE.")
 @click.option("--secret", "secrets", multiple=True, help="KEY=ENV_VAR_NAME (never the value).")
+@click.option(
+    "--probe",
+    is_flag=True,
+    help="Read what the source says about itself first (as `source probe` does; CSW: its"
+    " GetCapabilities, cached for the first harvest); the source is not added when that fails.",
+)
 @pass_ctx
 def source_add(
     c: Ctx,
@@ -103,11 +112,13 @@ def source_add(
     lenient: bool,
     options: tuple[str, ...],
     secrets: tuple[str, ...],
+    probe: bool,
 ) -> None:
     """Register a source. Registration does not harvest.
 
     The configuration file is created when it does not exist yet (the one command that does).
     """
+    from aggregator.config import parse_source
     from aggregator.sources_file import add_source
 
     table: dict[str, Any] = {"type": kind, "url": url, "schedule": schedule}
@@ -121,8 +132,47 @@ def source_add(
         table["options"] = _parse_options(options)
     if secrets:
         table["secrets"] = _parse_secrets(secrets)
+    probed = None
+    if probe:
+        src = parse_source(name, table, root=c.config_path.resolve().parent)
+        http = c.settings.http if c.config_path.exists() else HttpSettings()
+        try:
+            probed = _probe(src, http)
+        except AggregatorError:
+            click.echo(f"source {name} not added: the probe failed", err=True)
+            raise
     add_source(c.config_path, name, table)
     click.echo(f"source {name} added to {c.config_path}")
+    if probed is not None:
+        _keep_probe(c, name, probed)
+
+
+def _probe(src: SourceConfig, http: HttpSettings) -> Harvester:
+    """Probe a source and echo what it said; the harvester keeps what it read."""
+    from aggregator.http import HttpClient
+    from aggregator.plugins import harvesters
+
+    src.require_secrets()
+    with HttpClient(http).session(src) as session:
+        harvester = harvesters.get(src.type)(src, session)
+        lines = harvester.probe()
+    for line in lines or [f"a {src.type} source has nothing to read before harvesting"]:
+        click.echo(line)
+    return harvester
+
+
+def _keep_probe(c: Ctx, name: str, harvester: Harvester) -> None:
+    """Store the checkpoint a probe leaves (CSW: the capabilities) for the next harvest."""
+    current = None
+    if c.store_exists():
+        with c.reader() as reader:
+            current = reader.checkpoint(name)
+    value = harvester.probe_checkpoint(current)
+    if value is None:
+        return
+    with c.store() as store:
+        store.jobs.set_checkpoint(name, value, 0)  # job 0: written by a probe, not a job
+    click.echo(f"kept in the checkpoint of {name} for its next harvest")
 
 
 @source.command("edit")
@@ -268,18 +318,12 @@ def source_probe(c: Ctx, name: str) -> None:
     """Read what a source says about itself, without harvesting.
 
     OGC API - Records: /conformance and /collections (and which collections a harvest reads);
-    CKAN: the number of packages package_search answers. Exits 1 when the source cannot be
-    used as configured (a missing collection, an error answer).
+    CKAN: the number of packages package_search answers; CSW: GetCapabilities (operations and
+    bindings, MaxRecordDefault, the Modified queryable, output schemas), kept in the source's
+    checkpoint so the next harvest does not read it again. Exits 1 when the source cannot be
+    used as configured (a missing collection, an error answer, not a CSW 2.0.2).
     """
-    from aggregator.http import HttpClient
-    from aggregator.plugins import harvesters
-
-    src = c.settings.source(name)
-    src.require_secrets()
-    with HttpClient(c.settings.http).session(src) as session:
-        lines = harvesters.get(src.type)(src, session).probe()
-    for line in lines or [f"a {src.type} source has nothing to read before harvesting"]:
-        click.echo(line)
+    _keep_probe(c, name, _probe(c.settings.source(name), c.settings.http))
 
 
 @source.command("remove")

@@ -96,6 +96,7 @@ class CswFaults:
     modified_queryable: bool = True
     max_record_default: int | None = 10
     schema_uri: str = ISO_SCHEMA  # the ISO output schema URI advertised
+    version: str = "2.0.2"  # the Capabilities document's version attribute
 
 
 @dataclass(slots=True)
@@ -188,7 +189,8 @@ class CswPeer:
         return (
             '<?xml version="1.0" encoding="UTF-8"?>'
             f'<csw:Capabilities xmlns:csw="{CSW}" xmlns:ows="http://www.opengis.net/ows" '
-            'xmlns:xlink="http://www.w3.org/1999/xlink" version="2.0.2">'
+            'xmlns:xlink="http://www.w3.org/1999/xlink" '
+            f'version="{escape(f.version)}">'
             "<ows:ServiceIdentification><ows:Title>Local CSW fixture</ows:Title>"
             "<ows:ServiceType>CSW</ows:ServiceType><ows:ServiceTypeVersion>2.0.2"
             "</ows:ServiceTypeVersion></ows:ServiceIdentification>"
