@@ -56,11 +56,13 @@ from aggregator.mapping.iso_xml import (
     Node,
     Out,
     Texts,
+    anchor_href,
     blank,
     code_value,
     date_literal,
     elements,
     first,
+    is_iri,
     lit,
     named,
     parse_datetime,
@@ -258,10 +260,12 @@ class IsoMapper(Mapper):
     @staticmethod
     def _standard(root: etree._Element, out: Out, record: Node) -> None:
         """The metadata standard (GEMINI 2.3, ISO 19115) the source record conforms to."""
-        name = plain(first("gmd:metadataStandardName", root))
+        name_el = first("gmd:metadataStandardName", root)
+        name = plain(name_el)
         if not name:
             return
-        std = out.typed(STANDARD)
+        href = anchor_href(name_el)  # the standard's own IRI, when the record links it
+        std = out.typed(STANDARD, named(href) if href and is_iri(href) else None)
         out.add(record, P["conformsTo"], std)
         out.add(std, P["title"], lit(name))
         version = plain(first("gmd:metadataStandardVersion", root))

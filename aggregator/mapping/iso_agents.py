@@ -21,9 +21,11 @@ from aggregator.mapping.iso_xml import (
     Node,
     Out,
     Texts,
+    anchor_href,
     code_value,
     first,
     iri,
+    is_iri,
     lit,
     named,
     plain,
@@ -34,6 +36,9 @@ ROLE_BASE = "http://inspire.ec.europa.eu/metadata-codelist/ResponsiblePartyRole/
 
 FOAF_NAME = named(FOAF + "name")
 FOAF_MBOX = named(FOAF + "mbox")
+FOAF_PHONE = named(FOAF + "phone")
+FOAF_HOMEPAGE = named(FOAF + "homepage")
+FOAF_WORKPLACE = named(FOAF + "workplaceHomepage")
 FOAF_ORGANIZATION = named(FOAF + "Organization")
 FOAF_PERSON = named(FOAF + "Person")
 V = {
@@ -72,6 +77,7 @@ class Party:
         "address",
         "email",
         "individual",
+        "iri",
         "key",
         "name",
         "organisation",
@@ -84,7 +90,11 @@ class Party:
     def __init__(self, el: etree._Element, texts: Texts) -> None:
         org = el.find(GMD + "organisationName")
         self.organisation = texts.literals(org) if org is not None else []
-        self.individual = plain(el.find(GMD + "individualName"))
+        person = el.find(GMD + "individualName")
+        self.individual = plain(person)
+        # an agent the record names by IRI (a gmx:Anchor on the individual, else the organisation)
+        link = anchor_href(person) or anchor_href(org)
+        self.iri = link if link.startswith(("http://", "https://")) and is_iri(link) else ""
         self.position = plain(el.find(GMD + "positionName"))
         self.role = code_value(first("gmd:role/gmd:CI_RoleCode", el))
         contact = first(_CONTACT, el)
@@ -116,6 +126,12 @@ class Party:
         return bool(self.organisation or self.individual)
 
 
+def _tel(phone: str) -> str:
+    """A ``tel:`` IRI of a telephone number (its digits and a leading +), "" for none."""
+    digits = "".join(ch for ch in phone if ch.isdigit() or ch == "+")
+    return "tel:" + digits if digits else ""
+
+
 class Agents:
     """Makes (and shares) the agent and vCard nodes of one record."""
 
@@ -135,15 +151,22 @@ class Agents:
         if node is not None:
             return node
         out = self.out
+        own = named(party.iri) if party.iri else None
         if party.organisation:
-            node = out.typed(FOAF_ORGANIZATION)
+            node = out.typed(FOAF_ORGANIZATION, own)
             out.add_all(node, FOAF_NAME, party.organisation)
         else:
-            node = out.typed(FOAF_PERSON)
+            node = out.typed(FOAF_PERSON, own)
             out.add(node, FOAF_NAME, lit(party.individual))
         mbox = iri("mailto:" + party.email) if party.email else None
         if mbox is not None:
             out.add(node, FOAF_MBOX, mbox)
+        phone = _tel(party.phone)
+        if phone:
+            out.add(node, FOAF_PHONE, named(phone))
+        page = iri(party.url) if party.url.startswith(("http://", "https://")) else None
+        if page is not None:
+            out.add(node, FOAF_HOMEPAGE if party.organisation else FOAF_WORKPLACE, page)
         self._agents[party.key] = node
         return node
 
@@ -164,9 +187,9 @@ class Agents:
         mbox = iri("mailto:" + party.email) if party.email else None
         if mbox is not None:
             out.add(node, V["hasEmail"], mbox)
-        phone = "".join(ch for ch in party.phone if ch.isdigit() or ch == "+")
+        phone = _tel(party.phone)
         if phone:
-            out.add(node, V["hasTelephone"], named("tel:" + phone))
+            out.add(node, V["hasTelephone"], named(phone))
         page = iri(party.url) if party.url.startswith(("http://", "https://")) else None
         if page is not None:
             out.add(node, V["hasURL"], page)

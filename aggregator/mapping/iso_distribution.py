@@ -33,6 +33,7 @@ from aggregator.mapping.iso_xml import (
     GMD,
     XLINK_HREF,
     Node,
+    Out,
     anchor_href,
     elements,
     is_iri,
@@ -72,6 +73,13 @@ PAGE = named(FOAF + "page")
 LABEL = named(RDFS + "label")
 VERSION_INFO = named(OWL + "versionInfo")
 IANA = "https://www.iana.org/assignments/media-types/"
+SERVICE_PROTOCOL = named("http://data.europa.eu/930/serviceProtocol")
+_PER_DISTRIBUTION = frozenset(
+    {
+        named("http://www.w3.org/2011/content#characterEncoding"),
+        named("http://www.w3.org/ns/adms#representationTechnique"),
+    }
+)
 
 _ONLINE = (
     "gmd:distributionInfo/gmd:MD_Distribution//gmd:transferOptions/"
@@ -153,6 +161,9 @@ def distributions(state: State, root: etree._Element, subject: Node, rights: Rig
     out, table = state.out, state.table
     fmt = None
     fmt_read = False
+    # GeoDCAT-AP describes the encoding and the representation technique on the distribution:
+    # each distribution repeats the resource's (mapped by the element rows)
+    shared = [(p, o) for s, p, o in out.triples if s == subject and p in _PER_DISTRIBUTION]
     for onl in elements(_ONLINE, root):
         url = plain(onl.find(GMD + "linkage"))
         if not is_iri(url):
@@ -179,17 +190,21 @@ def distributions(state: State, root: etree._Element, subject: Node, rights: Rig
         desc = onl.find(GMD + "description")
         if desc is not None:
             out.add_all(dist, P["description"], state.texts.literals(desc))
-        folded = protocol.casefold()
+        capabilities = _capabilities_of(url)
+        folded = protocol.casefold() or (f"ogc:{capabilities}" if capabilities else "")
         proto = next((p for p in table.protocols if folded.startswith(p.prefix)), None)
         if proto is not None:
             out.add(dist, FORMAT, named(proto.file_type))
             if proto.service:
                 service = out.typed(D["DataService"])
                 out.add(dist, D["accessService"], service)
-                out.add(service, D["endpointURL"], link)
+                _endpoint(out, service, url, link)
                 out.add(service, D["servesDataset"], subject)
                 names = state.texts.literals(name) if name is not None else []
-                out.add_all(service, P["title"], names or [lit(protocol)])
+                out.add_all(service, P["title"], names or [lit(protocol or proto.prefix.upper())])
+                if proto.standard:
+                    out.add(service, SERVICE_PROTOCOL, named(proto.standard))
+                    out.add(service, P["conformsTo"], named(proto.standard))
         else:
             if not fmt_read:
                 fmt, fmt_read = _format(state, root), True
@@ -202,6 +217,28 @@ def distributions(state: State, root: etree._Element, subject: Node, rights: Rig
             out.add(dist, LICENSE, rights.licence)
         if rights.rights is not None:
             out.add(dist, RIGHTS, rights.rights)
+        for prop, value in shared:
+            out.add(dist, prop, value)
+
+
+def _capabilities_of(url: str) -> str:
+    """The service a GetCapabilities URL names (``...?service=WMS&request=GetCapabilities``
+    -> ``"wms"``), else ""."""
+    query = {k.lower(): v for k, v in parse_qs(urlsplit(url).query).items()}
+    if [v.lower() for v in query.get("request", [])] != ["getcapabilities"]:
+        return ""
+    return (query.get("service") or [""])[0].lower()
+
+
+def _endpoint(out: Out, service: Node, url: str, link: Node) -> None:
+    """A GetCapabilities link is the endpoint's description, its address without the query
+    the endpoint URL; any other link is the endpoint URL."""
+    if "getcapabilities" in url.casefold():
+        out.add(service, D["endpointDescription"], link)
+        base = url.split("?", 1)[0]
+        out.add(service, D["endpointURL"], named(base) if is_iri(base) else link)
+    else:
+        out.add(service, D["endpointURL"], link)
 
 
 def _byte_size(state: State, onl: etree._Element) -> str | None:
@@ -233,10 +270,13 @@ def _code(onl: etree._Element) -> str:
 
 def served_dataset(ctx: MappingContext, ref: etree._Element) -> str | None:
     """The dataset a srv:operatesOn names: its @uuidref (a metadata file identifier of the
-    same source), else the ``id`` parameter of its xlink:href (a CSW GetRecordById link), else
-    the link itself."""
+    same source), else its @uriref (an http IRI of the resource), else the ``id`` parameter
+    of its xlink:href (a CSW GetRecordById link), else the link itself."""
     uuid = (ref.get("uuidref") or "").strip()
     href = (ref.get(XLINK_HREF) or "").strip()
+    uriref = (ref.get("uriref") or "").strip()  # the INSPIRE MIG's resource IRI, if any
+    if not uuid and uriref.startswith(("http://", "https://")) and is_iri(uriref):
+        return named(uriref)
     if not uuid and href:
         query = parse_qs(urlsplit(href).query)
         ids = {k.lower(): v for k, v in query.items()}.get("id")

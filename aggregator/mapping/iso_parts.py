@@ -320,6 +320,12 @@ def extents(state: State, ident: etree._Element, subject: Node) -> None:
             if href and is_iri(href):
                 out.add(subject, P["spatial"], named(href))
                 continue
+            code = plain(code_el)
+            if code.casefold().startswith("urn:"):  # a URN names the place, it is no name
+                loc = out.typed(C["Location"])
+                out.add(subject, P["spatial"], loc)
+                out.add(loc, P["identifier"], typed_lit(code, XSD + "anyURI"))
+                continue
             lits = state.texts.literals(code_el)
             if lits:
                 loc = out.typed(C["Location"])

@@ -13,6 +13,7 @@ from lxml import etree
 from aggregator.mapping.iso_parts import AS_SCALE, DECIMAL, DEGREE, C, P, State
 from aggregator.mapping.iso_xml import (
     GMD,
+    XLINK_HREF,
     Node,
     anchor_href,
     date_literal,
@@ -80,6 +81,9 @@ def lineage(state: State, root: etree._Element, subject: Node) -> None:
             state.out.add_all(node, P["label"], lits)
 
 
+USED = named("http://www.w3.org/ns/prov#used")
+
+
 def conformity(state: State, root: etree._Element, subject: Node) -> None:
     """DQ_ConformanceResult -> dct:conformsTo the specification (when passed) and, always,
     GeoDCAT-AP's prov:wasUsedBy activity with the degree of conformity."""
@@ -93,7 +97,10 @@ def conformity(state: State, root: etree._Element, subject: Node) -> None:
             continue
         title_el = cit.find(GMD + "title")
         title = plain(title_el)
-        href = anchor_href(title_el)
+        spec_el = cit.getparent()
+        href = anchor_href(title_el) or (
+            (spec_el.get(XLINK_HREF) or "").strip() if spec_el is not None else ""
+        )
         spec: Node
         folded = title.casefold()
         known = next((spec for part, spec in state.table.specifications if part in folded), "")
@@ -115,6 +122,7 @@ def conformity(state: State, root: etree._Element, subject: Node) -> None:
             out.add(subject, P["conformsTo"], spec)
         activity = out.typed(C["Activity"])
         out.add(subject, P["wasUsedBy"], activity)
+        out.add(activity, USED, subject)
         assoc = out.typed(C["Association"])
         out.add(activity, P["qualifiedAssociation"], assoc)
         plan = out.typed(C["Plan"])

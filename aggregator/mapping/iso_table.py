@@ -68,6 +68,7 @@ class Protocol:
     prefix: str  # case-folded
     file_type: str
     service: bool
+    standard: str = ""  # the OGC standard the endpoint speaks (geodcat:serviceProtocol)
 
 
 @dataclass(frozen=True, slots=True)
@@ -236,7 +237,12 @@ def _load(path: Path, themes_path: Path) -> IsoTable:
         language_tags={k: str(v[0]) for k, v in lang["codes"].items()},
         online_function={k: str(v) for k, v in doc.get("online-function", {}).items()},
         protocols=tuple(
-            Protocol(str(p["prefix"]).casefold(), fmt["base"] + p["file-type"], bool(p["service"]))
+            Protocol(
+                str(p["prefix"]).casefold(),
+                fmt["base"] + p["file-type"],
+                bool(p["service"]),
+                str(p.get("standard", "")),
+            )
             for p in doc.get("protocol", [])
         ),
         formats={_norm_format(k): fmt["base"] + v for k, v in fmt["codes"].items()},
