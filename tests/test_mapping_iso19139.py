@@ -136,6 +136,7 @@ def test_one_parse_shared_through_the_payload(mapper: IsoMapper) -> None:
     [
         ("EPSG:27700", "", "", "http://www.opengis.net/def/crs/EPSG/0/27700"),
         ("urn:ogc:def:crs:EPSG::4258", "", "", "http://www.opengis.net/def/crs/EPSG/0/4258"),
+        ("ETRS89", "", "", "http://www.opengis.net/def/crs/EPSG/0/4258"),
         ("urn:ogc:def:crs:EPSG:6.18:27700", "", "", "http://www.opengis.net/def/crs/EPSG/0/27700"),
         ("4326", "EPSG", "", "http://www.opengis.net/def/crs/EPSG/0/4326"),
         ("CRS84", "OGC", "", "http://www.opengis.net/def/crs/OGC/1.3/CRS84"),

@@ -170,3 +170,33 @@ def test_agents_named_by_iri_with_phone_and_web_page(mapper: IsoMapper) -> None:
     )
     assert f"{ada} <http://xmlns.com/foaf/0.1/phone> <tel:+4402079460000>" in text
     assert f"{ada} <http://xmlns.com/foaf/0.1/workplaceHomepage> <https://lab.example.org/>" in text
+
+
+def test_feet_unit_iris_http_place_codes_and_more_format_names(mapper: IsoMapper) -> None:
+    uom = "http://standards.iso.org/iso/19139/resources/uom/ML_gmxUom.xml#m"
+    ident = f"""
+    <gmd:spatialResolution><gmd:MD_Resolution><gmd:distance>
+      <gco:Distance uom="urn:ogc:def:uom:EPSG::9002">10</gco:Distance>
+    </gmd:distance></gmd:MD_Resolution></gmd:spatialResolution>
+    <gmd:spatialResolution><gmd:MD_Resolution><gmd:distance>
+      <gco:Distance uom="{uom}">25</gco:Distance>
+    </gmd:distance></gmd:MD_Resolution></gmd:spatialResolution>
+    <gmd:extent><gmd:EX_Extent><gmd:geographicElement><gmd:EX_GeographicDescription>
+      <gmd:geographicIdentifier><gmd:MD_Identifier><gmd:code>
+        <gco:CharacterString>http://publications.europa.eu/resource/authority/country/IRL</gco:CharacterString>
+      </gmd:code></gmd:MD_Identifier></gmd:geographicIdentifier>
+    </gmd:EX_GeographicDescription></gmd:geographicElement></gmd:EX_Extent></gmd:extent>"""
+    fmt = (
+        "<gmd:distributionFormat><gmd:MD_Format><gmd:name><gco:CharacterString>JSON-LD"
+        "</gco:CharacterString></gmd:name></gmd:MD_Format></gmd:distributionFormat>"
+        "<gmd:transferOptions><gmd:MD_DigitalTransferOptions>"
+        + online("https://files.example.org/a.jsonld")
+        + "</gmd:MD_DigitalTransferOptions></gmd:transferOptions>"
+    )
+    _, text = run(mapper, record(ident, fmt))
+    metres = "<http://www.w3.org/ns/dcat#spatialResolutionInMeters>"
+    assert f'{metres} "3.048"^^<http://www.w3.org/2001/XMLSchema#decimal>' in text
+    assert f'{metres} "25.0"^^<http://www.w3.org/2001/XMLSchema#decimal>' in text
+    ireland = "<http://publications.europa.eu/resource/authority/country/IRL>"
+    assert f"<http://purl.org/dc/terms/spatial> {ireland}" in text
+    assert "authority/file-type/JSON_LD>" in text

@@ -316,11 +316,12 @@ def extents(state: State, ident: etree._Element, subject: Node) -> None:
             "gmd:geographicElement/gmd:EX_GeographicDescription/gmd:geographicIdentifier/*/gmd:code",
             ext,
         ):
-            href = anchor_href(code_el)
+            code = plain(code_el)
+            linked = code.startswith(("http://", "https://"))  # a code that is a place's IRI
+            href = anchor_href(code_el) or (code if linked else "")
             if href and is_iri(href):
                 out.add(subject, P["spatial"], named(href))
                 continue
-            code = plain(code_el)
             if code.casefold().startswith("urn:"):  # a URN names the place, it is no name
                 loc = out.typed(C["Location"])
                 out.add(subject, P["spatial"], loc)
@@ -394,6 +395,8 @@ def crs_iri(code: str, space: str, href: str) -> str:
         return code
     if code.upper().endswith("CRS84"):
         return CRS84
+    if code.upper().replace(" ", "") == "ETRS89":  # named, not numbered (EPSG 4258)
+        return EPSG + "4258"
     if "EPSG" in (code + space).upper():
         m = _EPSG_CODE.search(code)
         if m:

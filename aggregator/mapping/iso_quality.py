@@ -27,7 +27,10 @@ from aggregator.mapping.iso_xml import (
 )
 
 _UNITS = {"m": 1, "metre": 1, "meter": 1, "metres": 1, "meters": 1, "km": 1000, "cm": 0.01}
-_UNITS |= {"mm": 0.001, "urn:ogc:def:uom:epsg::9001": 1}
+_UNITS |= {"mm": 0.001, "urn:ogc:def:uom:epsg::9001": 1, "epsg::9001": 1}
+_UNITS |= {"urn:ogc:def:uom:ucum::m": 1, "urn:ogc:def:uom:ogc::m": 1}
+_UNITS |= {"ft": 0.3048, "urn:ogc:def:uom:epsg::9002": 0.3048, "epsg::9002": 0.3048}
+_UNITS |= {"urn:ogc:def:uom:ucum::[ft_i]": 0.3048, "urn:ogc:def:uom:ogc::[ft_i]": 0.3048}
 
 
 def _decimal(value: Decimal) -> str:
@@ -54,7 +57,8 @@ def resolution(state: State, ident: etree._Element, subject: Node) -> None:
             elif name == "distance":
                 dist = first("gco:Distance", res)
                 unit = (dist.get("uom", "m") if dist is not None else "m").strip()
-                factor = _UNITS.get(unit.casefold())
+                # the ISO unit dictionary's IRIs (...ML_gmxUom.xml#m) name the unit after "#"
+                factor = _UNITS.get(unit.casefold()) or _UNITS.get(unit.rsplit("#", 1)[-1])
                 value = Decimal(plain(res))
                 if factor is None:  # an angle (deg) or an unknown unit: kept as text
                     text = f"{format(value.normalize(), 'f')} {unit}"
