@@ -105,12 +105,23 @@ def _statement(state: State, cls: str, el: etree._Element) -> Node | None:
     return node
 
 
+def _more_rights(state: State, found: Rights, el: etree._Element) -> None:
+    """The texts of ``el`` as labels of the record's one ``dct:rights`` statement (DCAT-AP 3
+    allows one per distribution): use limitations and the constraints beyond the licence and
+    the access rights."""
+    lits = state.texts.literals(el)
+    if not lits:
+        return
+    if found.rights is None:
+        found.rights = state.out.typed(RIGHTS_STATEMENT)
+    state.out.add_all(found.rights, LABEL, lits)
+
+
 def constraints(state: State, ident: etree._Element) -> Rights:
     found = Rights()
     for c in elements("gmd:resourceConstraints/*", ident):
         for lim in c.iterfind(GMD + "useLimitation"):
-            if found.rights is None:
-                found.rights = _statement(state, RIGHTS_STATEMENT, lim)
+            _more_rights(state, found, lim)
         if etree.QName(c).localname != "MD_LegalConstraints":
             continue
         is_access = c.find(GMD + "accessConstraints") is not None
@@ -123,8 +134,11 @@ def constraints(state: State, ident: etree._Element) -> Rights:
                         found.access = named(href)
                     else:
                         found.access = _statement(state, RIGHTS_STATEMENT, other)
+                else:
+                    _more_rights(state, found, other)
                 continue
             if found.licence is not None:
+                _more_rights(state, found, other)
                 continue
             probe = f"{href} {text}".casefold()
             licence = next((x for match, x in state.table.licences if match in probe), "")
