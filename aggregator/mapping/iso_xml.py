@@ -248,33 +248,35 @@ def canonical_ntriples(triples: Iterable[tuple[Node, str, Term]]) -> bytes:
     pyoxigraph Dataset (:func:`aggregator.mapping.base.canonical_ntriples`), which is used
     instead should a cycle ever appear.
     """
-    rows = list(triples)
+    rows = triples if isinstance(triples, list) else list(triples)
     edges: dict[str, list[tuple[str, str]]] = {}
     for s, p, o in rows:
-        if s.startswith("_:"):
+        if s[0] == "_":
             edges.setdefault(s, []).append((p, o))
     names: dict[str, str] = {}
+    visiting: set[str] = set()
+    sha256 = hashlib.sha256
 
-    def name(node: str, path: frozenset[str]) -> str:
+    def name(node: str) -> str:
         known = names.get(node)
         if known is not None:
             return known
-        if node in path:
+        if node in visiting:
             raise _Cycle
-        inner = path | {node}
-        lines = sorted(
-            f"{p} {name(o, inner) if o.startswith('_:') else o}" for p, o in edges.get(node, ())
-        )
-        digest = hashlib.sha256("\n".join(lines).encode()).hexdigest()[:32]
-        names[node] = "_:b" + digest
-        return names[node]
+        visiting.add(node)
+        lines = sorted([f"{p} {name(o) if o[0] == '_' else o}" for p, o in edges.get(node, ())])
+        visiting.discard(node)
+        names[node] = label = "_:b" + sha256("\n".join(lines).encode()).hexdigest()[:32]
+        return label
 
     try:
-        out = {
-            f"{name(s, frozenset()) if s.startswith('_:') else s} {p} "
-            f"{name(o, frozenset()) if o.startswith('_:') else o} ."
-            for s, p, o in rows
-        }
+        out = set()
+        for s, p, o in rows:
+            if s[0] == "_":
+                s = names.get(s) or name(s)
+            if o[0] == "_":
+                o = names.get(o) or name(o)
+            out.add(f"{s} {p} {o} .")
     except _Cycle:
         from aggregator.mapping.base import canonical_ntriples as rdfc
 
