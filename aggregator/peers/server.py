@@ -6,13 +6,16 @@ same servers are the demo's sources and the test suite's fixture servers.
 
 from __future__ import annotations
 
+import contextlib
+import io
+import socket
 import ssl
 import threading
 from collections.abc import Callable, Iterable
 from socketserver import ThreadingMixIn
 from types import TracebackType
 from typing import Any
-from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+from wsgiref.simple_server import ServerHandler, WSGIRequestHandler, WSGIServer, make_server
 
 WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 
@@ -22,9 +25,103 @@ class _ThreadingWSGIServer(ThreadingMixIn, WSGIServer):
     allow_reuse_address = True
     request_queue_size = 128
 
+    def server_activate(self) -> None:
+        super().server_activate()
+        self.connections: set[socket.socket] = set()  # open client connections
+        self.connections_lock = threading.Lock()
+
+    def close_connections(self) -> None:
+        """End every open (kept-alive) connection: a stopped peer answers nothing more."""
+        with self.connections_lock:
+            open_now = list(self.connections)
+        for conn in open_now:
+            with contextlib.suppress(OSError):
+                conn.shutdown(socket.SHUT_RDWR)
+
+
+class _Http11Handler(ServerHandler):
+    http_version = "1.1"  # wsgiref answers HTTP/1.0, which a client takes as "no keep-alive"
+
 
 class _QuietHandler(WSGIRequestHandler):
+    """HTTP/1.1 with persistent connections, as real servers keep them.
+
+    wsgiref's own handler answers one request per connection, so every client request paid
+    for a new TCP connection (and the peer for a new thread). This one serves requests on a
+    connection until the client closes it, asks ``Connection: close``, or a response cannot be
+    delimited (no Content-Length, a HEAD answer, a chunked request body): then it closes. A
+    request body is read whole before the app runs, so an app that ignores it cannot leave
+    bytes that would be taken for the next request.
+    """
+
     protocol_version = "HTTP/1.1"
+    timeout = 60  # an idle kept-alive connection is closed after this many seconds
+    disable_nagle_algorithm = True  # else a kept-alive answer waits for the delayed ACK
+    wbufsize = 64 * 1024  # status line, headers and a small body leave in one segment
+
+    def setup(self) -> None:
+        super().setup()
+        server: _ThreadingWSGIServer = self.server  # type: ignore[assignment]
+        with server.connections_lock:
+            server.connections.add(self.connection)
+
+    def finish(self) -> None:
+        server: _ThreadingWSGIServer = self.server  # type: ignore[assignment]
+        with server.connections_lock:
+            server.connections.discard(self.connection)
+        super().finish()
+
+    def handle(self) -> None:
+        self.close_connection = True
+        self.handle_one_request()
+        while not self.close_connection:
+            self.handle_one_request()
+
+    def handle_one_request(self) -> None:
+        try:
+            self.raw_requestline = self.rfile.readline(65537)
+            if not self.raw_requestline:
+                self.close_connection = True
+                return
+            if len(self.raw_requestline) > 65536:
+                self.requestline = self.request_version = self.command = ""
+                self.send_error(414)
+                self.close_connection = True
+                return
+            if not self.parse_request():  # an error answer has been sent
+                self.close_connection = True
+                return
+            body: Any = self.rfile
+            if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
+                self.close_connection = True  # the app reads the body from the socket
+            else:
+                length = int(self.headers.get("Content-Length") or 0)
+                body = io.BytesIO(self.rfile.read(length) if length > 0 else b"")
+            app = self.server.get_app()  # type: ignore[attr-defined]
+            framed = [False]  # the answer's length is known: the connection can stay open
+
+            def watched(environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
+                declared: list[str] = []
+
+                def start(status: str, headers: list[tuple[str, str]], *exc: Any) -> Any:
+                    declared[:] = [v for k, v in headers if k.lower() == "content-length"]
+                    return start_response(status, headers, *exc)
+
+                result = app(environ, start)
+                if isinstance(result, list) and declared:
+                    framed[0] = declared[0].strip() == str(sum(len(b) for b in result))
+                return result
+
+            wfile: Any = self.wfile
+            handler = _Http11Handler(
+                body, wfile, self.get_stderr(), self.get_environ(), multithread=False
+            )
+            handler.request_handler = self  # type: ignore[attr-defined]  # for wsgiref's log
+            handler.run(watched)
+            if self.command == "HEAD" or not framed[0]:
+                self.close_connection = True
+        except (TimeoutError, ConnectionError, ValueError):
+            self.close_connection = True
 
     def log_message(self, format: str, *args: Any) -> None:
         pass
@@ -61,6 +158,7 @@ class PeerServer:
     def stop(self) -> None:
         self._server.shutdown()
         self._server.server_close()
+        self._server.close_connections()
         self._thread.join(timeout=5)
 
     def __enter__(self) -> PeerServer:
