@@ -7,7 +7,9 @@ A record has at most one *open* rejection: a record that fails again brings it u
 what it said). A rejection is closed (``superseded_by``: that job) when a later job stores the
 record. ``revalidate`` runs, per source, a job whose listing is the open
 rejections: what now passes is stored and its rejection closed, what still fails updates its
-rejection with the new findings.
+rejection with the new findings. The harvester's own findings on a record (stage ``fetch``: a
+META-SHARE checksum that does not match) are not the rules' to revise: they come with the
+record again, and reject it again.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from aggregator.errors import NotFoundError
 from aggregator.harvest.base import HarvestRequest, Listing
 from aggregator.http import HttpClient
 from aggregator.jobs.journal import JobRow
-from aggregator.models import RawRecord
+from aggregator.models import Finding, RawRecord, Severity, Stage
 from aggregator.pipeline import RunOptions, run_source
 from aggregator.store.records import RecordStore, StoreReads
 from aggregator.store.state import REJECTION_COLUMNS
@@ -150,6 +152,24 @@ def export(items: Sequence[Rejection], fmt: str) -> str:
     return out.getvalue()
 
 
+def harvester_findings(r: Rejection) -> tuple[Finding, ...]:
+    """The findings the harvester made on the record when it fetched it (stage ``fetch``):
+    what was wrong with the record as received, which no rule or mapping change undoes."""
+    return tuple(
+        Finding(
+            Stage.FETCH,
+            Severity(f["severity"]),
+            f.get("rule") or "",
+            f.get("message") or "",
+            f.get("location"),
+            f.get("path"),
+            f.get("step"),
+        )
+        for f in r.findings
+        if f.get("stage") == Stage.FETCH.value
+    )
+
+
 def _lister(store: RecordStore, items: Sequence[Rejection]) -> Any:
     def list_records(request: HarvestRequest, listing: Listing) -> Iterator[RawRecord]:
         for r in items:
@@ -167,6 +187,7 @@ def _lister(store: RecordStore, items: Sequence[Rejection]) -> Any:
                 url=r.url,
                 datestamp=datetime.fromisoformat(r.datestamp) if r.datestamp else None,
                 is_collection=r.is_collection,
+                findings=harvester_findings(r),
             )
         listing.pages = 1
         listing.mark_complete()

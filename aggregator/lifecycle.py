@@ -40,6 +40,7 @@ from aggregator.store.state import (
     RecordRow,
     RecordWrite,
     read_datestamps,
+    read_deleted_versions,
     read_holders,
     read_versions,
 )
@@ -107,6 +108,18 @@ class UpToDate:
             return read_versions(self._connection(), self.source, local_ids) if local_ids else {}
         except sqlite3.Error as err:
             log.warning("cannot read the held version tags (%s)", err)
+            return {}
+
+    def deleted_versions(self, local_ids: Sequence[str]) -> dict[str, str]:
+        """:attr:`HarvestRequest.deleted_versions`: the version tag with which the source
+        deleted each listed record the store does not hold; empty when the store cannot be
+        read (every such record is then fetched)."""
+        try:
+            if not local_ids:
+                return {}
+            return read_deleted_versions(self._connection(), self.source, local_ids)
+        except sqlite3.Error as err:
+            log.warning("cannot read the version tags of deleted records (%s)", err)
             return {}
 
     def holders(self, local_ids: Sequence[str]) -> dict[str, str]:
@@ -324,11 +337,16 @@ class BatchWriter:
         skipped = 0
         for local_id, raw in latest.items():
             if raw.deleted:
+                # the tag of the deletion is noted, so that a source that goes on listing the
+                # deleted record with that tag need not deliver it again
                 prior = full.get(local_id)
                 if prior is not None and prior.status == "active":
+                    self._note_version(raw, local_id)
                     self._put(self._write(raw, local_id, "withdrawn", prior, None, ()))
                     self.job.count(Outcome.WITHDRAWN)
                 else:
+                    if prior is None or prior.status == "withdrawn":
+                        self._note_version(raw, local_id, alone=True)
                     skipped += 1
                 continue
             known = stamps.get(local_id)
@@ -425,11 +443,16 @@ class BatchWriter:
     # -- withdrawal and flushing ------------------------------------------------------------
     def withdraw(self, local_ids: Sequence[str]) -> None:
         rows = self.store.records(self.source.name, local_ids)
+        # absent, not deleted: a version tag held for the record is blanked, so that it is
+        # not taken for the tag of a deletion (read_deleted_versions) if the record comes back
+        tagged = read_versions(self.store.db.conn, self.source.name, list(rows))
         ts = now_iso()
         for local_id in local_ids:
             row = rows.get(local_id)
             if row is None or row.status != "active":
                 continue
+            if local_id in tagged:
+                self._versions[local_id] = ""
             self._put(
                 RecordWrite(
                     source=row.source,

@@ -281,6 +281,7 @@ def _run_source(
             cancel=opts.cancel,
             up_to_date=up_to_date if shortcut else None,
             held_versions=up_to_date.versions if shortcut else None,
+            deleted_versions=up_to_date.deleted_versions if shortcut else None,
             held_elsewhere=up_to_date.holders,
         )
         prefetch = _Prefetch(lister(request, listing))

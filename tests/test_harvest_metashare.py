@@ -16,12 +16,14 @@ from typing import Any
 import pytest
 
 from aggregator.config import HarvestSettings, HttpSettings, Settings, load_settings
+from aggregator.deadletter import rejections, revalidate
 from aggregator.errors import ConfigError
 from aggregator.harvest.base import HarvestRequest, Listing
 from aggregator.harvest.metashare import MetaShareHarvester
 from aggregator.http import HttpClient
 from aggregator.peers.metashare import (
     MetaShareNode,
+    ascii_xml,
     bundled_node,
     sample_xml,
     storage_id,
@@ -121,11 +123,58 @@ def test_first_sync_then_only_changed_lrs_are_fetched(
         " FILTER(CONTAINS(?t, '4,300 concepts')) } }"
     )
     assert bool(found)
-    # a deleted LR still in the inventory is fetched again (withdrawn is not held) but
-    # stays withdrawn (counted skipped); nothing else is fetched
+    # a deleted LR still in the inventory at the checksum of its deletion is not fetched
+    # again: it stays withdrawn (counted skipped); nothing else is fetched
     job = env.run()
     assert counts(job) == {"skipped": 7}
+    assert peer.requests["lr"] == 10
+
+
+def test_a_deleted_lr_is_fetched_again_only_when_its_checksum_changes(
+    env: Env, node: tuple[MetaShareNode, list[str], str]
+) -> None:
+    peer, ids, _ = node
+    peer.delete(ids[5])  # deleted before we ever held it
+    job = env.run()
+    assert counts(job) == {"added": 7, "skipped": 1}
+    assert peer.requests["lr"] == 8
+    assert ids[5] not in env.statuses()
+    job = env.run()
+    assert counts(job) == {"skipped": 8}
+    assert peer.requests["lr"] == 8  # neither the deleted LR nor the others
+    peer.delete(ids[6])
+    job = env.run()
+    assert counts(job) == {"withdrawn": 1, "skipped": 7}
+    assert peer.requests["lr"] == 9
+    for _ in range(2):
+        job = env.run()
+        assert counts(job) == {"skipped": 8}
+        assert peer.requests["lr"] == 9
+    # undeleted (a new revision, a new checksum): fetched and reinstated
+    peer.put(ids[6], sample_xml("grammar"))
+    peer.put(ids[5], sample_xml("tool-service"))
+    job = env.run()
+    assert counts(job) == {"added": 1, "updated": 1, "skipped": 6}
     assert peer.requests["lr"] == 11
+    assert env.statuses()[ids[5]] == env.statuses()[ids[6]] == "active"
+
+
+def test_an_lr_withdrawn_for_absence_comes_back_at_the_same_checksum(
+    env: Env, node: tuple[MetaShareNode, list[str], str]
+) -> None:
+    peer, ids, _ = node
+    env.run()
+    checksum = peer.checksum(ids[7])
+    peer.remove(ids[7])
+    job = env.run()
+    assert counts(job) == {"withdrawn": 1, "skipped": 7}
+    peer.restore(ids[7])  # the very same LR (same checksum) is back in the inventory
+    assert peer.checksum(ids[7]) == checksum
+    before = peer.requests["lr"]
+    job = env.run()
+    assert counts(job) == {"updated": 1, "skipped": 7}
+    assert peer.requests["lr"] == before + 1
+    assert env.statuses()[ids[7]] == "active"
 
 
 def test_a_record_failing_validation_is_rejected_and_kept_out(
@@ -174,6 +223,32 @@ def test_checksum_mismatch_rejects_the_lr_and_keeps_the_last_good_version(
     peer.serve_raw(ids[4], None)
     job = env.run()
     assert counts(job) == {"updated": 1, "skipped": 7}
+
+
+def test_revalidation_rejects_a_checksum_mismatch_again(
+    env: Env, node: tuple[MetaShareNode, list[str], str]
+) -> None:
+    peer, ids, _ = node
+    env.run()
+    peer.put(ids[4], sample_xml("corpus").replace(b"39000000", b"39500000"))
+    # a valid description, but not the one the inventory's checksum stands for
+    tampered = ascii_xml(sample_xml("corpus").replace(b"39000000", b"39900000"))
+    peer.serve_raw(ids[4], zip_of([("metadata.xml", tampered), ("storage-global.json", b"{}")]))
+    job = env.run()
+    assert counts(job) == {"rejected": 1, "skipped": 7}
+    [open_before] = rejections(env.store, source="node")
+    assert open_before.stage == "fetch"
+    [job] = revalidate(env.settings, env.store, source="node")
+    assert counts(job) == {"rejected": 1}
+    [error] = env.store.jobs.errors(job.id)
+    assert error["rule"] == "checksumMismatch"
+    [still_open] = rejections(env.store, source="node")
+    assert still_open.cause().startswith("checksumMismatch")
+    assert env.statuses()[ids[4]] == "active"  # the last good version, not the tampered one
+    tampered_stored = env.store.graphs.query(
+        "ASK { GRAPH ?g { ?s ?p ?o FILTER(CONTAINS(STR(?o), '39900000')) } }"
+    )
+    assert not bool(tampered_stored)
 
 
 def _zip_entries(entries: list[tuple[zipfile.ZipInfo | str, bytes]]) -> bytes:

@@ -43,6 +43,11 @@ class HarvestRequest:
     #: version tags (META-SHARE's checksums) fetches only records whose tag differs, and
     #: yields the others with ``payload_omitted=True`` and the same tag.
     held_versions: Callable[[Sequence[str]], Mapping[str, str]] | None = None
+    #: Given local ids, the version tag with which the source last *deleted* each of them
+    #: that the store does not hold (withdrawn, or never taken); None on a forced run. A
+    #: record listed again with that same tag is deleted still: the harvester yields it as a
+    #: deleted record with ``payload_omitted=True`` instead of fetching it again.
+    deleted_versions: Callable[[Sequence[str]], Mapping[str, str]] | None = None
     #: Given local ids, the other source holding an active record under each (local id ->
     #: source name): for protocols whose ids are global (META-SHARE storage ids).
     held_elsewhere: Callable[[Sequence[str]], Mapping[str, str]] | None = None

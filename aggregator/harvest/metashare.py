@@ -16,8 +16,10 @@ the one the store holds for this source (``HarvestRequest.held_versions``); the 
 listed without their payload. Each resource ZIP must hold ``metadata.xml`` then
 ``storage-global.json``; the MD5 of their bytes as received must equal the inventory's
 checksum, else the LR is rejected (kept in the dead-letter store with the finding). An LR
-marked ``deleted`` is withdrawn; LRs missing from a complete inventory are withdrawn by the
-pipeline. An LR another source already holds is not taken over: the job notes it.
+marked ``deleted`` is withdrawn, and the checksum of its deletion noted: while the inventory
+lists it at that checksum it is yielded as deleted without being fetched
+(``HarvestRequest.deleted_versions``). LRs missing from a complete inventory are withdrawn by
+the pipeline. An LR another source already holds is not taken over: the job notes it.
 """
 
 from __future__ import annotations
@@ -311,6 +313,7 @@ class MetaShareHarvester(Harvester):
                     return
                 page = ids[start : start + PAGE]
                 held = dict(request.held_versions(page)) if request.held_versions else {}
+                gone = dict(request.deleted_versions(page)) if request.deleted_versions else {}
                 others = request.held_elsewhere(page) if request.held_elsewhere else {}
                 todo: list[str] = []
                 for storage_id in page:
@@ -324,6 +327,9 @@ class MetaShareHarvester(Harvester):
                     elif held.get(storage_id) == inventory[storage_id]:
                         listing.seen += 1
                         yield self._unchanged(storage_id, inventory[storage_id])
+                    elif gone.get(storage_id) == inventory[storage_id]:
+                        listing.seen += 1  # deleted still: the checksum of its deletion
+                        yield self._unchanged(storage_id, inventory[storage_id], deleted=True)
                     else:
                         todo.append(storage_id)
                 yield from self._fetch_all(pool, todo, inventory, limits, listing)
@@ -331,7 +337,7 @@ class MetaShareHarvester(Harvester):
             listing.note(f"{elsewhere_count} LR(s) held from other sources were not taken over")
         listing.mark_complete()
 
-    def _unchanged(self, storage_id: str, checksum: str) -> RawRecord:
+    def _unchanged(self, storage_id: str, checksum: str, *, deleted: bool = False) -> RawRecord:
         return RawRecord(
             source=self.source.name,
             local_id=storage_id,
@@ -341,6 +347,7 @@ class MetaShareHarvester(Harvester):
             url=self.lr_url(storage_id),
             payload_omitted=True,
             version=checksum,
+            deleted=deleted,
         )
 
     def _fetch_all(

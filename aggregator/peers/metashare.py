@@ -17,9 +17,9 @@ What it enforces, as a Django-based node does:
   optional whitespace).
 
 LRs change (:meth:`MetaShareNode.put` again: the revision goes up), get deleted
-(:meth:`delete`: still listed, ``deleted`` true) and disappear (:meth:`remove`). A test can
-make one LR's answer hostile with :meth:`serve_raw` (a zip bomb, a traversal name, a body
-whose checksum does not match).
+(:meth:`delete`: still listed, ``deleted`` true), disappear (:meth:`remove`) and come back
+unchanged (:meth:`restore`). A test can make one LR's answer hostile with :meth:`serve_raw`
+(a zip bomb, a traversal name, a body whose checksum does not match).
 """
 
 from __future__ import annotations
@@ -126,6 +126,7 @@ class MetaShareNode:
         self.source_url = "http://127.0.0.1"  # set to the server's URL once it runs
         self._lrs: dict[str, NodeLr] = {}
         self._raw: dict[str, bytes] = {}
+        self._removed: dict[str, NodeLr] = {}
         self._inventory: bytes | None = None
         self._csrf: set[str] = set()
         self._sessions: dict[str, str] = {}
@@ -159,8 +160,14 @@ class MetaShareNode:
     def remove(self, lr_id: str) -> None:
         """The LR disappears from the node altogether."""
         with self._lock:
-            del self._lrs[lr_id]
+            self._removed[lr_id] = self._lrs.pop(lr_id)
             self._raw.pop(lr_id, None)
+            self._inventory = None
+
+    def restore(self, lr_id: str) -> None:
+        """A removed LR comes back exactly as it was (same revision, same checksum)."""
+        with self._lock:
+            self._lrs[lr_id] = self._removed.pop(lr_id)
             self._inventory = None
 
     def serve_raw(self, lr_id: str, body: bytes | None) -> None:

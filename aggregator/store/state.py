@@ -560,6 +560,29 @@ def read_versions(
     return out
 
 
+def read_deleted_versions(
+    conn: sqlite3.Connection, source: str, local_ids: Iterable[str]
+) -> dict[str, str]:
+    """local_id -> the version tag noted when ``source`` deleted each record the store does
+    not hold (withdrawn, or never taken). A record withdrawn for being absent from a listing
+    has its tag blanked (:meth:`aggregator.lifecycle.BatchWriter.withdraw`), so only tags of
+    deletions are found."""
+    ids = list(dict.fromkeys(local_ids))
+    out: dict[str, str] = {}
+    for start in range(0, len(ids), 500):
+        chunk = ids[start : start + 500]
+        marks = ",".join("?" * len(chunk))
+        cur = conn.execute(
+            "SELECT v.local_id, v.version FROM source_versions v LEFT JOIN records r"
+            " ON r.source = v.source AND r.local_id = v.local_id"
+            f" WHERE v.source = ? AND v.local_id IN ({marks}) AND v.version != ''"
+            " AND (r.status IS NULL OR r.status = 'withdrawn')",
+            (source, *chunk),
+        )
+        out.update((str(lid), str(v)) for lid, v in cur)
+    return out
+
+
 def read_holders(conn: sqlite3.Connection, source: str, local_ids: Iterable[str]) -> dict[str, str]:
     """local_id -> the other source holding an active record under that local id."""
     ids = list(dict.fromkeys(local_ids))
