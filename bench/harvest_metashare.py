@@ -11,11 +11,12 @@ the four bundled sample LRs, ~3 kB of metadata.xml each), so that serving does n
 harvester's interpreter. Reported: LRs/s of the first sync (login, inventory, one resource
 ZIP per LR, validate, map, store), then of a resync after ``--changed`` of the LRs changed
 on the node, with the number of LR requests the node answered in each (the resync must ask
-for the changed LRs only), the job counters, the CPU milliseconds per LR of this process
-(with ``--workers 0`` the whole harvesting side; the pipeline's mapping workers are
-forkserver children, not counted) and of the node, the load average when each run
-ended (on a shared machine the CPU figures are steadier than the rates), and the peak RSS of
-this process.
+for the changed LRs only), the job counters, the CPU milliseconds per LR of the harvesting
+side (this process plus the pipeline's mapping workers, which are children of
+multiprocessing's fork server: their CPU is read from /proc, the fork server's reaped
+children included) and of the node, the load average when each run ended (on a shared
+machine the CPU figures are steadier than the rates), and the peak RSS of this process.
+``--workers`` defaults to the aggregator's default (``harvest.workers``).
 """
 
 from __future__ import annotations
@@ -69,12 +70,40 @@ def serve_node(count: int, conn: Connection) -> None:
                 return
 
 
-def cpu_seconds() -> tuple[float, float]:
-    """CPU of this process, and of its reaped children. The pipeline's mapping workers come
-    from a forkserver, so they are not among them: with ``--workers 0`` everything is here."""
+def cpu_seconds(node_pid: int) -> tuple[float, float]:
+    """CPU of this process, and of its descendants but the node's process: the fork server
+    and the mapping workers it starts (they are its children, not ours, so RUSAGE_CHILDREN
+    misses them; a worker that has ended is in the fork server's reaped-children times)."""
     own = resource.getrusage(resource.RUSAGE_SELF)
-    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime, kids.ru_utime + kids.ru_stime
+    return own.ru_utime + own.ru_stime, _descendants_cpu(os.getpid(), node_pid)
+
+
+def _descendants_cpu(root: int, exclude: int) -> float:
+    """utime + stime + cutime + cstime of every descendant of ``root`` outside the
+    ``exclude`` subtree, from /proc (Linux; 0 elsewhere)."""
+    parent: dict[int, int] = {}
+    ticks: dict[int, int] = {}
+    proc = Path("/proc")
+    if not proc.is_dir():
+        return 0.0
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2 :].split()  # after "pid (comm) "
+        parent[int(entry.name)] = int(fields[1])
+        ticks[int(entry.name)] = sum(int(f) for f in fields[11:15])
+    total = 0
+    for pid in parent:
+        p = pid
+        while p in parent and p not in (root, exclude, 0, 1):
+            p = parent[p]
+        if p == root and pid != root:
+            total += ticks[pid]
+    return total / os.sysconf("SC_CLK_TCK")
 
 
 def peak_rss_mb() -> int:
@@ -85,7 +114,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--lrs", type=int, default=10_000)
     ap.add_argument("--changed", type=float, default=0.01, help="share of LRs changed")
-    ap.add_argument("--workers", type=int, default=1, help="mapping worker processes")
+    ap.add_argument(
+        "--workers", type=int, default=HarvestSettings().workers, help="mapping worker processes"
+    )
     ap.add_argument("--parallel", type=int, default=4, help="LR requests in flight")
     ap.add_argument("--batch-size", type=int, default=1000)
     ap.add_argument("--dir", type=Path, default=None, help="work directory (default: a temp dir)")
@@ -100,6 +131,7 @@ def main() -> None:
     proc = mp.get_context("spawn").Process(target=serve_node, args=(args.lrs, child), daemon=True)
     started = time.perf_counter()
     proc.start()
+    node_pid = proc.pid or 0
     url = parent.recv()
     print(f"node with {args.lrs} LRs at {url} ready in {time.perf_counter() - started:.1f} s")
     os.environ["BENCH_MS_USER"], os.environ["BENCH_MS_PASSWORD"] = "syncuser", "sync-secret"
@@ -133,12 +165,14 @@ def main() -> None:
 
         def run(label: str) -> None:
             before = _ask(parent, "counts")
-            cpu0 = cpu_seconds()
+            cpu0 = cpu_seconds(node_pid)
             t0 = time.perf_counter()
             job = run_source(settings, store, "node", RunOptions(), http=http)
             store.sync()
             seconds = time.perf_counter() - t0
-            main_cpu, workers_cpu = (b - a for a, b in zip(cpu0, cpu_seconds(), strict=True))
+            time.sleep(0.2)  # the fork server reaps the ended workers: their CPU is then its
+            cpu1 = cpu_seconds(node_pid)
+            main_cpu, workers_cpu = (b - a for a, b in zip(cpu0, cpu1, strict=True))
             cpu = main_cpu + workers_cpu
             after = _ask(parent, "counts")
             node_cpu = after["cpu"] - before["cpu"]
