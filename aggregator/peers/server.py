@@ -49,9 +49,9 @@ class _QuietHandler(WSGIRequestHandler):
     wsgiref's own handler answers one request per connection, so every client request paid
     for a new TCP connection (and the peer for a new thread). This one serves requests on a
     connection until the client closes it, asks ``Connection: close``, or a response cannot be
-    delimited (no Content-Length, a HEAD answer, a chunked request body): then it closes. A
-    request body is read whole before the app runs, so an app that ignores it cannot leave
-    bytes that would be taken for the next request.
+    delimited (no or a wrong Content-Length, a chunked request body): then it closes. A HEAD
+    answer carries the headers only. A request body is read whole before the app runs, so an
+    app that ignores it cannot leave bytes that would be taken for the next request.
     """
 
     protocol_version = "HTTP/1.1"
@@ -69,7 +69,8 @@ class _QuietHandler(WSGIRequestHandler):
         server: _ThreadingWSGIServer = self.server  # type: ignore[assignment]
         with server.connections_lock:
             server.connections.discard(self.connection)
-        super().finish()
+        with contextlib.suppress(OSError):  # the client has gone: nothing left to flush to
+            super().finish()
 
     def handle(self) -> None:
         self.close_connection = True
@@ -108,6 +109,11 @@ class _QuietHandler(WSGIRequestHandler):
                     return start_response(status, headers, *exc)
 
                 result = app(environ, start)
+                if environ.get("REQUEST_METHOD") == "HEAD":  # headers only, length as for GET
+                    if hasattr(result, "close"):
+                        result.close()
+                    framed[0] = bool(declared)
+                    return []
                 if isinstance(result, list) and declared:
                     framed[0] = declared[0].strip() == str(sum(len(b) for b in result))
                 return result
@@ -118,7 +124,8 @@ class _QuietHandler(WSGIRequestHandler):
             )
             handler.request_handler = self  # type: ignore[attr-defined]  # for wsgiref's log
             handler.run(watched)
-            if self.command == "HEAD" or not framed[0]:
+            self.wfile.flush()  # wsgiref flushes after body writes only: not an empty body
+            if not framed[0]:
                 self.close_connection = True
         except (TimeoutError, ConnectionError, ValueError):
             self.close_connection = True
@@ -154,6 +161,12 @@ class PeerServer:
     def url(self) -> str:
         """Base URL with a trailing slash, e.g. ``http://127.0.0.1:41234/`` (``https`` with TLS)."""
         return f"{self.scheme}://{self.host}:{self.port}/"
+
+    @property
+    def open_connections(self) -> int:
+        """Client connections open now (kept alive between requests)."""
+        with self._server.connections_lock:
+            return len(self._server.connections)
 
     def stop(self) -> None:
         self._server.shutdown()
