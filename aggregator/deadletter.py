@@ -30,7 +30,7 @@ from aggregator.jobs.journal import JobRow
 from aggregator.models import Finding, RawRecord, Severity, Stage
 from aggregator.pipeline import RunOptions, run_source
 from aggregator.store.records import RecordStore, StoreReads
-from aggregator.store.state import REJECTION_COLUMNS
+from aggregator.store.rejections import REJECTION_COLUMNS
 
 FIELDS = tuple(c.strip() for c in REJECTION_COLUMNS.split(","))
 

@@ -35,15 +35,13 @@ from aggregator.models import (
 )
 from aggregator.processing import Checked, Processed, dataset_ntriples
 from aggregator.store.records import RecordStore
+from aggregator.store.rejections import DeadLetter
 from aggregator.store.state import (
-    DeadLetter,
     RecordRow,
     RecordWrite,
     read_datestamps,
-    read_deleted_versions,
-    read_holders,
-    read_versions,
 )
+from aggregator.store.versions import read_deleted_versions, read_holders, read_versions
 
 log = logging.getLogger(__name__)
 

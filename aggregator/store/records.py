@@ -44,16 +44,14 @@ from pyoxigraph import Literal, NamedNode
 from aggregator.jobs.journal import JobLog, Jobs, now_iso
 from aggregator.store.applier import GraphApplier
 from aggregator.store.graphs import GraphBackend, GraphContent, OxigraphGraphs, stale_contents
+from aggregator.store.rejections import DeadLetter, close_rejections, keep_dead_letters
 from aggregator.store.snapshots import SnapshotShelf, remove_stale_shelves
 from aggregator.store.state import (
-    DeadLetter,
     RecordRow,
     RecordWrite,
     StateDB,
-    close_rejections,
-    keep_dead_letters,
-    put_versions,
 )
+from aggregator.store.versions import put_versions
 from aggregator.store.writer_lock import WriterLock
 from aggregator.vocab import (
     AGG_FORMAT,

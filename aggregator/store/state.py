@@ -18,7 +18,7 @@ import json
 import sqlite3
 import threading
 import zlib
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -424,71 +424,6 @@ class StateDB:
         )
 
 
-@dataclass(frozen=True, slots=True)
-class DeadLetter:
-    """A record that could not be stored, kept with everything needed to try it again."""
-
-    source: str
-    local_id: str  # the record, or the page URL of a catalogue page that could not be read
-    job_id: int
-    stage: str  # the failing step: parse, map, xsd, schematron, shacl, check
-    payload_sha: str  # the payload itself is in the payloads table
-    media_type: str
-    format: str
-    url: str | None
-    datestamp: str | None
-    is_collection: bool
-    findings: str  # JSON list of every finding (rule, severity, message, location, path)
-
-
-REJECTION_COLUMNS = (
-    "id, source, local_id, job_id, stage, payload_sha, media_type, format, url, datestamp,"
-    " is_collection, findings, created, superseded_by"
-)
-
-
-def keep_dead_letters(conn: sqlite3.Connection, letters: Sequence[DeadLetter], ts: str) -> None:
-    """Open a rejection per letter, or, when the record already has its one open rejection
-    (same source and local_id, not superseded), bring that one up to date: job, stage,
-    payload, datestamp and findings are the latest failure's; ``created`` stays the first's
-    (the job errors keep what each failure said)."""
-    conn.executemany(
-        f"INSERT INTO rejections ({REJECTION_COLUMNS.partition(', ')[2]})"
-        " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,NULL)"
-        " ON CONFLICT (source, local_id) WHERE superseded_by IS NULL DO UPDATE SET"
-        " job_id = excluded.job_id, stage = excluded.stage, payload_sha = excluded.payload_sha,"
-        " media_type = excluded.media_type, format = excluded.format, url = excluded.url,"
-        " datestamp = excluded.datestamp, is_collection = excluded.is_collection,"
-        " findings = excluded.findings",
-        [
-            (
-                d.source,
-                d.local_id,
-                d.job_id,
-                d.stage,
-                d.payload_sha,
-                d.media_type,
-                d.format,
-                d.url,
-                d.datestamp,
-                int(d.is_collection),
-                d.findings,
-                ts,
-            )
-            for d in letters
-        ],
-    )
-
-
-def close_rejections(conn: sqlite3.Connection, job_id: int, stored: Sequence[RecordWrite]) -> None:
-    """These records were stored by ``job_id``: their open rejections are closed."""
-    conn.executemany(
-        "UPDATE rejections SET superseded_by = ?"
-        " WHERE source = ? AND local_id = ? AND superseded_by IS NULL",
-        [(job_id, w.source, w.local_id) for w in stored if w.status == "active"],
-    )
-
-
 def one_open_rejection(conn: sqlite3.Connection) -> None:
     """Make each record's open rejection unique (a store made before it opened a new one at
     every failure): older open ones are closed as superseded by the job of the newest, which
@@ -528,74 +463,6 @@ def read_datestamps(
         )
         for lid, stamp, status in cur:
             out[lid] = (stamp, status)
-    return out
-
-
-def put_versions(conn: sqlite3.Connection, source: str, versions: Mapping[str, str]) -> None:
-    """Note the version tags a source gave its records (inside the batch's transaction)."""
-    conn.executemany(
-        "INSERT INTO source_versions (source, local_id, version) VALUES (?, ?, ?)"
-        " ON CONFLICT (source, local_id) DO UPDATE SET version = excluded.version",
-        [(source, lid, v) for lid, v in versions.items()],
-    )
-
-
-def read_versions(
-    conn: sqlite3.Connection, source: str, local_ids: Iterable[str]
-) -> dict[str, str]:
-    """local_id -> the version tag noted for each record of ``source`` the store holds (active
-    or rejected: a withdrawn record is not held, whatever its tag)."""
-    ids = list(dict.fromkeys(local_ids))
-    out: dict[str, str] = {}
-    for start in range(0, len(ids), 500):
-        chunk = ids[start : start + 500]
-        marks = ",".join("?" * len(chunk))
-        cur = conn.execute(
-            "SELECT v.local_id, v.version FROM source_versions v JOIN records r"
-            " ON r.source = v.source AND r.local_id = v.local_id"
-            f" WHERE v.source = ? AND v.local_id IN ({marks}) AND r.status != 'withdrawn'",
-            (source, *chunk),
-        )
-        out.update((str(lid), str(v)) for lid, v in cur)
-    return out
-
-
-def read_deleted_versions(
-    conn: sqlite3.Connection, source: str, local_ids: Iterable[str]
-) -> dict[str, str]:
-    """local_id -> the version tag noted when ``source`` deleted each record the store does
-    not hold (withdrawn, or never taken). A record withdrawn for being absent from a listing
-    has its tag blanked (:meth:`aggregator.lifecycle.BatchWriter.withdraw`), so only tags of
-    deletions are found."""
-    ids = list(dict.fromkeys(local_ids))
-    out: dict[str, str] = {}
-    for start in range(0, len(ids), 500):
-        chunk = ids[start : start + 500]
-        marks = ",".join("?" * len(chunk))
-        cur = conn.execute(
-            "SELECT v.local_id, v.version FROM source_versions v LEFT JOIN records r"
-            " ON r.source = v.source AND r.local_id = v.local_id"
-            f" WHERE v.source = ? AND v.local_id IN ({marks}) AND v.version != ''"
-            " AND (r.status IS NULL OR r.status = 'withdrawn')",
-            (source, *chunk),
-        )
-        out.update((str(lid), str(v)) for lid, v in cur)
-    return out
-
-
-def read_holders(conn: sqlite3.Connection, source: str, local_ids: Iterable[str]) -> dict[str, str]:
-    """local_id -> the other source holding an active record under that local id."""
-    ids = list(dict.fromkeys(local_ids))
-    out: dict[str, str] = {}
-    for start in range(0, len(ids), 500):
-        chunk = ids[start : start + 500]
-        marks = ",".join("?" * len(chunk))
-        cur = conn.execute(
-            "SELECT local_id, min(source) FROM records"
-            f" WHERE local_id IN ({marks}) AND source != ? AND status = 'active' GROUP BY local_id",
-            (*chunk, source),
-        )
-        out.update((str(lid), str(src)) for lid, src in cur)
     return out
 
 

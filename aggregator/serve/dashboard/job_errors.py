@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from aggregator.store.state import REJECTION_COLUMNS
+from aggregator.store.rejections import REJECTION_COLUMNS
 
 PAGE = 200  # error rows shown at once (the CSV has them all)
 

@@ -1,0 +1,76 @@
+"""Version tags of a source's records (``source_versions``): the checksums a META-SHARE node
+gives its LRs, noted in the batch's transaction and read back by the listing to fetch only
+what changed (docs/store.md, "Version tags"), and which other source holds a local id."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterable, Mapping
+
+
+def put_versions(conn: sqlite3.Connection, source: str, versions: Mapping[str, str]) -> None:
+    """Note the version tags a source gave its records (inside the batch's transaction)."""
+    conn.executemany(
+        "INSERT INTO source_versions (source, local_id, version) VALUES (?, ?, ?)"
+        " ON CONFLICT (source, local_id) DO UPDATE SET version = excluded.version",
+        [(source, lid, v) for lid, v in versions.items()],
+    )
+
+
+def read_versions(
+    conn: sqlite3.Connection, source: str, local_ids: Iterable[str]
+) -> dict[str, str]:
+    """local_id -> the version tag noted for each record of ``source`` the store holds (active
+    or rejected: a withdrawn record is not held, whatever its tag)."""
+    ids = list(dict.fromkeys(local_ids))
+    out: dict[str, str] = {}
+    for start in range(0, len(ids), 500):
+        chunk = ids[start : start + 500]
+        marks = ",".join("?" * len(chunk))
+        cur = conn.execute(
+            "SELECT v.local_id, v.version FROM source_versions v JOIN records r"
+            " ON r.source = v.source AND r.local_id = v.local_id"
+            f" WHERE v.source = ? AND v.local_id IN ({marks}) AND r.status != 'withdrawn'",
+            (source, *chunk),
+        )
+        out.update((str(lid), str(v)) for lid, v in cur)
+    return out
+
+
+def read_deleted_versions(
+    conn: sqlite3.Connection, source: str, local_ids: Iterable[str]
+) -> dict[str, str]:
+    """local_id -> the version tag noted when ``source`` deleted each record the store does
+    not hold (withdrawn, or never taken). A record withdrawn for being absent from a listing
+    has its tag blanked (:meth:`aggregator.lifecycle.BatchWriter.withdraw`), so only tags of
+    deletions are found."""
+    ids = list(dict.fromkeys(local_ids))
+    out: dict[str, str] = {}
+    for start in range(0, len(ids), 500):
+        chunk = ids[start : start + 500]
+        marks = ",".join("?" * len(chunk))
+        cur = conn.execute(
+            "SELECT v.local_id, v.version FROM source_versions v LEFT JOIN records r"
+            " ON r.source = v.source AND r.local_id = v.local_id"
+            f" WHERE v.source = ? AND v.local_id IN ({marks}) AND v.version != ''"
+            " AND (r.status IS NULL OR r.status = 'withdrawn')",
+            (source, *chunk),
+        )
+        out.update((str(lid), str(v)) for lid, v in cur)
+    return out
+
+
+def read_holders(conn: sqlite3.Connection, source: str, local_ids: Iterable[str]) -> dict[str, str]:
+    """local_id -> the other source holding an active record under that local id."""
+    ids = list(dict.fromkeys(local_ids))
+    out: dict[str, str] = {}
+    for start in range(0, len(ids), 500):
+        chunk = ids[start : start + 500]
+        marks = ",".join("?" * len(chunk))
+        cur = conn.execute(
+            "SELECT local_id, min(source) FROM records"
+            f" WHERE local_id IN ({marks}) AND source != ? AND status = 'active' GROUP BY local_id",
+            (*chunk, source),
+        )
+        out.update((str(lid), str(src)) for lid, src in cur)
+    return out
