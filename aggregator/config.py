@@ -398,6 +398,7 @@ def parse_source(
         raise ConfigError(
             f"[{where}]: a {kind} source yields {', '.join(harvester.formats)}, not {fmt!r}"
         )
+    from aggregator.config_validation import parse_chain
     from aggregator.validate.profiles import default_chain
 
     chain = parse_chain(table.get("validation", default_chain(fmt)), where, root, validation)
@@ -464,62 +465,6 @@ def parse_source(
     return source
 
 
-def parse_chain(
-    value: Any, where: str, root: Path | None, defaults: ValidationSettings | None
-) -> tuple[ValidationStep, ...]:
-    """A source's ``validation``: validator names (``["xsd", "shacl"]``) or step tables
-    (``{ validator = "xsd", schema = "iso.xsd" }``), in order; each step's options are checked
-    against the validator's ``Options`` and merged over the ``[validation.NAME]`` defaults."""
-    from aggregator.plugin_options import complete_options, convert_options
-    from aggregator.plugins import validators
-    from aggregator.validate.profiles import PROFILES, profile_steps
-
-    if isinstance(value, str):  # a profile name: its payload steps, then shacl
-        if value not in PROFILES:
-            raise ConfigError(
-                f"[{where}]: validation {value!r} is not a profile ({', '.join(PROFILES)});"
-                " give a list of validators or step tables"
-            )
-        value = [value, "shacl"]
-    if not isinstance(value, list | tuple):
-        raise ConfigError(f"[{where}]: validation must be a list of validators or step tables")
-    defaults = defaults or ValidationSettings()
-    steps: list[ValidationStep] = []
-    for i, item in enumerate(value, 1):
-        at = f"{where}.validation[{i}]"
-        if isinstance(item, str) and item in PROFILES:
-            steps.extend(profile_steps(item, defaults))
-            continue
-        table = {"validator": item} if isinstance(item, str) else item
-        if not isinstance(table, Mapping) or not isinstance(table.get("validator"), str):
-            raise ConfigError(f"[{at}]: a step is a validator name or a table with 'validator'")
-        opts = dict(table)
-        validator = opts.pop("validator")
-        label = opts.pop("name", "")
-        if not isinstance(label, str) or (label and not SOURCE_NAME.match(label)):
-            raise ConfigError(f"[{at}]: name must match {SOURCE_NAME.pattern}")
-        if validator not in validators:
-            known = ", ".join(validators)
-            raise ConfigError(f"[{at}]: unknown validator {validator!r} (known: {known})")
-        cls = validators.get(validator)
-        if cls.Options is None:
-            if opts:
-                raise ConfigError(f"[{at}]: the {validator} validator takes no options")
-            step = defaults.step(validator, name=label)
-        else:
-            step = defaults.step(validator, convert_options(cls.Options, opts, at, root), label)
-            complete_options(cls.Options, dict(step.options), at)
-        steps.append(step)
-    labels = [s.label for s in steps]
-    twice = sorted({x for x in labels if labels.count(x) > 1})
-    if twice:
-        raise ConfigError(
-            f"[{where}]: validation step(s) {', '.join(twice)} appear twice; give each a"
-            " distinct 'name' (it labels the step's findings)"
-        )
-    return tuple(steps)
-
-
 def load_settings(path: Path, environ: Mapping[str, str] | None = None) -> Settings:
     """Read and validate ``aggregator.toml``. A missing file is an error (never silently the
     defaults: a mistyped ``-c`` would otherwise open, and create, a store somewhere else)."""
@@ -546,7 +491,9 @@ def load_settings(path: Path, environ: Mapping[str, str] | None = None) -> Setti
     http = _dataclass_from(HttpSettings, doc.get("http", {}), "http")
     harvest = _dataclass_from(HarvestSettings, doc.get("harvest", {}), "harvest")
     serve = _dataclass_from(ServeSettings, doc.get("serve", {}), "serve")
-    validation = _validation_settings(doc.get("validation", {}), root)
+    from aggregator.config_validation import validation_settings
+
+    validation = validation_settings(doc.get("validation", {}), root)
     schedule = _schedule_settings(doc.get("schedule", {}))
     sources = {
         name: parse_source(name, table, environ, root=root, validation=validation)
@@ -578,23 +525,3 @@ def _schedule_settings(table: Mapping[str, Any]) -> ScheduleSettings:
     if settings.full_every != "never":
         parse_frequency(settings.full_every, "schedule.full_every")
     return settings
-
-
-def _validation_settings(table: Mapping[str, Any], root: Path) -> ValidationSettings:
-    """Check each validator's default options against its ``Options`` at load time."""
-    from aggregator.plugin_options import convert_options
-    from aggregator.plugins import validators
-
-    options: dict[str, dict[str, Any]] = {}
-    for name, opts in dict(table).items():
-        if name not in validators:
-            raise ConfigError(f"[validation.{name}]: unknown validator {name!r}")
-        if not isinstance(opts, Mapping):
-            raise ConfigError(f"[validation.{name}] must be a table")
-        cls = validators.get(name).Options
-        if cls is None:
-            if opts:
-                raise ConfigError(f"[validation.{name}]: the {name} validator takes no options")
-            continue
-        options[name] = convert_options(cls, opts, f"validation.{name}", root)
-    return ValidationSettings(options=options)
