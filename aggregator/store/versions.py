@@ -22,19 +22,14 @@ def read_versions(
 ) -> dict[str, str]:
     """local_id -> the version tag noted for each record of ``source`` the store holds (active
     or rejected: a withdrawn record is not held, whatever its tag)."""
-    ids = list(dict.fromkeys(local_ids))
-    out: dict[str, str] = {}
-    for start in range(0, len(ids), 500):
-        chunk = ids[start : start + 500]
-        marks = ",".join("?" * len(chunk))
-        cur = conn.execute(
-            "SELECT v.local_id, v.version FROM source_versions v JOIN records r"
-            " ON r.source = v.source AND r.local_id = v.local_id"
-            f" WHERE v.source = ? AND v.local_id IN ({marks}) AND r.status != 'withdrawn'",
-            (source, *chunk),
-        )
-        out.update((str(lid), str(v)) for lid, v in cur)
-    return out
+    return _by_chunks(
+        conn,
+        local_ids,
+        "SELECT v.local_id, v.version FROM source_versions v JOIN records r"
+        " ON r.source = v.source AND r.local_id = v.local_id"
+        " WHERE v.local_id IN ({marks}) AND v.source = ? AND r.status != 'withdrawn'",
+        source,
+    )
 
 
 def read_deleted_versions(
@@ -44,33 +39,37 @@ def read_deleted_versions(
     not hold (withdrawn, or never taken). A record withdrawn for being absent from a listing
     has its tag blanked (:meth:`aggregator.lifecycle.BatchWriter.withdraw`), so only tags of
     deletions are found."""
-    ids = list(dict.fromkeys(local_ids))
-    out: dict[str, str] = {}
-    for start in range(0, len(ids), 500):
-        chunk = ids[start : start + 500]
-        marks = ",".join("?" * len(chunk))
-        cur = conn.execute(
-            "SELECT v.local_id, v.version FROM source_versions v LEFT JOIN records r"
-            " ON r.source = v.source AND r.local_id = v.local_id"
-            f" WHERE v.source = ? AND v.local_id IN ({marks}) AND v.version != ''"
-            " AND (r.status IS NULL OR r.status = 'withdrawn')",
-            (source, *chunk),
-        )
-        out.update((str(lid), str(v)) for lid, v in cur)
-    return out
+    return _by_chunks(
+        conn,
+        local_ids,
+        "SELECT v.local_id, v.version FROM source_versions v LEFT JOIN records r"
+        " ON r.source = v.source AND r.local_id = v.local_id"
+        " WHERE v.local_id IN ({marks}) AND v.source = ? AND v.version != ''"
+        " AND (r.status IS NULL OR r.status = 'withdrawn')",
+        source,
+    )
 
 
 def read_holders(conn: sqlite3.Connection, source: str, local_ids: Iterable[str]) -> dict[str, str]:
     """local_id -> the other source holding an active record under that local id."""
+    return _by_chunks(
+        conn,
+        local_ids,
+        "SELECT local_id, min(source) FROM records"
+        " WHERE local_id IN ({marks}) AND source != ? AND status = 'active' GROUP BY local_id",
+        source,
+    )
+
+
+def _by_chunks(
+    conn: sqlite3.Connection, local_ids: Iterable[str], query: str, *args: str
+) -> dict[str, str]:
+    """Run ``query`` (its ``{marks}``: the placeholders of up to 500 local ids, then ``args``)
+    over the distinct ``local_ids``, chunk by chunk; its two columns become a dict."""
     ids = list(dict.fromkeys(local_ids))
     out: dict[str, str] = {}
     for start in range(0, len(ids), 500):
         chunk = ids[start : start + 500]
-        marks = ",".join("?" * len(chunk))
-        cur = conn.execute(
-            "SELECT local_id, min(source) FROM records"
-            f" WHERE local_id IN ({marks}) AND source != ? AND status = 'active' GROUP BY local_id",
-            (*chunk, source),
-        )
-        out.update((str(lid), str(src)) for lid, src in cur)
+        cur = conn.execute(query.format(marks=",".join("?" * len(chunk))), (*chunk, *args))
+        out.update((str(key), str(value)) for key, value in cur)
     return out
