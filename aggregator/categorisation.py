@@ -42,25 +42,9 @@ from aggregator.errors import ConfigError
 from aggregator.mapping.base import content_hash
 from aggregator.models import Finding, MappedDataset, Severity, Stage
 from aggregator.resources import bundled
-from aggregator.vocab import DCAT, DCT, RDF_TYPE, RDFS, SKOS
+from aggregator.vocab import DCAT, DCT, EU_DATA_THEME, EU_THEME_LABELS, RDF_TYPE, RDFS, SKOS
 
 DEFAULT_TABLE_PATH = bundled("mappings", "categorisation.toml")
-EU_THEMES = "http://publications.europa.eu/resource/authority/data-theme/"
-LABELS = {
-    "AGRI": "Agriculture, fisheries, forestry and food",
-    "ECON": "Economy and finance",
-    "EDUC": "Education, culture and sport",
-    "ENER": "Energy",
-    "ENVI": "Environment",
-    "GOVE": "Government and public sector",
-    "HEAL": "Health",
-    "INTR": "International issues",
-    "JUST": "Justice, legal system and public safety",
-    "REGI": "Regions and cities",
-    "SOCI": "Population and society",
-    "TECH": "Science and technology",
-    "TRAN": "Transport",
-}
 GEODCAT_TOPIC = "http://data.europa.eu/930/topicCategory"
 CATEGORY_PROPERTIES = frozenset({DCAT + "theme", DCT + "subject", GEODCAT_TOPIC})
 KEYWORD = DCAT + "keyword"
@@ -95,10 +79,10 @@ def _codes(value: Any, where: str) -> tuple[str, ...]:
         raise ConfigError(f"{where}: expected an EU theme code or a list of them")
     codes = []
     for item in items:
-        code = str(item).strip().upper().removeprefix(EU_THEMES)
-        if code not in LABELS:
+        code = str(item).strip().upper().removeprefix(EU_DATA_THEME)
+        if code not in EU_THEME_LABELS:
             raise ConfigError(
-                f"{where}: {item!r} is not an EU data theme (one of {', '.join(LABELS)})"
+                f"{where}: {item!r} is not an EU data theme (one of {', '.join(EU_THEME_LABELS)})"
             )
         codes.append(code)
     return tuple(codes)
@@ -228,9 +212,9 @@ def categorise(dataset: MappedDataset, config: CategorisationConfig) -> MappedDa
             predicate = t.predicate.value
             if predicate in CATEGORY_PROPERTIES:
                 obj = t.object
-                if isinstance(obj, NamedNode) and obj.value.startswith(EU_THEMES):
+                if isinstance(obj, NamedNode) and obj.value.startswith(EU_DATA_THEME):
                     if predicate == DCAT + "theme":
-                        have.add(obj.value[len(EU_THEMES) :])
+                        have.add(obj.value[len(EU_DATA_THEME) :])
                     else:  # an EU theme given as a subject: made a dcat:theme
                         categories.append(obj)
                 elif isinstance(obj, NamedNode | BlankNode | Literal):
@@ -252,8 +236,8 @@ def categorise(dataset: MappedDataset, config: CategorisationConfig) -> MappedDa
             note(table.by_label(obj.value), f"category {obj.value!r}")
             continue
         if isinstance(obj, NamedNode):
-            code = obj.value[len(EU_THEMES) :] if obj.value.startswith(EU_THEMES) else None
-            codes = frozenset({code}) if code in LABELS else table.by_iri(obj.value)
+            code = obj.value[len(EU_DATA_THEME) :] if obj.value.startswith(EU_DATA_THEME) else None
+            codes = frozenset({code}) if code in EU_THEME_LABELS else table.by_iri(obj.value)
             note(codes, f"<{obj.value}>")
         described = names.get(obj, [])
         schemes = [
@@ -277,11 +261,17 @@ def categorise(dataset: MappedDataset, config: CategorisationConfig) -> MappedDa
     lines = set(data.splitlines())
     theme = NamedNode(DCAT + "theme")
     for code in found:
-        term = NamedNode(EU_THEMES + code)
+        term = NamedNode(EU_DATA_THEME + code)
         lines.add(_line(Triple(subject, theme, term)))
         lines.add(_line(Triple(term, NamedNode(RDF_TYPE), NamedNode(SKOS + "Concept"))))
         lines.add(
-            _line(Triple(term, NamedNode(SKOS + "prefLabel"), Literal(LABELS[code], language="en")))
+            _line(
+                Triple(
+                    term,
+                    NamedNode(SKOS + "prefLabel"),
+                    Literal(EU_THEME_LABELS[code], language="en"),
+                )
+            )
         )
     ntriples = b"\n".join(sorted(lines)) + b"\n"
 
@@ -294,7 +284,7 @@ def categorise(dataset: MappedDataset, config: CategorisationConfig) -> MappedDa
         location=dataset.dataset_iri,
         path=DCAT + "theme",
     )
-    themes = tuple(sorted({*dataset.themes, *(EU_THEMES + c for c in found)}))
+    themes = tuple(sorted({*dataset.themes, *(EU_DATA_THEME + c for c in found)}))
     return replace(
         dataset,
         ntriples=ntriples,

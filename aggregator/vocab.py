@@ -31,3 +31,21 @@ STATUS_IRIS = {
     "withdrawn": AGG + "Withdrawn",
     "rejected": AGG + "Rejected",
 }
+
+#: the 13 EU data themes (authority table data-theme), code -> English label
+EU_DATA_THEME = "http://publications.europa.eu/resource/authority/data-theme/"
+EU_THEME_LABELS = {
+    "AGRI": "Agriculture, fisheries, forestry and food",
+    "ECON": "Economy and finance",
+    "EDUC": "Education, culture and sport",
+    "ENER": "Energy",
+    "ENVI": "Environment",
+    "GOVE": "Government and public sector",
+    "HEAL": "Health",
+    "INTR": "International issues",
+    "JUST": "Justice, legal system and public safety",
+    "REGI": "Regions and cities",
+    "SOCI": "Population and society",
+    "TECH": "Science and technology",
+    "TRAN": "Transport",
+}

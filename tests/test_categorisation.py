@@ -10,7 +10,6 @@ import pytest
 from pyoxigraph import RdfFormat, parse
 
 from aggregator.categorisation import (
-    EU_THEMES,
     CategorisationConfig,
     categorise,
     label_key,
@@ -30,6 +29,7 @@ from aggregator.peers.server import PeerServer
 from aggregator.pipeline import RunOptions, run_source
 from aggregator.store.records import RecordStore
 from aggregator.validate.shacl import ShaclValidator
+from aggregator.vocab import EU_DATA_THEME
 
 CTX = MappingContext("http://example.org/", "src")
 DEFAULTS = CategorisationConfig()
@@ -53,7 +53,7 @@ def dcat_record(text: str = TURTLE) -> MappedDataset:
 
 
 def codes(mapped: MappedDataset) -> set[str]:
-    return {t.removeprefix(EU_THEMES) for t in mapped.themes if t.startswith(EU_THEMES)}
+    return {t.removeprefix(EU_DATA_THEME) for t in mapped.themes if t.startswith(EU_DATA_THEME)}
 
 
 def test_iso_topic_categories_inspire_themes_keywords_and_own_labels() -> None:
@@ -78,7 +78,7 @@ def test_the_result_is_canonical_labelled_and_conformant() -> None:
     assert done.content_hash == content_hash(done.ntriples)
     text = done.ntriples.decode()
     assert (
-        f'<{EU_THEMES}ENVI> <http://www.w3.org/2004/02/skos/core#prefLabel> "Environment"@en'
+        f'<{EU_DATA_THEME}ENVI> <http://www.w3.org/2004/02/skos/core#prefLabel> "Environment"@en'
         in text
     )
     assert ShaclValidator().validate_graph(done).conforms
@@ -173,10 +173,10 @@ keywords = false
                 assert job.status == "succeeded", job.message
             query = (
                 "SELECT ?d ?t WHERE { ?d <http://www.w3.org/ns/dcat#theme> ?t"
-                f" FILTER(STRSTARTS(STR(?t), '{EU_THEMES}')) }}"
+                f" FILTER(STRSTARTS(STR(?t), '{EU_DATA_THEME}')) }}"
             )
             found = {
-                (str(r[0].value), str(r[1].value).removeprefix(EU_THEMES))
+                (str(r[0].value), str(r[1].value).removeprefix(EU_DATA_THEME))
                 for r in store.graphs.query(query)
             }  # type: ignore[union-attr]
     assert ("https://geo.example.org/ds/rivers", "REGI") in found

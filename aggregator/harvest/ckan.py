@@ -80,7 +80,8 @@ def solr_date(value: str) -> str:
 
 
 def parse_datestamp(value: Any) -> datetime | None:
-    """``metadata_modified`` as an aware UTC datetime (CKAN writes UTC without a zone)."""
+    """``metadata_modified`` as an aware UTC datetime (CKAN writes UTC without a zone); also
+    the OGC API - Records ``updated``/``created`` times (:mod:`.ogc_records`)."""
     if not isinstance(value, str) or not value:
         return None
     try:

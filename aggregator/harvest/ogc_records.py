@@ -31,6 +31,7 @@ from urllib.parse import quote, urljoin
 from aggregator.errors import HarvestError
 from aggregator.harvest.base import Harvester, HarvestRequest, Listing
 from aggregator.harvest.checkpoints import Checkpoint
+from aggregator.harvest.ckan import parse_datestamp
 from aggregator.http import Response
 from aggregator.models import RawRecord
 
@@ -52,16 +53,6 @@ class OgcRecordsOptions:
             raise ValueError("limit must be from 1 to 10000")
         if self.full_every_days < 0:
             raise ValueError("full_every_days must be 0 (never) or more")
-
-
-def parse_time(value: Any) -> datetime | None:
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        when = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return when.replace(tzinfo=UTC) if when.tzinfo is None else when.astimezone(UTC)
 
 
 def decode(response: Response, what: str) -> dict[str, Any]:
@@ -277,7 +268,7 @@ class OgcRecordsHarvester(Harvester):
             props = feature.get("properties")
             props = props if isinstance(props, dict) else {}
             stamp = props.get("updated") or props.get("created")
-            when = parse_time(stamp)
+            when = parse_datestamp(stamp)
             if when is not None and isinstance(stamp, str):
                 newest.append(stamp)
                 newest[:] = [max(newest)]

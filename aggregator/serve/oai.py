@@ -55,6 +55,7 @@ from aggregator.serve.oai_formats import (
 from aggregator.serve.oai_tokens import TokenError, TokenSigner, TokenState, load_key
 from aggregator.store.record_sets import EU_THEME_CODES
 from aggregator.store.state import read_generation
+from aggregator.vocab import EU_THEME_LABELS
 
 log = logging.getLogger(__name__)
 
@@ -64,22 +65,7 @@ CHUNK = 32 * 1024  # bytes per write of a streamed response
 _LIST_VERBS = ("ListIdentifiers", "ListRecords")
 _DOMAIN = re.compile(r"^[a-zA-Z][a-zA-Z0-9\-]*(\.[a-zA-Z][a-zA-Z0-9\-]*)+$")
 _LOCAL_SAFE = "-_.!~*'();/?:@&=+$,"  # oai-identifier: these stay, everything else is %-encoded
-THEME_NAMES = {
-    "AGRI": "Agriculture, fisheries, forestry and food",
-    "ECON": "Economy and finance",
-    "EDUC": "Education, culture and sport",
-    "ENER": "Energy",
-    "ENVI": "Environment",
-    "GOVE": "Government and public sector",
-    "HEAL": "Health",
-    "INTR": "International issues",
-    "JUST": "Justice, legal system and public safety",
-    "REGI": "Regions and cities",
-    "SOCI": "Population and society",
-    "TECH": "Science and technology",
-    "TRAN": "Transport",
-}
-assert set(THEME_NAMES) == EU_THEME_CODES
+assert set(EU_THEME_LABELS) == EU_THEME_CODES
 
 
 class OaiProvider:
@@ -224,7 +210,7 @@ class OaiProvider:
             return "Records by EU data theme"
         kind, _, name = spec.partition(":")
         if kind == "theme":
-            return f"EU data theme: {THEME_NAMES.get(name, name)}"
+            return f"EU data theme: {EU_THEME_LABELS.get(name, name)}"
         source = self.ctx.settings.sources.get(name)
         if source is not None and source.publisher:
             return f"Source {name} ({source.publisher})"
