@@ -37,23 +37,38 @@ def _cli(config: Path, *args: str) -> list[str]:
 
 
 @contextmanager
-def serving(config: Path, port: int) -> Iterator[subprocess.Popen[str]]:
-    proc = subprocess.Popen(
-        _cli(config, "serve", "--port", str(port), "--processes", "2", "--no-scheduler"),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+def serving(config: Path, port: int) -> Iterator[subprocess.Popen[bytes]]:
+    # the output goes to a file, never to a pipe nobody reads (a full pipe stops the
+    # supervisor's log writes), and is shown when the test fails
+    log_path = config.parent / "serve.log"
+    with open(log_path, "wb") as out:
+        proc = subprocess.Popen(
+            _cli(
+                config,
+                "--log-level",
+                "INFO",
+                "serve",
+                "--port",
+                str(port),
+                "--processes",
+                "2",
+                "--no-scheduler",
+            ),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read()
-                break
-            except OSError:
-                assert proc.poll() is None and time.monotonic() < deadline
-                time.sleep(0.1)
+        # every serving process has started (the first answers while the second starts: a
+        # test that kills them all before that kills ``serve`` with it, "did not start")
+        deadline = time.monotonic() + 120
+        while "serving on http://" not in log_path.read_text(errors="replace"):
+            assert proc.poll() is None and time.monotonic() < deadline
+            time.sleep(0.1)
+        urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30).read()
         yield proc
+    except BaseException:
+        sys.stderr.write(f"--- aggregator serve output\n{log_path.read_text(errors='replace')}")
+        raise
     finally:
         proc.send_signal(signal.SIGTERM)
         try:
