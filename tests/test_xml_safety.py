@@ -16,7 +16,13 @@ from lxml import etree
 from aggregator.errors import ParseError, UnsafeInputError
 from aggregator.peers.http_faults import FaultApp
 from aggregator.peers.server import PeerServer
-from aggregator.xml import expand_internal_entities, parse_xml, safe_parser
+from aggregator.xml import (
+    _parser_finds_doctype,
+    _prolog_has_doctype,
+    expand_internal_entities,
+    parse_xml,
+    safe_parser,
+)
 
 
 @pytest.fixture(scope="module")
@@ -376,3 +382,87 @@ def test_parse_xml_still_refuses_every_doctype() -> None:
     """Protocol responses (OAI-PMH ...) need no entities: parse_xml keeps refusing them."""
     with pytest.raises(UnsafeInputError):
         parse_xml(XSD_DOCTYPE)
+
+
+# -- the DOCTYPE prescan: the byte-level fast path and the parser scan -----------------------
+PROLOG_CASES = [
+    # (document, DOCTYPE before the root?, decided from the bytes?)
+    (b"<r/>", False, True),
+    (b'<?xml version="1.0" encoding="UTF-8"?>\n<r/>', False, True),
+    (b"\xef\xbb\xbf<?xml version='1.0' encoding='utf-8'?><r/>", False, True),
+    (b"\xef\xbb\xbf<!DOCTYPE r [" + LOL.encode() + b"]><r>&lol9;</r>", True, True),
+    (b'<?xml version="1.0"?>\n<!-- c -->\n<?pi x?>\n<!DOCTYPE r>\n<r/>', True, True),
+    (b"<!-- <!DOCTYPE r [" + LOL.encode() + b"]> --><r>x</r>", False, True),
+    (b"<?pi <!DOCTYPE r> ?><r/>", False, True),
+    (b'<?xml-stylesheet href="s.xsl"?><!DOCTYPE r><r/>', True, True),
+    (b"<r><!DOCTYPE r></r>", False, True),  # not a prolog DOCTYPE: the real parse fails
+    (b"<\xc3\xa9t\xc3\xa9/>", False, True),
+    (b"<!doctype r [" + LOL.encode() + b"]><r>&lol9;</r>", False, False),  # libxml2's view
+    (b"<!DOCTYPE\tr><r/>", True, True),
+    (b"<!DOCTYPEr><r/>", False, False),
+    (b"<!-- unterminated <!DOCTYPE r><r/>", False, False),
+    (b' <?xml version="1.0"?><!DOCTYPE r><r/>', False, False),  # misplaced declaration
+    (b"<![CDATA[x]]><r/>", False, False),
+    (b"", False, False),
+    (
+        f'<?xml version="1.0" encoding="UTF-16"?><!DOCTYPE r [{LOL}]><r>&lol9;</r>'.encode(
+            "utf-16"
+        ),
+        True,
+        False,
+    ),
+    ('<?xml version="1.0" encoding="UTF-16BE"?><!DOCTYPE r><r/>'.encode("utf-16-be"), True, False),
+    (
+        '<?xml version="1.0" encoding="ISO-8859-1"?><!-- é --><!DOCTYPE r><r/>'.encode("latin-1"),
+        True,
+        False,
+    ),
+    (
+        '<?xml version="1.0" encoding="ISO-2022-JP"?><!-- 日本 --><!DOCTYPE r><r/>'.encode(
+            "iso-2022-jp"
+        ),
+        True,
+        False,
+    ),
+]
+
+
+@pytest.mark.parametrize(("data", "doctype", "from_bytes"), PROLOG_CASES)
+def test_the_prolog_scan_finds_every_doctype(data: bytes, doctype: bool, from_bytes: bool) -> None:
+    """The byte scan decides UTF-8 prologs and leaves everything else to the parser; where it
+    decides, the parser scan agrees; parse_xml refuses every DOCTYPE either way."""
+    verdict = _prolog_has_doctype(data)
+    assert (verdict is not None) is from_bytes
+    assert _parser_finds_doctype(data) is doctype
+    if verdict is not None:
+        assert verdict is doctype
+    if doctype:
+        assert isinstance(refused(data), UnsafeInputError)
+    elif data.startswith((b"<!-- <!DOCTYPE", b"<?pi <!DOCTYPE")) or b"DOCTYPE" not in data.upper():
+        if data.strip() and not data.startswith((b"<![CDATA[", b"<!-- unterminated", b" ")):
+            assert parse_xml(data) is not None  # only quoted in a comment or an instruction
+    else:
+        refused(data)  # a DOCTYPE where none is allowed, lower case or in the body: refused
+
+
+def test_the_byte_scan_agrees_with_the_parser_on_the_bundled_records() -> None:
+    from aggregator.peers.gemini_samples import (
+        bundled_gemini_records,
+        generate_gemini_record,
+        strip_declaration,
+    )
+
+    iso = Path(__file__).parents[1] / "aggregator" / "peers" / "data" / "iso"
+    documents = [data for _, data in bundled_gemini_records()]
+    documents += [path.read_bytes() for path in sorted(iso.glob("*.xml"))]
+    documents += [generate_gemini_record(i) for i in range(3)]
+    for data in documents:
+        body = strip_declaration(data)
+        for variant in (data, b"\xef\xbb\xbf" + data, b"<!-- x -->\n<?pi?>" + body, body):
+            assert _prolog_has_doctype(variant) is False
+            assert _parser_finds_doctype(variant) is False
+            parse_xml(variant)
+        doctype = data.replace(b"<gmd:MD_Metadata", b"<!DOCTYPE x><gmd:MD_Metadata", 1)
+        assert doctype != data
+        assert _prolog_has_doctype(doctype) is True
+        assert isinstance(refused(doctype), UnsafeInputError)
