@@ -125,7 +125,7 @@ def test_broken_records_get_the_xslt_findings(
     mutate = MUTATIONS[mutation]
     changed = 0
     found: set[str] = set()
-    for name, data in _corpus():
+    for _, data in _corpus():
         text = data.decode("utf-8")
         broken = mutate(text)
         if broken == text:

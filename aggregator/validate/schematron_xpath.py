@@ -8,10 +8,15 @@ XPath per assertion that selects the context nodes the assertion fails on::
     (//ctx-1 | /abs/ctx-2)[not(test)]          # sch:assert
     (//ctx-1 | /abs/ctx-2)[test]               # sch:report
 
-so a record that passes costs one C-level XPath call per assertion and nothing else. The
+A record that passes costs one walk of the tree and one XPath call for the whole schema:
+each rule's context once, its assertions' tests or-ed (``(ctx)[not(t1) or not(t2) or r3]``),
+all rules or-ed; a context ``a:b/c:d`` (child steps with name tests) reads the ``c:d``
+elements from a node-set variable (``$t0[parent::a:b]``) that lxml's ``iter`` filled in the
+walk, instead of walking the document once more. Only when that call is true are the
+patterns, the rules and then the assertions above evaluated one by one. The
 findings are those the XSLT gives, in the same order, with the same rule ids, messages,
-SVRL locations and lines (tests/test_schematron_xpath.py compares both on every failing
-fixture):
+SVRL locations and lines (tests/test_schematron_xpath.py and tests/test_schematron_golden.py
+compare both on every failing fixture and on broken real records):
 
 * a context pattern ``a/b`` matches what ``//a/b`` selects (an absolute ``/a/b`` stays as it
   is); as in the XSLT's walk, a node is checked only by the first rule of its pattern whose
@@ -35,6 +40,7 @@ the validator runs the XSLT for that record.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -69,15 +75,30 @@ class Rule:
     context: etree.XPath
     lets: tuple[tuple[str, etree.XPath], ...]
     assertions: tuple[Assertion, ...]
+    fires: etree.XPath | None  # true if some assertion may fire: (context)[p1 or p2 ...]
+    fires_text: str
 
 
 @dataclass(frozen=True, slots=True)
 class Pattern:
     rules: tuple[Rule, ...]
-    any_failing: etree.XPath | None  # the union of the assertions' XPaths: empty, all pass
+    fires: etree.XPath | None  # its rules' fires_text or-ed: false, every assertion holds
+    failing: etree.XPath | None  # the union of the assertions' XPaths, in document order
 
 
-Patterns = tuple[Pattern, ...]
+@dataclass(frozen=True, slots=True)
+class Patterns:
+    """A schema's patterns, and one XPath that is false when no assertion of any fires.
+
+    The ``fires`` XPaths read the elements of the tag-named contexts from node-set variables
+    (``tags``: Clark tag -> variable name), filled by one walk of the tree per run."""
+
+    patterns: tuple[Pattern, ...]
+    fires: etree.XPath | None
+    tags: tuple[tuple[str, str], ...]
+
+    def __iter__(self) -> Iterator[Pattern]:
+        return iter(self.patterns)
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,6 +171,41 @@ def _context_path(context: str) -> str:
     return " | ".join(branches)
 
 
+_QNAME = re.compile(r"([A-Za-z_][\w.\-]*):([A-Za-z_][\w.\-]*)\Z")
+
+
+def _by_tag(branch: str, ns: dict[str, str], tags: dict[str, str]) -> str | None:
+    """A relative context branch made of child steps with name tests (``a:b/*/c:d``) as a
+    filter of the elements named like its last step (``$t0[parent::*[parent::a:b]]``, the
+    elements ``//a:b/*/c:d`` selects), registering that tag in ``tags``; None for any other
+    branch (it stays a path, walked by the XPath)."""
+    steps = branch.split("/")
+    names = [_QNAME.match(step) for step in steps]
+    for step, name in zip(steps, names, strict=True):
+        if step != "*" and (name is None or name.group(1) not in ns):
+            return None
+    last = names[-1]
+    if last is None:  # a last step "*": every element, no tag to walk for
+        return None
+    tag = f"{{{ns[last.group(1)]}}}{last.group(2)}"
+    variable = tags.setdefault(tag, f"t{len(tags)}")
+    parents = ""
+    for step in steps[:-1]:
+        parents = f"parent::{step}[{parents}]" if parents else f"parent::{step}"
+    return f"${variable}[{parents}]" if parents else f"${variable}"
+
+
+def _fires_context(context: str, ns: dict[str, str], tags: dict[str, str]) -> str:
+    """The rule context as ``fires`` reads it: each tag-named branch from its variable, any
+    other as the path :func:`_context_path` makes (the same nodes either way)."""
+    branches = []
+    for branch in _split_top(context, "|"):
+        branch = branch.strip()
+        by_tag = None if branch.startswith("/") else _by_tag(branch, ns, tags)
+        branches.append(by_tag or _context_path(branch))
+    return " | ".join(branches)
+
+
 def _check(expr: str) -> str:
     if _XSLT_ONLY.search(expr):
         raise Unsupported(f"XSLT-only or positional function in {expr!r}")
@@ -172,7 +228,7 @@ def _message(node: etree._Element, ns: dict[str, str], var_names: list[str]) -> 
     return tuple(parts)
 
 
-def _rule(node: etree._Element, ns: dict[str, str]) -> Rule:
+def _rule(node: etree._Element, ns: dict[str, str], tags: dict[str, str]) -> Rule:
     if node.get("abstract") == "true" or node.find(SCH + "extends") is not None:
         raise Unsupported("abstract rule")
     context = node.get("context")
@@ -182,6 +238,7 @@ def _rule(node: etree._Element, ns: dict[str, str]) -> Rule:
     lets: dict[str, str] = {}
     let_xpaths: list[tuple[str, etree.XPath]] = []
     assertions: list[Assertion] = []
+    predicates: list[str] = []
     for child in node:
         if not isinstance(child.tag, str):
             continue
@@ -199,6 +256,9 @@ def _rule(node: etree._Element, ns: dict[str, str]) -> Rule:
             kind = "assert" if child.tag == SCH + "assert" else "report"
             predicate = f"not({inlined})" if kind == "assert" else inlined
             failing = f"({context_path})[{predicate}]"
+            # boolean(): a numeric report test is positional in `failing` (true on at most
+            # the node at that position) but true on every node here: `fires` over-approximates
+            predicates.append(f"({predicate})" if kind == "assert" else f"boolean({predicate})")
             assertions.append(
                 Assertion(
                     kind=kind,
@@ -213,7 +273,22 @@ def _rule(node: etree._Element, ns: dict[str, str]) -> Rule:
             )
         elif child.tag != SCH + "title" and child.tag != SCH + "p":
             raise Unsupported(f"rule child {child.tag}")
-    return Rule(etree.XPath(context_path, namespaces=ns), tuple(let_xpaths), tuple(assertions))
+    fires = ""
+    if predicates:
+        fires_context = _fires_context(context, ns, tags)
+        fires = f"boolean(({fires_context})[{' or '.join(predicates)}])"
+    return Rule(
+        etree.XPath(context_path, namespaces=ns),
+        tuple(let_xpaths),
+        tuple(assertions),
+        etree.XPath(fires, namespaces=ns) if fires else None,
+        fires,
+    )
+
+
+def _or(texts: list[str], ns: dict[str, str]) -> etree.XPath | None:
+    texts = [t for t in texts if t]
+    return etree.XPath(" or ".join(texts), namespaces=ns) if texts else None
 
 
 def compile_schema(tree: etree._ElementTree, phase: str | None) -> Patterns | None:
@@ -227,6 +302,7 @@ def compile_schema(tree: etree._ElementTree, phase: str | None) -> Patterns | No
     ns = {str(n.get("prefix")): str(n.get("uri")) for n in root.iterfind(SCH + "ns")}
     allowed = {SCH + t for t in ("ns", "pattern", "title", "p")}
     patterns: list[Pattern] = []
+    tags: dict[str, str] = {}
     try:
         for child in root:
             if not isinstance(child.tag, str):
@@ -243,13 +319,14 @@ def compile_schema(tree: etree._ElementTree, phase: str | None) -> Patterns | No
                     continue
                 if item.tag != SCH + "rule":
                     raise Unsupported(f"pattern child {item.tag}")
-                rules.append(_rule(item, ns))
+                rules.append(_rule(item, ns, tags))
             union = " | ".join(a.failing_text for rule in rules for a in rule.assertions)
-            guard = etree.XPath(union, namespaces=ns) if union else None
-            patterns.append(Pattern(tuple(rules), guard))
+            failing = etree.XPath(union, namespaces=ns) if union else None
+            patterns.append(Pattern(tuple(rules), _or([r.fires_text for r in rules], ns), failing))
+        fires = _or([r.fires_text for pattern in patterns for r in pattern.rules], ns)
     except (Unsupported, etree.XPathSyntaxError):
         return None
-    return tuple(patterns)
+    return Patterns(tuple(patterns), fires, tuple(tags.items()))
 
 
 def _step(el: etree._Element) -> str:
@@ -325,18 +402,36 @@ def _hit(rule: Rule, a: int, node: etree._Element) -> Hit:
     )
 
 
+def _tagged(patterns: Patterns, root: etree._Element) -> dict[str, Any]:
+    """The elements of each tag the ``fires`` XPaths read, from one walk of the tree."""
+    variables: dict[str, Any] = {name: [] for _, name in patterns.tags}
+    if patterns.tags:
+        names = dict(patterns.tags)
+        for el in root.getroottree().getroot().iter(*names):
+            variables[names[el.tag]].append(el)
+    return variables
+
+
 def run(patterns: Patterns, root: etree._Element) -> list[Hit]:
     """Every failed assert and successful report, in SVRL order (pattern by pattern, document
-    order, assertion order). Raises Unsupported for what the XSLT must do."""
+    order, assertion order). Raises Unsupported for what the XSLT must do.
+
+    A record that passes costs one XPath call: each rule's context walked once with its
+    assertions' tests or-ed (``patterns.fires``). Only when that is true are the patterns,
+    then the rules, then the assertions that fire looked at one by one."""
     hits: list[Hit] = []
-    order: dict[Any, int] = {}
     try:
+        variables = _tagged(patterns, root)
+        if patterns.fires is None or not patterns.fires(root, **variables):
+            return hits  # the common case: every assertion holds
         for pattern in patterns:
-            if pattern.any_failing is None or not pattern.any_failing(root):
-                continue  # the common case: one XPath call for the whole pattern
+            if pattern.fires is None or not pattern.fires(root, **variables):
+                continue
             rules = pattern.rules
             fired: list[tuple[etree._Element, int, int]] = []
             for r, rule in enumerate(rules):
+                if rule.fires is None or not rule.fires(root, **variables):
+                    continue
                 for a, assertion in enumerate(rule.assertions):
                     found = assertion.failing(root)
                     for node in found if isinstance(found, list) else ():
@@ -348,8 +443,9 @@ def run(patterns: Patterns, root: etree._Element) -> list[Hit]:
             if not fired:
                 continue
             kept = _first_rule_only(rules, root, fired)
-            if not order:
-                order = {el: i for i, el in enumerate(root.iter())}
+            assert pattern.failing is not None  # there are assertions: fired is not empty
+            union = pattern.failing(root)  # the nodes fired on, in document order
+            order = {node: i for i, node in enumerate(union if isinstance(union, list) else ())}
             kept.sort(key=lambda f: (order[f[0]], f[2]))
             hits.extend(_hit(rules[r], a, node) for node, r, a in kept)
     except etree.XPathError as err:
