@@ -145,3 +145,38 @@ def test_the_mutations_break_most_rules(validators: list[SchematronValidator]) -
             text = mutate(text)
         found |= _same(validators, text.encode("utf-8"))
     assert len(found) >= 25, sorted(found)
+
+
+TAG_RULES = """<sch:schema xmlns:sch="http://purl.oclc.org/dsdl/schematron">
+  <sch:ns prefix="a" uri="urn:a"/><sch:ns prefix="b" uri="urn:b"/>
+  <sch:pattern>
+    <sch:rule context="a:x/a:y"><sch:assert id="xy" test="@ok">x/y <sch:name/></sch:assert>
+    </sch:rule>
+    <sch:rule context="a:x/*/a:z | b:z"><sch:assert id="x-any-z" test="@ok">z</sch:assert>
+      <sch:report id="z-report" test="@flag">flagged z</sch:report></sch:rule>
+    <sch:rule context="a:y"><sch:assert id="y" test="@ok">y</sch:assert></sch:rule>
+    <sch:rule context="a:root"><sch:assert id="root" test="@ok">root</sch:assert></sch:rule>
+    <sch:rule context="y"><sch:assert id="plain-y" test="@ok">plain y</sch:assert></sch:rule>
+  </sch:pattern>
+  <sch:pattern>
+    <sch:rule context="a:y"><sch:report id="y-again" test="1">every y (a number: true)</sch:report>
+    </sch:rule>
+  </sch:pattern>
+</sch:schema>"""
+TAG_DOCUMENT = """<a:root xmlns:a="urn:a" xmlns:b="urn:b">
+  <a:x><a:y/><a:y ok="1"/><b:w><a:z/><a:z ok="1" flag="1"/></b:w><a:x><a:y/></a:x></a:x>
+  <a:y/><b:x><a:y/></b:x><b:z/><a:w><a:z/></a:w><y/><a:x><y/></a:x>
+</a:root>"""
+
+
+def test_tag_named_contexts_select_what_the_xslt_walk_selects(tmp_path: Path) -> None:
+    """Contexts read from lxml's tag walk (a:x/a:y, a:x/*/a:z, unions, the root element, a
+    name without a prefix) fire on the nodes the XSLT's own walk fires on."""
+    rules = tmp_path / "tags.sch"
+    rules.write_text(TAG_RULES, encoding="utf-8")
+    v = SchematronValidator(str(rules))
+    assert v._xpath is not None and len(v._xpath.tags) >= 3  # a:y, a:z, b:z read by tag
+    found = _same([v], TAG_DOCUMENT.encode())
+    assert {"xy", "x-any-z", "z-report", "y", "root", "plain-y", "y-again"} <= found
+    ok = re.sub(r"<((?:a|b):\w+|y)\b(?![^>]*\bok=)", r'<\1 ok="1"', TAG_DOCUMENT)
+    assert _same([v], ok.encode()) == {"z-report", "y-again"}

@@ -6,7 +6,7 @@ record. This module compiles the same ``.sch`` file (still the one source of tru
 XPath per assertion that selects the context nodes the assertion fails on::
 
     (//ctx-1 | /abs/ctx-2)[not(test)]          # sch:assert
-    (//ctx-1 | /abs/ctx-2)[test]               # sch:report
+    (//ctx-1 | /abs/ctx-2)[boolean(test)]      # sch:report
 
 A record that passes costs one walk of the tree and one XPath call for the whole schema:
 each rule's context once, its assertions' tests or-ed (``(ctx)[not(t1) or not(t2) or r3]``),
@@ -65,8 +65,7 @@ class Assertion:
     test: str
     role: str | None
     flag: str | None
-    failing: etree.XPath  # the context nodes this assertion fires on
-    failing_text: str
+    failing: etree.XPath  # the context nodes this assertion fires on (the rule's variables)
     message: tuple[str | etree.XPath, ...]  # text, or an XPath giving a string
 
 
@@ -77,16 +76,15 @@ class Rule:
     assertions: tuple[Assertion, ...]
     fires: etree.XPath | None  # true if some assertion may fire: (context)[p1 or p2 ...]
     fires_text: str
+    variables: tuple[str, ...]  # the node-set variables its context reads
 
 
 @dataclass(frozen=True, slots=True)
 class Pattern:
     rules: tuple[Rule, ...]
-    fires: etree.XPath | None  # its rules' fires_text or-ed: false, every assertion holds
-    failing: etree.XPath | None  # the union of the assertions' XPaths, in document order
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class Patterns:
     """A schema's patterns, and one XPath that is false when no assertion of any fires.
 
@@ -94,8 +92,8 @@ class Patterns:
     (``tags``: Clark tag -> variable name), filled by one walk of the tree per run."""
 
     patterns: tuple[Pattern, ...]
-    fires: etree.XPath | None
-    tags: tuple[tuple[str, str], ...]
+    fires: etree.XPath | None  # all rules' fires_text or-ed: false, every assertion holds
+    tags: dict[str, str]
 
     def __iter__(self) -> Iterator[Pattern]:
         return iter(self.patterns)
@@ -198,6 +196,8 @@ def _by_tag(branch: str, ns: dict[str, str], tags: dict[str, str]) -> str | None
 def _fires_context(context: str, ns: dict[str, str], tags: dict[str, str]) -> str:
     """The rule context as ``fires`` reads it: each tag-named branch from its variable, any
     other as the path :func:`_context_path` makes (the same nodes either way)."""
+    if "$" in context:
+        raise Unsupported(f"a variable in the context {context!r}")  # no let reaches it
     branches = []
     for branch in _split_top(context, "|"):
         branch = branch.strip()
@@ -235,6 +235,7 @@ def _rule(node: etree._Element, ns: dict[str, str], tags: dict[str, str]) -> Rul
     if not context:
         raise Unsupported("rule without context")
     context_path = _context_path(_check(context))
+    fires_context = _fires_context(context, ns, tags)
     lets: dict[str, str] = {}
     let_xpaths: list[tuple[str, etree.XPath]] = []
     assertions: list[Assertion] = []
@@ -254,11 +255,9 @@ def _rule(node: etree._Element, ns: dict[str, str], tags: dict[str, str]) -> Rul
             test = str(child.get("test"))
             inlined = _inline(_check(test), lets)
             kind = "assert" if child.tag == SCH + "assert" else "report"
-            predicate = f"not({inlined})" if kind == "assert" else inlined
-            failing = f"({context_path})[{predicate}]"
-            # boolean(): a numeric report test is positional in `failing` (true on at most
-            # the node at that position) but true on every node here: `fires` over-approximates
-            predicates.append(f"({predicate})" if kind == "assert" else f"boolean({predicate})")
+            # boolean(), as xsl:if reads a test: a bare number in a predicate is a position
+            predicate = f"not({inlined})" if kind == "assert" else f"boolean({inlined})"
+            predicates.append(predicate)
             assertions.append(
                 Assertion(
                     kind=kind,
@@ -266,23 +265,20 @@ def _rule(node: etree._Element, ns: dict[str, str], tags: dict[str, str]) -> Rul
                     test=test,
                     role=child.get("role"),
                     flag=child.get("flag"),
-                    failing=etree.XPath(failing, namespaces=ns),
-                    failing_text=failing,
+                    failing=etree.XPath(f"({fires_context})[{predicate}]", namespaces=ns),
                     message=_message(child, ns, list(lets)),
                 )
             )
         elif child.tag != SCH + "title" and child.tag != SCH + "p":
             raise Unsupported(f"rule child {child.tag}")
-    fires = ""
-    if predicates:
-        fires_context = _fires_context(context, ns, tags)
-        fires = f"boolean(({fires_context})[{' or '.join(predicates)}])"
+    fires = f"boolean(({fires_context})[{' or '.join(predicates)}])" if predicates else ""
     return Rule(
         etree.XPath(context_path, namespaces=ns),
         tuple(let_xpaths),
         tuple(assertions),
         etree.XPath(fires, namespaces=ns) if fires else None,
         fires,
+        tuple(sorted(set(_VARIABLE.findall(fires_context)))),
     )
 
 
@@ -320,13 +316,11 @@ def compile_schema(tree: etree._ElementTree, phase: str | None) -> Patterns | No
                 if item.tag != SCH + "rule":
                     raise Unsupported(f"pattern child {item.tag}")
                 rules.append(_rule(item, ns, tags))
-            union = " | ".join(a.failing_text for rule in rules for a in rule.assertions)
-            failing = etree.XPath(union, namespaces=ns) if union else None
-            patterns.append(Pattern(tuple(rules), _or([r.fires_text for r in rules], ns), failing))
+            patterns.append(Pattern(tuple(rules)))
         fires = _or([r.fires_text for pattern in patterns for r in pattern.rules], ns)
     except (Unsupported, etree.XPathSyntaxError):
         return None
-    return Patterns(tuple(patterns), fires, tuple(tags.items()))
+    return Patterns(tuple(patterns), fires, tags)
 
 
 def _step(el: etree._Element) -> str:
@@ -336,19 +330,14 @@ def _step(el: etree._Element) -> str:
     when there is more than one."""
     qname = etree.QName(el)
     local, namespace = qname.localname, qname.namespace
-
-    def same(sibling: Any) -> bool:
-        if not isinstance(sibling.tag, str):
-            return False
-        other = etree.QName(sibling)
-        return other.localname == local and (namespace is not None or other.namespace is None)
-
     if namespace is None:
         step = f"/{local}"
+        same = f"{{}}{local}"  # lxml's tag filter: this local name, no namespace
     else:
         step = f"/*[local-name()='{local}' and namespace-uri()='{namespace}']"
-    before = sum(1 for s in el.itersiblings(preceding=True) if same(s))
-    if before or any(same(s) for s in el.itersiblings()):
+        same = f"{{*}}{local}"  # this local name, any namespace or none
+    before = sum(1 for _ in el.itersiblings(same, preceding=True))
+    if before or next(el.itersiblings(same), None) is not None:
         step += f"[{before + 1}]"
     return step
 
@@ -404,9 +393,9 @@ def _hit(rule: Rule, a: int, node: etree._Element) -> Hit:
 
 def _tagged(patterns: Patterns, root: etree._Element) -> dict[str, Any]:
     """The elements of each tag the ``fires`` XPaths read, from one walk of the tree."""
-    variables: dict[str, Any] = {name: [] for _, name in patterns.tags}
-    if patterns.tags:
-        names = dict(patterns.tags)
+    names = patterns.tags
+    variables: dict[str, Any] = {name: [] for name in names.values()}
+    if names:
         for el in root.getroottree().getroot().iter(*names):
             variables[names[el.tag]].append(el)
     return variables
@@ -416,24 +405,24 @@ def run(patterns: Patterns, root: etree._Element) -> list[Hit]:
     """Every failed assert and successful report, in SVRL order (pattern by pattern, document
     order, assertion order). Raises Unsupported for what the XSLT must do.
 
-    A record that passes costs one XPath call: each rule's context walked once with its
-    assertions' tests or-ed (``patterns.fires``). Only when that is true are the patterns,
-    then the rules, then the assertions that fire looked at one by one."""
+    A record that passes costs one walk and one XPath call (``patterns.fires``: every rule's
+    context once, its assertions' tests or-ed). Only when that is true is each rule asked
+    the same, and only the assertions of a rule that fires are evaluated one by one."""
     hits: list[Hit] = []
+    order: dict[Any, int] = {}
     try:
         variables = _tagged(patterns, root)
         if patterns.fires is None or not patterns.fires(root, **variables):
             return hits  # the common case: every assertion holds
         for pattern in patterns:
-            if pattern.fires is None or not pattern.fires(root, **variables):
-                continue
             rules = pattern.rules
             fired: list[tuple[etree._Element, int, int]] = []
             for r, rule in enumerate(rules):
-                if rule.fires is None or not rule.fires(root, **variables):
+                own = {name: variables[name] for name in rule.variables}
+                if rule.fires is None or not rule.fires(root, **own):
                     continue
                 for a, assertion in enumerate(rule.assertions):
-                    found = assertion.failing(root)
+                    found = assertion.failing(root, **own)
                     for node in found if isinstance(found, list) else ():
                         if not isinstance(node, etree._Element):
                             continue  # an attribute or text: the walk never visits it
@@ -443,10 +432,12 @@ def run(patterns: Patterns, root: etree._Element) -> list[Hit]:
             if not fired:
                 continue
             kept = _first_rule_only(rules, root, fired)
-            assert pattern.failing is not None  # there are assertions: fired is not empty
-            union = pattern.failing(root)  # the nodes fired on, in document order
-            order = {node: i for i, node in enumerate(union if isinstance(union, list) else ())}
-            kept.sort(key=lambda f: (order[f[0]], f[2]))
+            if len({id(node) for node, _, _ in kept}) == 1:
+                kept.sort(key=lambda f: f[2])  # one node: assertion order
+            else:
+                if not order:
+                    order = {el: i for i, el in enumerate(root.iter())}
+                kept.sort(key=lambda f: (order[f[0]], f[2]))
             hits.extend(_hit(rules[r], a, node) for node, r, a in kept)
     except etree.XPathError as err:
         raise Unsupported(str(err)) from err
