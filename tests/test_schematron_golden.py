@@ -162,6 +162,12 @@ TAG_RULES = """<sch:schema xmlns:sch="http://purl.oclc.org/dsdl/schematron">
     <sch:rule context="a:y"><sch:report id="y-again" test="1">every y (a number: true)</sch:report>
     </sch:rule>
   </sch:pattern>
+  <sch:pattern>
+    <sch:rule context="a:*[not(*)][starts-with(local-name(), 'z')]">
+      <sch:assert id="leaf-z" test="@ok">an a:z leaf</sch:assert></sch:rule>
+    <sch:rule context="a:y[1]"><sch:report id="first-y" test="true()">first y</sch:report>
+    </sch:rule>
+  </sch:pattern>
 </sch:schema>"""
 TAG_DOCUMENT = """<a:root xmlns:a="urn:a" xmlns:b="urn:b">
   <a:x><a:y/><a:y ok="1"/><b:w><a:z/><a:z ok="1" flag="1"/></b:w><a:x><a:y/></a:x></a:x>
@@ -171,12 +177,14 @@ TAG_DOCUMENT = """<a:root xmlns:a="urn:a" xmlns:b="urn:b">
 
 def test_tag_named_contexts_select_what_the_xslt_walk_selects(tmp_path: Path) -> None:
     """Contexts read from lxml's tag walk (a:x/a:y, a:x/*/a:z, unions, the root element, a
-    name without a prefix) fire on the nodes the XSLT's own walk fires on."""
+    name without a prefix), by the descendant axis (a:*[not(*)][...]) or as a path (a:y[1]:
+    a position) fire on the nodes the XSLT's own walk fires on."""
     rules = tmp_path / "tags.sch"
     rules.write_text(TAG_RULES, encoding="utf-8")
     v = SchematronValidator(str(rules))
     assert v._xpath is not None and len(v._xpath.tags) >= 3  # a:y, a:z, b:z read by tag
     found = _same([v], TAG_DOCUMENT.encode())
     assert {"xy", "x-any-z", "z-report", "y", "root", "plain-y", "y-again"} <= found
+    assert {"leaf-z", "first-y"} <= found
     ok = re.sub(r"<((?:a|b):\w+|y)\b(?![^>]*\bok=)", r'<\1 ok="1"', TAG_DOCUMENT)
-    assert _same([v], ok.encode()) == {"z-report", "y-again"}
+    assert _same([v], ok.encode()) == {"z-report", "y-again", "first-y"}

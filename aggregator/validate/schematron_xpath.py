@@ -193,16 +193,82 @@ def _by_tag(branch: str, ns: dict[str, str], tags: dict[str, str]) -> str | None
     return f"${variable}[{parents}]" if parents else f"${variable}"
 
 
+_NAME_TEST = re.compile(r"(?:\*|[A-Za-z_][\w.\-]*:\*|[A-Za-z_][\w.\-]*(?::[A-Za-z_][\w.\-]*)?)")
+_BOOLEAN_CALL = re.compile(r"(?:not|boolean|contains|starts-with)\s*\(")
+
+
+def _predicates(text: str) -> list[str] | None:
+    """``[p1][p2]...`` split into its predicates; None if ``text`` is anything else."""
+    out, depth, quote, start = [], 0, "", 0
+    for i, ch in enumerate(text):
+        if quote:
+            quote = "" if ch == quote else quote
+        elif ch in "'\"":
+            quote = ch
+        elif ch == "[":
+            if depth == 0:
+                start = i + 1
+            depth += 1
+        elif ch == "]":
+            depth -= 1
+            if depth == 0:
+                out.append(text[start:i])
+        elif depth == 0 and not ch.isspace():
+            return None
+    return out if depth == 0 and not quote else None
+
+
+def _by_descent(branch: str) -> str | None:
+    """A relative one-step branch ``name[p1][p2]`` whose predicates are all calls of boolean
+    functions (``not``, ``boolean``, ``contains``, ``starts-with``) as
+    ``/descendant::name[p1][p2]``: the nodes ``//name[p1][p2]`` selects (no predicate counts
+    a position among a parent's children), without collecting every node of the document
+    first; None for any other branch."""
+    name = _NAME_TEST.match(branch)
+    if name is None:
+        return None
+    predicates = _predicates(branch[name.end() :])
+    if predicates is None:
+        return None
+    for predicate in predicates:
+        call = _BOOLEAN_CALL.match(predicate.strip())
+        if call is None or _close(predicate.strip(), call.end() - 1) != len(predicate.strip()) - 1:
+            return None  # e.g. not(a) or b: a boolean, but not one call
+    return f"/descendant::{branch}"
+
+
+def _close(text: str, opening: int) -> int:
+    """The index of the parenthesis that closes the one at ``opening`` (-1 if none)."""
+    depth, quote = 0, ""
+    for i in range(opening, len(text)):
+        ch = text[i]
+        if quote:
+            quote = "" if ch == quote else quote
+        elif ch in "'\"":
+            quote = ch
+        elif ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+            if depth == 0:
+                return i
+    return -1
+
+
 def _fires_context(context: str, ns: dict[str, str], tags: dict[str, str]) -> str:
-    """The rule context as ``fires`` reads it: each tag-named branch from its variable, any
-    other as the path :func:`_context_path` makes (the same nodes either way)."""
+    """The rule context as ``fires`` and the assertions read it: each tag-named branch from
+    its variable, a one-step branch with boolean predicates by the descendant axis, any other
+    as the path :func:`_context_path` makes (the same nodes every way)."""
     if "$" in context:
         raise Unsupported(f"a variable in the context {context!r}")  # no let reaches it
     branches = []
     for branch in _split_top(context, "|"):
         branch = branch.strip()
-        by_tag = None if branch.startswith("/") else _by_tag(branch, ns, tags)
-        branches.append(by_tag or _context_path(branch))
+        if branch.startswith("/"):
+            branches.append(_context_path(branch))
+        else:
+            by_tag = _by_tag(branch, ns, tags)
+            branches.append(by_tag or _by_descent(branch) or _context_path(branch))
     return " | ".join(branches)
 
 
