@@ -5,15 +5,15 @@ per pattern, builds an SVRL report and has us read it back: ~0.3-0.5 ms for a 12
 record. This module compiles the same ``.sch`` file (still the one source of truth) into one
 XPath per assertion that selects the context nodes the assertion fails on::
 
-    (//ctx-1 | /abs/ctx-2)[not(test)]          # sch:assert
-    (//ctx-1 | /abs/ctx-2)[boolean(test)]      # sch:report
+    (/descendant::ctx-1 | /abs/ctx-2)[not(test)]          # sch:assert
+    (/descendant::ctx-1 | /abs/ctx-2)[boolean(test)]      # sch:report
 
-A record that passes costs one walk of the tree and one XPath call for the whole schema:
-each rule's context once, its assertions' tests or-ed (``(ctx)[not(t1) or not(t2) or r3]``),
-all rules or-ed; a context ``a:b/c:d`` (child steps with name tests) reads the ``c:d``
-elements from a node-set variable (``$t0[parent::a:b]``) that lxml's ``iter`` filled in the
-walk, instead of walking the document once more. Only when that call is true are the
-patterns, the rules and then the assertions above evaluated one by one. The
+A record that passes costs one XPath call for the whole schema: each rule's context once,
+its assertions' tests or-ed (``(ctx)[not(t1) or not(t2) or boolean(r3)]``), all rules
+or-ed; a relative context of child steps with name tests (``a:b/c:d``, ``gmd:*[not(*)]``)
+is read by the descendant axis (``/descendant::c:d[parent::a:b]``), which libxml2 walks
+without first collecting every node of the document. Only when that call is true are the
+rules, and then the assertions of a rule that fires, evaluated one by one. The
 findings are those the XSLT gives, in the same order, with the same rule ids, messages,
 SVRL locations and lines (tests/test_schematron_xpath.py and tests/test_schematron_golden.py
 compare both on every failing fixture and on broken real records):
@@ -65,7 +65,7 @@ class Assertion:
     test: str
     role: str | None
     flag: str | None
-    failing: etree.XPath  # the context nodes this assertion fires on (the rule's variables)
+    failing: etree.XPath  # the context nodes this assertion fires on
     message: tuple[str | etree.XPath, ...]  # text, or an XPath giving a string
 
 
@@ -76,7 +76,6 @@ class Rule:
     assertions: tuple[Assertion, ...]
     fires: etree.XPath | None  # true if some assertion may fire: (context)[p1 or p2 ...]
     fires_text: str
-    variables: tuple[str, ...]  # the node-set variables its context reads
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,16 +83,12 @@ class Pattern:
     rules: tuple[Rule, ...]
 
 
-@dataclass(frozen=True, slots=True, eq=False)
+@dataclass(frozen=True, slots=True)
 class Patterns:
-    """A schema's patterns, and one XPath that is false when no assertion of any fires.
-
-    The ``fires`` XPaths read the elements of the tag-named contexts from node-set variables
-    (``tags``: Clark tag -> variable name), filled by one walk of the tree per run."""
+    """A schema's patterns, and one XPath that is false when no assertion of any fires."""
 
     patterns: tuple[Pattern, ...]
     fires: etree.XPath | None  # all rules' fires_text or-ed: false, every assertion holds
-    tags: dict[str, str]
 
     def __iter__(self) -> Iterator[Pattern]:
         return iter(self.patterns)
@@ -169,30 +164,6 @@ def _context_path(context: str) -> str:
     return " | ".join(branches)
 
 
-_QNAME = re.compile(r"([A-Za-z_][\w.\-]*):([A-Za-z_][\w.\-]*)\Z")
-
-
-def _by_tag(branch: str, ns: dict[str, str], tags: dict[str, str]) -> str | None:
-    """A relative context branch made of child steps with name tests (``a:b/*/c:d``) as a
-    filter of the elements named like its last step (``$t0[parent::*[parent::a:b]]``, the
-    elements ``//a:b/*/c:d`` selects), registering that tag in ``tags``; None for any other
-    branch (it stays a path, walked by the XPath)."""
-    steps = branch.split("/")
-    names = [_QNAME.match(step) for step in steps]
-    for step, name in zip(steps, names, strict=True):
-        if step != "*" and (name is None or name.group(1) not in ns):
-            return None
-    last = names[-1]
-    if last is None:  # a last step "*": every element, no tag to walk for
-        return None
-    tag = f"{{{ns[last.group(1)]}}}{last.group(2)}"
-    variable = tags.setdefault(tag, f"t{len(tags)}")
-    parents = ""
-    for step in steps[:-1]:
-        parents = f"parent::{step}[{parents}]" if parents else f"parent::{step}"
-    return f"${variable}[{parents}]" if parents else f"${variable}"
-
-
 _NAME_TEST = re.compile(r"(?:\*|[A-Za-z_][\w.\-]*:\*|[A-Za-z_][\w.\-]*(?::[A-Za-z_][\w.\-]*)?)")
 _BOOLEAN_CALL = re.compile(r"(?:not|boolean|contains|starts-with)\s*\(")
 
@@ -218,25 +189,6 @@ def _predicates(text: str) -> list[str] | None:
     return out if depth == 0 and not quote else None
 
 
-def _by_descent(branch: str) -> str | None:
-    """A relative one-step branch ``name[p1][p2]`` whose predicates are all calls of boolean
-    functions (``not``, ``boolean``, ``contains``, ``starts-with``) as
-    ``/descendant::name[p1][p2]``: the nodes ``//name[p1][p2]`` selects (no predicate counts
-    a position among a parent's children), without collecting every node of the document
-    first; None for any other branch."""
-    name = _NAME_TEST.match(branch)
-    if name is None:
-        return None
-    predicates = _predicates(branch[name.end() :])
-    if predicates is None:
-        return None
-    for predicate in predicates:
-        call = _BOOLEAN_CALL.match(predicate.strip())
-        if call is None or _close(predicate.strip(), call.end() - 1) != len(predicate.strip()) - 1:
-            return None  # e.g. not(a) or b: a boolean, but not one call
-    return f"/descendant::{branch}"
-
-
 def _close(text: str, opening: int) -> int:
     """The index of the parenthesis that closes the one at ``opening`` (-1 if none)."""
     depth, quote = 0, ""
@@ -255,20 +207,46 @@ def _close(text: str, opening: int) -> int:
     return -1
 
 
-def _fires_context(context: str, ns: dict[str, str], tags: dict[str, str]) -> str:
-    """The rule context as ``fires`` and the assertions read it: each tag-named branch from
-    its variable, a one-step branch with boolean predicates by the descendant axis, any other
-    as the path :func:`_context_path` makes (the same nodes every way)."""
-    if "$" in context:
-        raise Unsupported(f"a variable in the context {context!r}")  # no let reaches it
+def _boolean_call(predicate: str) -> bool:
+    """Whether the predicate is one call of a boolean function (never a position)."""
+    text = predicate.strip()
+    call = _BOOLEAN_CALL.match(text)
+    return call is not None and _close(text, call.end() - 1) == len(text) - 1
+
+
+def _by_descent(branch: str) -> str | None:
+    """A relative branch of child steps with name tests, the last one with predicates that
+    are calls of boolean functions (``a:b/*/c:d[not(x)]``), read by the descendant axis
+    with the steps before the last as parent tests (``/descendant::c:d[parent::*[parent::
+    a:b]][not(x)]``): the nodes ``//a:b/*/c:d[not(x)]`` selects (no predicate counts a
+    position among a parent's children), without collecting every node of the document and
+    then their children; None for any other branch, which stays ``//branch``."""
+    steps = _split_top(branch, "/")
+    parents = ""
+    for step in steps[:-1]:
+        if _NAME_TEST.fullmatch(step) is None:
+            return None
+        parents = f"parent::{step}[{parents}]" if parents else f"parent::{step}"
+    last = steps[-1]
+    name = _NAME_TEST.match(last)
+    predicates = None if name is None else _predicates(last[name.end() :])
+    if name is None or predicates is None or not all(map(_boolean_call, predicates)):
+        return None
+    step = name.group()
+    if parents:
+        step += f"[{parents}]"
+    return "/descendant::" + step + "".join(f"[{p}]" for p in predicates)
+
+
+def _fires_context(context: str) -> str:
+    """The rule context as ``fires`` and the assertions read it: the nodes
+    :func:`_context_path` selects, a relative branch by the descendant axis where
+    :func:`_by_descent` can."""
     branches = []
     for branch in _split_top(context, "|"):
         branch = branch.strip()
-        if branch.startswith("/"):
-            branches.append(_context_path(branch))
-        else:
-            by_tag = _by_tag(branch, ns, tags)
-            branches.append(by_tag or _by_descent(branch) or _context_path(branch))
+        by_descent = None if branch.startswith("/") else _by_descent(branch)
+        branches.append(by_descent or _context_path(branch))
     return " | ".join(branches)
 
 
@@ -294,14 +272,14 @@ def _message(node: etree._Element, ns: dict[str, str], var_names: list[str]) -> 
     return tuple(parts)
 
 
-def _rule(node: etree._Element, ns: dict[str, str], tags: dict[str, str]) -> Rule:
+def _rule(node: etree._Element, ns: dict[str, str]) -> Rule:
     if node.get("abstract") == "true" or node.find(SCH + "extends") is not None:
         raise Unsupported("abstract rule")
     context = node.get("context")
     if not context:
         raise Unsupported("rule without context")
     context_path = _context_path(_check(context))
-    fires_context = _fires_context(context, ns, tags)
+    fires_context = _fires_context(context)
     lets: dict[str, str] = {}
     let_xpaths: list[tuple[str, etree.XPath]] = []
     assertions: list[Assertion] = []
@@ -344,7 +322,6 @@ def _rule(node: etree._Element, ns: dict[str, str], tags: dict[str, str]) -> Rul
         tuple(assertions),
         etree.XPath(fires, namespaces=ns) if fires else None,
         fires,
-        tuple(sorted(set(_VARIABLE.findall(fires_context)))),
     )
 
 
@@ -364,7 +341,6 @@ def compile_schema(tree: etree._ElementTree, phase: str | None) -> Patterns | No
     ns = {str(n.get("prefix")): str(n.get("uri")) for n in root.iterfind(SCH + "ns")}
     allowed = {SCH + t for t in ("ns", "pattern", "title", "p")}
     patterns: list[Pattern] = []
-    tags: dict[str, str] = {}
     try:
         for child in root:
             if not isinstance(child.tag, str):
@@ -381,12 +357,12 @@ def compile_schema(tree: etree._ElementTree, phase: str | None) -> Patterns | No
                     continue
                 if item.tag != SCH + "rule":
                     raise Unsupported(f"pattern child {item.tag}")
-                rules.append(_rule(item, ns, tags))
+                rules.append(_rule(item, ns))
             patterns.append(Pattern(tuple(rules)))
         fires = _or([r.fires_text for pattern in patterns for r in pattern.rules], ns)
     except (Unsupported, etree.XPathSyntaxError):
         return None
-    return Patterns(tuple(patterns), fires, tags)
+    return Patterns(tuple(patterns), fires)
 
 
 def _step(el: etree._Element) -> str:
@@ -457,16 +433,6 @@ def _hit(rule: Rule, a: int, node: etree._Element) -> Hit:
     )
 
 
-def _tagged(patterns: Patterns, root: etree._Element) -> dict[str, Any]:
-    """The elements of each tag the ``fires`` XPaths read, from one walk of the tree."""
-    names = patterns.tags
-    variables: dict[str, Any] = {name: [] for name in names.values()}
-    if names:
-        for el in root.getroottree().getroot().iter(*names):
-            variables[names[el.tag]].append(el)
-    return variables
-
-
 def run(patterns: Patterns, root: etree._Element) -> list[Hit]:
     """Every failed assert and successful report, in SVRL order (pattern by pattern, document
     order, assertion order). Raises Unsupported for what the XSLT must do.
@@ -477,18 +443,16 @@ def run(patterns: Patterns, root: etree._Element) -> list[Hit]:
     hits: list[Hit] = []
     order: dict[Any, int] = {}
     try:
-        variables = _tagged(patterns, root)
-        if patterns.fires is None or not patterns.fires(root, **variables):
+        if patterns.fires is None or not patterns.fires(root):
             return hits  # the common case: every assertion holds
         for pattern in patterns:
             rules = pattern.rules
             fired: list[tuple[etree._Element, int, int]] = []
             for r, rule in enumerate(rules):
-                own = {name: variables[name] for name in rule.variables}
-                if rule.fires is None or not rule.fires(root, **own):
+                if rule.fires is None or not rule.fires(root):
                     continue
                 for a, assertion in enumerate(rule.assertions):
-                    found = assertion.failing(root, **own)
+                    found = assertion.failing(root)
                     for node in found if isinstance(found, list) else ():
                         if not isinstance(node, etree._Element):
                             continue  # an attribute or text: the walk never visits it
