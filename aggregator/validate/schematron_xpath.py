@@ -437,9 +437,9 @@ def run(patterns: Patterns, root: etree._Element) -> list[Hit]:
     """Every failed assert and successful report, in SVRL order (pattern by pattern, document
     order, assertion order). Raises Unsupported for what the XSLT must do.
 
-    A record that passes costs one walk and one XPath call (``patterns.fires``: every rule's
-    context once, its assertions' tests or-ed). Only when that is true is each rule asked
-    the same, and only the assertions of a rule that fires are evaluated one by one."""
+    A record that passes costs one XPath call (``patterns.fires``: every rule's context
+    once, its assertions' tests or-ed). Only when that is true is each rule asked the same,
+    and only the assertions of a rule that fires are evaluated one by one."""
     hits: list[Hit] = []
     order: dict[Any, int] = {}
     try:
@@ -449,8 +449,8 @@ def run(patterns: Patterns, root: etree._Element) -> list[Hit]:
             rules = pattern.rules
             fired: list[tuple[etree._Element, int, int]] = []
             for r, rule in enumerate(rules):
-                if rule.fires is None or not rule.fires(root):
-                    continue
+                if rule.fires is None or (len(rule.assertions) > 1 and not rule.fires(root)):
+                    continue  # (one assertion: its own XPath answers as fast)
                 for a, assertion in enumerate(rule.assertions):
                     found = assertion.failing(root)
                     for node in found if isinstance(found, list) else ():
@@ -462,7 +462,7 @@ def run(patterns: Patterns, root: etree._Element) -> list[Hit]:
             if not fired:
                 continue
             kept = _first_rule_only(rules, root, fired)
-            if len({id(node) for node, _, _ in kept}) == 1:
+            if len({id(node) for node, _, _ in kept}) <= 1:
                 kept.sort(key=lambda f: f[2])  # one node: assertion order
             else:
                 if not order:
