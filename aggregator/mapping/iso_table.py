@@ -15,7 +15,7 @@ from typing import Any
 from lxml import etree
 
 from aggregator.errors import ConfigError
-from aggregator.mapping.iso_xml import NS
+from aggregator.mapping.iso_xml import compile_xpath
 from aggregator.resources import bundled
 
 DEFAULT_TABLE = bundled("mappings", "iso19139.toml")
@@ -117,7 +117,7 @@ def _element(row: dict[str, Any], prefixes: dict[str, str], where: str) -> Eleme
         raise ConfigError(f"{where}: context must be metadata or identification")
     path = _str(row, "path", where)
     try:
-        compiled = etree.XPath(path, namespaces=NS)
+        compiled = compile_xpath(path)
     except etree.XPathSyntaxError as err:
         raise ConfigError(f"{where}: bad XPath {path!r}: {err}") from err
     preds = row.get("predicate")

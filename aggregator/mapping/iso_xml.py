@@ -81,20 +81,36 @@ _ECHAR = {"n": "\n", "r": "\r", '"': '"', "\\": "\\"}
 _UNESCAPE = re.compile(r'\\([nr"\\])')
 
 
+def compile_xpath(path: str) -> etree.XPath:
+    """``path`` compiled with the ISO 19139 prefixes it uses (gmd, gco, gmx, srv, gml, xlink):
+    lxml registers every prefix it is given on each evaluation, so only those are given."""
+    used = {prefix: uri for prefix, uri in NS.items() if f"{prefix}:" in path}
+    return etree.XPath(path, namespaces=used)
+
+
 @lru_cache(maxsize=512)
 def xpath(path: str) -> etree.XPath:
-    """``path`` compiled once, with the ISO 19139 prefixes (gmd, gco, gmx, srv, gml, xlink)."""
-    return etree.XPath(path, namespaces=NS)
+    """``path`` compiled once (:func:`compile_xpath`)."""
+    return compile_xpath(path)
 
 
 def elements(path: str, node: etree._Element) -> list[etree._Element]:
     found = xpath(path)(node)
-    return [e for e in found if isinstance(e, etree._Element)] if isinstance(found, list) else []
+    if not isinstance(found, list):
+        return []
+    for e in found:
+        if not isinstance(e, etree._Element):
+            return [e for e in found if isinstance(e, etree._Element)]
+    return found
 
 
 def first(path: str, node: etree._Element) -> etree._Element | None:
-    found = elements(path, node)
-    return found[0] if found else None
+    found = xpath(path)(node)
+    if isinstance(found, list):
+        for e in found:
+            if isinstance(e, etree._Element):
+                return e
+    return None
 
 
 def clean(text: str | None) -> str:
@@ -108,9 +124,12 @@ def plain(prop: etree._Element | None) -> str:
     if prop is None:
         return ""
     for child in prop:
-        if isinstance(child.tag, str) and child.tag != FREE_TEXT:
-            return clean(child.text)
-    return clean(prop.text)
+        tag = child.tag
+        if tag != FREE_TEXT and isinstance(tag, str):
+            text = child.text
+            return text.strip() if text else ""
+    text = prop.text
+    return text.strip() if text else ""
 
 
 def anchor_href(prop: etree._Element | None) -> str:
@@ -237,6 +256,10 @@ class _Cycle(Exception):
     pass
 
 
+_LABELS: dict[str, str] = {}  # what a blank node says -> its label (records repeat nodes)
+_LABELS_MAX = 8192
+
+
 def canonical_ntriples(triples: Iterable[tuple[Node, str, Term]]) -> bytes:
     """Sorted N-Triples whose blank node labels are hashes of what the node says.
 
@@ -246,37 +269,54 @@ def canonical_ntriples(triples: Iterable[tuple[Node, str, Term]]) -> bytes:
     byte-equal output (two blank nodes that say exactly the same thing become one, which
     changes nothing an RDF reader can tell). It is ~20 times faster than RDFC-1.0 through a
     pyoxigraph Dataset (:func:`aggregator.mapping.base.canonical_ntriples`), which is used
-    instead should a cycle ever appear.
+    instead should a cycle ever appear. Most nodes say what a node of an earlier record said
+    (the same licence, standard, contact), so labels are remembered by what the node says
+    (a bounded table: the label is a function of that text alone).
     """
     rows = triples if isinstance(triples, list) else list(triples)
     edges: dict[str, list[tuple[str, str]]] = {}
     for s, p, o in rows:
         if s[0] == "_":
-            edges.setdefault(s, []).append((p, o))
+            said = edges.get(s)
+            if said is None:
+                edges[s] = [(p, o)]
+            else:
+                said.append((p, o))
     names: dict[str, str] = {}
     visiting: set[str] = set()
+    labels = _LABELS
     sha256 = hashlib.sha256
 
     def name(node: str) -> str:
-        known = names.get(node)
-        if known is not None:
-            return known
         if node in visiting:
             raise _Cycle
         visiting.add(node)
-        lines = sorted([f"{p} {name(o) if o[0] == '_' else o}" for p, o in edges.get(node, ())])
-        visiting.discard(node)
-        names[node] = label = "_:b" + sha256("\n".join(lines).encode()).hexdigest()[:32]
-        return label
-
-    try:
-        out = set()
-        for s, p, o in rows:
-            if s[0] == "_":
-                s = names.get(s) or name(s)
+        lines = []
+        for p, o in edges.get(node, ()):
             if o[0] == "_":
                 o = names.get(o) or name(o)
-            out.add(f"{s} {p} {o} .")
+            lines.append(f"{p} {o}")
+        lines.sort()
+        visiting.discard(node)
+        text = "\n".join(lines)
+        label = labels.get(text)
+        if label is None:
+            if len(labels) >= _LABELS_MAX:
+                labels.clear()
+            labels[text] = label = "_:b" + sha256(text.encode()).hexdigest()[:32]
+        names[node] = label
+        return label
+
+    out: set[str] = set()
+    add = out.add
+    get = names.get
+    try:
+        for s, p, o in rows:
+            if s[0] == "_":
+                s = get(s) or name(s)
+            if o[0] == "_":
+                o = get(o) or name(o)
+            add(f"{s} {p} {o} .")
     except _Cycle:
         from aggregator.mapping.base import canonical_ntriples as rdfc
 
