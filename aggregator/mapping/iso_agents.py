@@ -22,8 +22,9 @@ from aggregator.mapping.iso_xml import (
     Out,
     Texts,
     anchor_href,
+    children,
     code_value,
-    first,
+    first_under,
     iri,
     is_iri,
     lit,
@@ -67,7 +68,38 @@ PROV_AGENT = named(PROV + "agent")
 HAD_ROLE = named(DCAT + "hadRole")
 CONTACT_POINT = named(DCAT + "contactPoint")
 
-_CONTACT = "gmd:contactInfo/gmd:CI_Contact"
+ORGANISATION = GMD + "organisationName"
+INDIVIDUAL = GMD + "individualName"
+POSITION = GMD + "positionName"
+ROLE = GMD + "role"
+ROLE_CODE = GMD + "CI_RoleCode"
+CONTACT_INFO = GMD + "contactInfo"
+CI_CONTACT = GMD + "CI_Contact"
+PHONE = GMD + "phone"
+TELEPHONE = GMD + "CI_Telephone"
+VOICE = GMD + "voice"
+ADDRESS = GMD + "address"
+CI_ADDRESS = GMD + "CI_Address"
+ONLINE = GMD + "onlineResource"
+ONLINE_RESOURCE = GMD + "CI_OnlineResource"
+LINKAGE = GMD + "linkage"
+EMAIL = GMD + "electronicMailAddress"
+_ADDRESS = (
+    (GMD + "deliveryPoint", "street-address"),
+    (GMD + "city", "locality"),
+    (GMD + "administrativeArea", "region"),
+    (GMD + "postalCode", "postal-code"),
+    (GMD + "country", "country-name"),
+)
+_PARTY = frozenset((ORGANISATION, INDIVIDUAL, POSITION, ROLE, CONTACT_INFO))
+_CONTACT_PARTS = frozenset((PHONE, ADDRESS, ONLINE))
+_ADDRESS_PARTS = frozenset((EMAIL, *(tag for tag, _ in _ADDRESS)))
+
+
+def _one(found: dict[str, list[etree._Element]], tag: str) -> etree._Element | None:
+    """The first child with ``tag`` (what ``node.find(tag)`` returns)."""
+    same = found.get(tag)
+    return same[0] if same else None
 
 
 class Party:
@@ -88,36 +120,33 @@ class Party:
     )
 
     def __init__(self, el: etree._Element, texts: Texts) -> None:
-        org = el.find(GMD + "organisationName")
+        part = children(el, _PARTY)
+        org = _one(part, ORGANISATION)
         self.organisation = texts.literals(org) if org is not None else []
-        person = el.find(GMD + "individualName")
+        person = _one(part, INDIVIDUAL)
         self.individual = plain(person)
         # an agent the record names by IRI (a gmx:Anchor on the individual, else the organisation)
         link = anchor_href(person) or anchor_href(org)
         self.iri = link if link.startswith(("http://", "https://")) and is_iri(link) else ""
-        self.position = plain(el.find(GMD + "positionName"))
-        self.role = code_value(first("gmd:role/gmd:CI_RoleCode", el))
-        contact = first(_CONTACT, el)
+        self.position = plain(_one(part, POSITION))
+        self.role = code_value(first_under(part.get(ROLE, ()), ROLE_CODE))
+        contact = first_under(part.get(CONTACT_INFO, ()), CI_CONTACT)
         self.email = ""
         self.phone = ""
         self.url = ""
         self.address: list[tuple[str, str]] = []
         if contact is not None:
-            self.phone = plain(first("gmd:phone/gmd:CI_Telephone/gmd:voice", contact))
-            address = first("gmd:address/gmd:CI_Address", contact)
+            info = children(contact, _CONTACT_PARTS)
+            self.phone = plain(first_under(info.get(PHONE, ()), TELEPHONE, VOICE))
+            address = first_under(info.get(ADDRESS, ()), CI_ADDRESS)
             if address is not None:
-                self.email = plain(address.find(GMD + "electronicMailAddress"))
-                for iso, prop in (
-                    ("deliveryPoint", "street-address"),
-                    ("city", "locality"),
-                    ("administrativeArea", "region"),
-                    ("postalCode", "postal-code"),
-                    ("country", "country-name"),
-                ):
-                    value = plain(address.find(GMD + iso))
+                lines = children(address, _ADDRESS_PARTS)
+                self.email = plain(_one(lines, EMAIL))
+                for iso, prop in _ADDRESS:
+                    value = plain(_one(lines, iso))
                     if value:
                         self.address.append((prop, value))
-            self.url = plain(first("gmd:onlineResource/gmd:CI_OnlineResource/gmd:linkage", contact))
+            self.url = plain(first_under(info.get(ONLINE, ()), ONLINE_RESOURCE, LINKAGE))
         self.name = plain(org) if org is not None else ""
         self.key = (self.name.casefold(), self.individual.casefold(), self.email.casefold())
 

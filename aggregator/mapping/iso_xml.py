@@ -21,6 +21,7 @@ from collections.abc import Iterable
 from datetime import date, datetime
 from functools import lru_cache
 from itertools import count
+from typing import cast
 
 from lxml import etree
 from pyoxigraph import NamedNode, RdfFormat, parse
@@ -101,7 +102,7 @@ def elements(path: str, node: etree._Element) -> list[etree._Element]:
     for e in found:
         if not isinstance(e, etree._Element):
             return [e for e in found if isinstance(e, etree._Element)]
-    return found
+    return cast(list[etree._Element], found)
 
 
 def first(path: str, node: etree._Element) -> etree._Element | None:
@@ -110,6 +111,33 @@ def first(path: str, node: etree._Element) -> etree._Element | None:
         for e in found:
             if isinstance(e, etree._Element):
                 return e
+    return None
+
+
+def children(node: etree._Element, tags: frozenset[str]) -> dict[str, list[etree._Element]]:
+    """The children of ``node`` whose tag is one of ``tags``, by tag, in document order: one
+    pass over the children instead of one lookup per tag."""
+    found: dict[str, list[etree._Element]] = {}
+    for child in node:
+        tag = child.tag
+        if tag in tags:
+            same = found.get(tag)
+            if same is None:
+                found[tag] = [child]
+            else:
+                same.append(child)
+    return found
+
+
+def first_under(nodes: Iterable[etree._Element], *tags: str) -> etree._Element | None:
+    """The first element in document order reached from ``nodes`` by child steps ``tags``
+    (what ``first("t1/t2", node)`` finds, ``nodes`` being the node's ``t1`` children)."""
+    for node in nodes:
+        if not tags:
+            return node
+        found = first_under(node.iterchildren(tags[0]), *tags[1:])
+        if found is not None:
+            return found
     return None
 
 
