@@ -50,7 +50,7 @@ from aggregator.mapping.iso_parts import (
     reference_systems,
 )
 from aggregator.mapping.iso_quality import conformity, lineage, resolution
-from aggregator.mapping.iso_table import ElementRule, IsoTable, load_table
+from aggregator.mapping.iso_table import RESOURCE_KINDS, ElementRule, IsoTable, load_table
 from aggregator.mapping.iso_xml import (
     NS,
     Node,
@@ -105,6 +105,15 @@ class IsoMapper(Mapper):
 
     def __init__(self, table_path: Path | None = None, themes_path: Path | None = None) -> None:
         self.table = load_table(table_path, themes_path)
+        # the element rows of each kind of resource, with where their values go, read once
+        self._rules = {
+            kind: tuple(
+                (rule, rule.subject == "record", rule.context == "metadata")
+                for rule in self.table.elements
+                if kind in rule.on
+            )
+            for kind in RESOURCE_KINDS
+        }
 
     def map_payload(self, payload: ParsedPayload, ctx: MappingContext) -> list[MappedDataset]:
         root = payload.xml()
@@ -136,12 +145,9 @@ class IsoMapper(Mapper):
         record = blank()
         record_out.add(record, TYPE, CATALOG_RECORD)
         record_out.add(record, PRIMARY_TOPIC, iri)
-        for rule in table.elements:
-            if kind not in rule.on:
-                continue
-            target = (record_out, record) if rule.subject == "record" else (out, iri)
-            context = root if rule.context == "metadata" else ident
-            self._element(state, ctx, rule, context, *target)
+        for rule, on_record, on_metadata in self._rules[kind]:
+            target = (record_out, record) if on_record else (out, iri)
+            self._element(state, ctx, rule, root if on_metadata else ident, *target)
 
         themes: list[str] = []
         dates(state, ident, iri)
@@ -222,14 +228,15 @@ class IsoMapper(Mapper):
         if not isinstance(found, list):
             return
         values: list[str] = []
+        kind = rule.kind
         for el in found:
             if not isinstance(el, etree._Element):
                 continue
-            if rule.kind == "text":
+            if kind == "text":
                 values.extend(state.texts.literals(el))
-            elif rule.kind in ("literal", "record"):
+            elif kind == "literal" or kind == "record":
                 text = plain(el)
-                if text and rule.kind == "record":
+                if text and kind == "record":
                     values.append(named(mint_iri(ctx, "dataset", text)))
                 elif text:
                     values.append(lit(text))
@@ -237,7 +244,7 @@ class IsoMapper(Mapper):
                 code = code_value(el)
                 if not code:
                     continue
-                if rule.kind == "codeiri":
+                if kind == "codeiri":
                     if set(code) <= _CODE_SAFE:
                         values.append(named(rule.base + code))
                         continue
@@ -253,9 +260,10 @@ class IsoMapper(Mapper):
                 state.warn("iso-code-unknown", message, el)
         if rule.max:
             values = values[: rule.max]
+        add = out.triples.append
         for value in dict.fromkeys(values):
             for pred in rule.predicates:
-                out.add(subject, pred, value)
+                add((subject, pred, value))
 
     @staticmethod
     def _standard(root: etree._Element, out: Out, record: Node) -> None:

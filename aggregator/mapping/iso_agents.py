@@ -22,6 +22,7 @@ from aggregator.mapping.iso_xml import (
     Out,
     Texts,
     anchor_href,
+    child,
     children,
     code_value,
     first_under,
@@ -96,12 +97,6 @@ _CONTACT_PARTS = frozenset((PHONE, ADDRESS, ONLINE))
 _ADDRESS_PARTS = frozenset((EMAIL, *(tag for tag, _ in _ADDRESS)))
 
 
-def _one(found: dict[str, list[etree._Element]], tag: str) -> etree._Element | None:
-    """The first child with ``tag`` (what ``node.find(tag)`` returns)."""
-    same = found.get(tag)
-    return same[0] if same else None
-
-
 class Party:
     """One CI_ResponsibleParty, read once."""
 
@@ -121,14 +116,14 @@ class Party:
 
     def __init__(self, el: etree._Element, texts: Texts) -> None:
         part = children(el, _PARTY)
-        org = _one(part, ORGANISATION)
+        org = child(part, ORGANISATION)
         self.organisation = texts.literals(org) if org is not None else []
-        person = _one(part, INDIVIDUAL)
+        person = child(part, INDIVIDUAL)
         self.individual = plain(person)
         # an agent the record names by IRI (a gmx:Anchor on the individual, else the organisation)
         link = anchor_href(person) or anchor_href(org)
         self.iri = link if link.startswith(("http://", "https://")) and is_iri(link) else ""
-        self.position = plain(_one(part, POSITION))
+        self.position = plain(child(part, POSITION))
         self.role = code_value(first_under(part.get(ROLE, ()), ROLE_CODE))
         contact = first_under(part.get(CONTACT_INFO, ()), CI_CONTACT)
         self.email = ""
@@ -141,9 +136,9 @@ class Party:
             address = first_under(info.get(ADDRESS, ()), CI_ADDRESS)
             if address is not None:
                 lines = children(address, _ADDRESS_PARTS)
-                self.email = plain(_one(lines, EMAIL))
+                self.email = plain(child(lines, EMAIL))
                 for iso, prop in _ADDRESS:
-                    value = plain(_one(lines, iso))
+                    value = plain(child(lines, iso))
                     if value:
                         self.address.append((prop, value))
             self.url = plain(first_under(info.get(ONLINE, ()), ONLINE_RESOURCE, LINKAGE))

@@ -35,9 +35,13 @@ from aggregator.mapping.iso_xml import (
     Node,
     Out,
     anchor_href,
+    child,
+    children,
     elements,
+    first_under,
     is_iri,
     lit,
+    localname,
     named,
     plain,
     typed_lit,
@@ -81,6 +85,13 @@ _PER_DISTRIBUTION = frozenset(
     }
 )
 
+LINKAGE = GMD + "linkage"
+PROTOCOL = GMD + "protocol"
+NAME = GMD + "name"
+DESCRIPTION = GMD + "description"
+FUNCTION = GMD + "function"
+FUNCTION_CODE = GMD + "CI_OnLineFunctionCode"
+_ONLINE_PARTS = frozenset((LINKAGE, PROTOCOL, NAME, DESCRIPTION, FUNCTION))
 _ONLINE = (
     "gmd:distributionInfo/gmd:MD_Distribution//gmd:transferOptions/"
     "gmd:MD_DigitalTransferOptions/gmd:onLine/gmd:CI_OnlineResource"
@@ -122,7 +133,7 @@ def constraints(state: State, ident: etree._Element) -> Rights:
     for c in elements("gmd:resourceConstraints/*", ident):
         for lim in c.iterfind(GMD + "useLimitation"):
             _more_rights(state, found, lim)
-        if etree.QName(c).localname != "MD_LegalConstraints":
+        if localname(c) != "MD_LegalConstraints":
             continue
         is_access = c.find(GMD + "accessConstraints") is not None
         for other in c.iterfind(GMD + "otherConstraints"):
@@ -179,11 +190,12 @@ def distributions(state: State, root: etree._Element, subject: Node, rights: Rig
     # each distribution repeats the resource's (mapped by the element rows)
     shared = [(p, o) for s, p, o in out.triples if s == subject and p in _PER_DISTRIBUTION]
     for onl in elements(_ONLINE, root):
-        url = plain(onl.find(GMD + "linkage"))
+        parts = children(onl, _ONLINE_PARTS)
+        url = plain(child(parts, LINKAGE))
         if not is_iri(url):
             state.warn("iso-link-not-url", f"online resource linkage {url!r} is not a URL", onl)
             continue
-        function = _code(onl)
+        function = _code(parts)
         kind = table.online_function.get(function, "distribution")
         link = named(url)
         if kind == "page":
@@ -192,16 +204,16 @@ def distributions(state: State, root: etree._Element, subject: Node, rights: Rig
         if kind == "landing-page":
             out.add(subject, D["landingPage"], link)
             continue
-        protocol = plain(onl.find(GMD + "protocol"))
+        protocol = plain(child(parts, PROTOCOL))
         dist = out.typed(D["Distribution"])
         out.add(subject, D["distribution"], dist)
         out.add(dist, D["accessURL"], link)
         if kind == "download" or protocol.upper().startswith("WWW:DOWNLOAD"):
             out.add(dist, D["downloadURL"], link)
-        name = onl.find(GMD + "name")
+        name = child(parts, NAME)
         if name is not None:
             out.add_all(dist, P["title"], state.texts.literals(name))
-        desc = onl.find(GMD + "description")
+        desc = child(parts, DESCRIPTION)
         if desc is not None:
             out.add_all(dist, P["description"], state.texts.literals(desc))
         capabilities = _capabilities_of(url)
@@ -238,6 +250,8 @@ def distributions(state: State, root: etree._Element, subject: Node, rights: Rig
 def _capabilities_of(url: str) -> str:
     """The service a GetCapabilities URL names (``...?service=WMS&request=GetCapabilities``
     -> ``"wms"``), else ""."""
+    if "?" not in url:  # no query
+        return ""
     query = {k.lower(): v for k, v in parse_qs(urlsplit(url).query).items()}
     if [v.lower() for v in query.get("request", [])] != ["getcapabilities"]:
         return ""
@@ -277,8 +291,9 @@ def _byte_size(state: State, onl: etree._Element) -> str | None:
     return typed_lit(str(int(megabytes * 1_000_000)), XSD + "nonNegativeInteger")
 
 
-def _code(onl: etree._Element) -> str:
-    el = onl.find(f"{GMD}function/{GMD}CI_OnLineFunctionCode")
+def _code(parts: dict[str, list[etree._Element]]) -> str:
+    """The link's CI_OnLineFunctionCode (``parts``: the link's :func:`children`)."""
+    el = first_under(parts.get(FUNCTION, ()), FUNCTION_CODE)
     return (el.get("codeListValue") or el.text or "").strip() if el is not None else ""
 
 

@@ -22,13 +22,17 @@ from aggregator.mapping.iso_xml import (
     Out,
     Texts,
     anchor_href,
+    child,
+    children,
     code_value,
     date_literal,
     elements,
     first,
+    first_under,
     is_iri,
     lexical,
     lit,
+    localname,
     named,
     plain,
     typed_lit,
@@ -130,13 +134,20 @@ class State:
 # -- dates and identifiers -----------------------------------------------------------------
 
 
+DATE = GMD + "date"
+DATE_TYPE = GMD + "dateType"
+DATE_TYPE_CODE = GMD + "CI_DateTypeCode"
+_CI_DATE_PARTS = frozenset((DATE, DATE_TYPE))
+
+
 def dates(state: State, ident: etree._Element, subject: Node) -> None:
     """Citation dates by CI_DateTypeCode: creation -> dct:created, publication -> dct:issued
     (the earliest), revision -> dct:modified (the latest)."""
     found: dict[str, list[str]] = {"creation": [], "publication": [], "revision": []}
     for ci in elements("gmd:citation/gmd:CI_Citation/gmd:date/gmd:CI_Date", ident):
-        kind = code_value(first("gmd:dateType/gmd:CI_DateTypeCode", ci))
-        text = plain(ci.find(GMD + "date"))
+        parts = children(ci, _CI_DATE_PARTS)
+        kind = code_value(first_under(parts.get(DATE_TYPE, ()), DATE_TYPE_CODE))
+        text = plain(child(parts, DATE))
         lit = date_literal(text)
         if lit is None:
             state.warn("iso-date-unreadable", f"citation date {text!r} is not an ISO date", ci)
@@ -276,6 +287,18 @@ def _coord(value: Decimal) -> str:
     return "0" if text == "-0" else text
 
 
+_BOX = tuple(
+    GMD + side
+    for side in (
+        "westBoundLongitude",
+        "eastBoundLongitude",
+        "southBoundLatitude",
+        "northBoundLatitude",
+    )
+)
+_BOX_SIDES = frozenset(_BOX)
+
+
 def extents(state: State, ident: etree._Element, subject: Node) -> None:
     """Bounding boxes -> dct:spatial dct:Location with dcat:bbox (WKT), locn:geometry
     (GeoJSON) and dcat:centroid; geographic identifiers -> a Location (IRI when linked);
@@ -283,15 +306,8 @@ def extents(state: State, ident: etree._Element, subject: Node) -> None:
     out = state.out
     for ext in elements("gmd:extent/gmd:EX_Extent | *[local-name()='extent']/gmd:EX_Extent", ident):
         for box in elements("gmd:geographicElement/gmd:EX_GeographicBoundingBox", ext):
-            w, e, s, n = (
-                _number(box.find(GMD + name))
-                for name in (
-                    "westBoundLongitude",
-                    "eastBoundLongitude",
-                    "southBoundLatitude",
-                    "northBoundLatitude",
-                )
-            )
+            sides = children(box, _BOX_SIDES)
+            w, e, s, n = (_number(child(sides, tag)) for tag in _BOX)
             if w is None or e is None or s is None or n is None:
                 state.warn("iso-bbox-unreadable", "a bounding box coordinate is not a number", box)
                 continue
@@ -347,7 +363,7 @@ def _position(el: etree._Element | None) -> str:
 
 
 def _period(state: State, period: etree._Element, subject: Node) -> None:
-    if etree.QName(period).localname == "TimeInstant":
+    if localname(period) == "TimeInstant":
         start = end = _position(first("*[local-name()='timePosition']", period))
     else:
         start = _position(

@@ -21,6 +21,7 @@ from aggregator.mapping.iso_xml import (
     first,
     is_iri,
     lit,
+    localname,
     named,
     plain,
     typed_lit,
@@ -44,7 +45,7 @@ def resolution(state: State, ident: etree._Element, subject: Node) -> None:
     length (degrees), geodcat:spatialResolutionAsText "0.0001 deg"."""
     out = state.out
     for res in elements("gmd:spatialResolution/gmd:MD_Resolution/*", ident):
-        name = etree.QName(res).localname
+        name = localname(res)
         try:
             if name == "equivalentScale":
                 denom = Decimal(plain(first("*/gmd:denominator", res)))

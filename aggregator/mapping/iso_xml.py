@@ -129,6 +129,17 @@ def children(node: etree._Element, tags: frozenset[str]) -> dict[str, list[etree
     return found
 
 
+def child(found: dict[str, list[etree._Element]], tag: str) -> etree._Element | None:
+    """The first of the :func:`children` with ``tag`` (what ``node.find(tag)`` returns)."""
+    same = found.get(tag)
+    return same[0] if same else None
+
+
+def localname(el: etree._Element) -> str:
+    """The element's local name (``etree.QName(el).localname``, without making a QName)."""
+    return el.tag.rpartition("}")[2]
+
+
 def first_under(nodes: Iterable[etree._Element], *tags: str) -> etree._Element | None:
     """The first element in document order reached from ``nodes`` by child steps ``tags``
     (what ``first("t1/t2", node)`` finds, ``nodes`` being the node's ``t1`` children)."""
