@@ -131,12 +131,12 @@ def _more_rights(state: State, found: Rights, el: etree._Element) -> None:
 def constraints(state: State, ident: etree._Element) -> Rights:
     found = Rights()
     for c in elements("gmd:resourceConstraints/*", ident):
-        for lim in c.iterfind(GMD + "useLimitation"):
+        for lim in c.iterchildren(GMD + "useLimitation"):
             _more_rights(state, found, lim)
         if localname(c) != "MD_LegalConstraints":
             continue
-        is_access = c.find(GMD + "accessConstraints") is not None
-        for other in c.iterfind(GMD + "otherConstraints"):
+        is_access = next(c.iterchildren(GMD + "accessConstraints"), None) is not None
+        for other in c.iterchildren(GMD + "otherConstraints"):
             href = anchor_href(other)
             text = plain(other)
             if is_access:
@@ -277,7 +277,7 @@ def _byte_size(state: State, onl: etree._Element) -> str | None:
     options = options.getparent() if options is not None else None
     if options is None:
         return None
-    el = options.find(f"{GMD}transferSize/{GCO}Real")
+    el = first_under(options.iterchildren(GMD + "transferSize"), GCO + "Real")
     if el is None:
         return None
     text = (el.text or "").strip()
@@ -334,7 +334,9 @@ def service(
             ident,
         )
     ]
-    urls += [plain(onl.find(GMD + "linkage")) for onl in elements(_ONLINE, root)]
+    urls += [
+        plain(next(onl.iterchildren(GMD + "linkage"), None)) for onl in elements(_ONLINE, root)
+    ]
     for url in dict.fromkeys(urls):
         if not is_iri(url):
             if url:

@@ -167,10 +167,12 @@ def identifiers(state: State, ident: etree._Element, subject: Node) -> None:
     """Resource identifiers (MD_Identifier / RS_Identifier code and codeSpace) -> dct:identifier
     (code, or codeSpace/code) and adms:identifier [ skos:notation code ; adms:schemaAgency ]."""
     for idf in elements("gmd:citation/gmd:CI_Citation/gmd:identifier/*", ident):
-        code = plain(idf.find(GMD + "code")) or anchor_href(idf.find(GMD + "code"))
+        code = plain(next(idf.iterchildren(GMD + "code"), None)) or anchor_href(
+            next(idf.iterchildren(GMD + "code"), None)
+        )
         if not code:
             continue
-        space = plain(idf.find(GMD + "codeSpace"))
+        space = plain(next(idf.iterchildren(GMD + "codeSpace"), None))
         full = code
         if space and not is_iri(code):
             full = space + ("" if space.endswith(("/", "#", ":")) else "/") + code
@@ -210,7 +212,7 @@ def keywords(state: State, ident: etree._Element, subject: Node, themes: list[st
                 None,
             )
         scheme: Node | None = None
-        for kw in group.iterfind(GMD + "keyword"):
+        for kw in group.iterchildren(GMD + "keyword"):
             lits = state.texts.literals(kw)
             kw_href = anchor_href(kw)
             if not lits and not kw_href:
@@ -427,9 +429,9 @@ def reference_systems(state: State, root: etree._Element, subject: Node) -> None
         "gmd:RS_Identifier",
         root,
     ):
-        code_el = rs.find(GMD + "code")
+        code_el = next(rs.iterchildren(GMD + "code"), None)
         code = plain(code_el)
-        space = plain(rs.find(GMD + "codeSpace"))
+        space = plain(next(rs.iterchildren(GMD + "codeSpace"), None))
         crs = crs_iri(code, space, anchor_href(code_el))
         node: Node
         if crs:

@@ -100,7 +100,7 @@ def conformity(state: State, root: etree._Element, subject: Node) -> None:
         cit = first("gmd:specification/gmd:CI_Citation", result)
         if cit is None:
             continue
-        title_el = cit.find(GMD + "title")
+        title_el = next(cit.iterchildren(GMD + "title"), None)
         title = plain(title_el)
         spec_el = cit.getparent()
         href = anchor_href(title_el) or (
@@ -120,7 +120,7 @@ def conformity(state: State, root: etree._Element, subject: Node) -> None:
             issued = date_literal(plain(first("gmd:date/gmd:CI_Date/gmd:date", cit)))
             if issued is not None:
                 out.add(spec, P["issued"], issued)
-        passed = plain(result.find(GMD + "pass")).lower()
+        passed = plain(next(result.iterchildren(GMD + "pass"), None)).lower()
         degree = {"true": "conformant", "1": "conformant", "false": "notConformant"}
         level = degree.get(passed, "notConformant" if passed == "0" else "notEvaluated")
         if level == "conformant":
@@ -136,6 +136,6 @@ def conformity(state: State, root: etree._Element, subject: Node) -> None:
         entity = out.typed(C["Entity"])
         out.add(activity, P["generated"], entity)
         out.add(entity, P["type"], named(DEGREE + level))
-        explanation = result.find(GMD + "explanation")
+        explanation = next(result.iterchildren(GMD + "explanation"), None)
         if explanation is not None:
             out.add_all(entity, P["description"], state.texts.literals(explanation))
