@@ -295,8 +295,11 @@ class _Cycle(Exception):
     pass
 
 
-_LABELS: dict[str, str] = {}  # what a blank node says -> its label (records repeat nodes)
-_LABELS_MAX = 8192
+# what a blank node says (its sorted (predicate, object) pairs, objects named) -> its label and
+# its N-Triples lines: most nodes say what a node of an earlier record said (the same licence,
+# standard, contact...), and both are functions of what it says alone
+_NODES: dict[tuple[tuple[str, str], ...], tuple[str, tuple[str, ...]]] = {}
+_NODES_MAX = 4096
 
 
 def canonical_ntriples(triples: Iterable[tuple[Node, str, Term]]) -> bytes:
@@ -308,53 +311,61 @@ def canonical_ntriples(triples: Iterable[tuple[Node, str, Term]]) -> bytes:
     byte-equal output (two blank nodes that say exactly the same thing become one, which
     changes nothing an RDF reader can tell). It is ~20 times faster than RDFC-1.0 through a
     pyoxigraph Dataset (:func:`aggregator.mapping.base.canonical_ntriples`), which is used
-    instead should a cycle ever appear. Most nodes say what a node of an earlier record said
-    (the same licence, standard, contact), so labels are remembered by what the node says
-    (a bounded table: the label is a function of that text alone).
+    instead should a cycle ever appear. A node's label and lines are remembered by what it
+    says (a bounded table), as records repeat nodes.
     """
     rows = triples if isinstance(triples, list) else list(triples)
-    edges: dict[str, list[tuple[str, str]]] = {}
-    for s, p, o in rows:
+    edges: dict[str, list[tuple[Node, str, Term]]] = {}
+    iri_rows: list[tuple[Node, str, Term]] = []
+    keep = iri_rows.append
+    for row in rows:
+        s = row[0]
         if s[0] == "_":
             said = edges.get(s)
             if said is None:
-                edges[s] = [(p, o)]
+                edges[s] = [row]
             else:
-                said.append((p, o))
+                said.append(row)
+        else:
+            keep(row)
+    out: set[str] = set()
     names: dict[str, str] = {}
     visiting: set[str] = set()
-    labels = _LABELS
+    known = _NODES
     sha256 = hashlib.sha256
 
     def name(node: str) -> str:
         if node in visiting:
             raise _Cycle
         visiting.add(node)
-        lines = []
-        for p, o in edges.get(node, ()):
+        pairs = []
+        for _, p, o in edges.get(node, ()):
             if o[0] == "_":
                 o = names.get(o) or name(o)
-            lines.append(f"{p} {o}")
-        lines.sort()
+            pairs.append((p, o))
+        pairs.sort()
+        key = tuple(pairs)
         visiting.discard(node)
-        text = "\n".join(lines)
-        label = labels.get(text)
-        if label is None:
-            if len(labels) >= _LABELS_MAX:
-                labels.clear()
-            labels[text] = label = "_:b" + sha256(text.encode()).hexdigest()[:32]
-        names[node] = label
-        return label
+        said = known.get(key)
+        if said is None:
+            lines = sorted([f"{p} {o}" for p, o in pairs])
+            label = "_:b" + sha256("\n".join(lines).encode()).hexdigest()[:32]
+            if len(known) >= _NODES_MAX:
+                known.clear()
+            said = known[key] = (label, tuple([f"{label} {line} ." for line in lines]))
+        names[node] = said[0]
+        out.update(said[1])
+        return said[0]
 
-    out: set[str] = set()
-    add = out.add
-    get = names.get
     try:
-        for s, p, o in rows:
-            if s[0] == "_":
-                s = get(s) or name(s)
+        for node in edges:
+            if node not in names:
+                name(node)
+        get = names.get
+        add = out.add
+        for s, p, o in iri_rows:
             if o[0] == "_":
-                o = get(o) or name(o)
+                o = get(o) or name(o)  # a blank node that says nothing
             add(f"{s} {p} {o} .")
     except _Cycle:
         from aggregator.mapping.base import canonical_ntriples as rdfc
