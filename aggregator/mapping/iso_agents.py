@@ -22,10 +22,8 @@ from aggregator.mapping.iso_xml import (
     Out,
     Texts,
     anchor_href,
-    child,
-    children,
     code_value,
-    first_under,
+    compile_xpath,
     iri,
     is_iri,
     lit,
@@ -72,17 +70,8 @@ CONTACT_POINT = named(DCAT + "contactPoint")
 ORGANISATION = GMD + "organisationName"
 INDIVIDUAL = GMD + "individualName"
 POSITION = GMD + "positionName"
-ROLE = GMD + "role"
 ROLE_CODE = GMD + "CI_RoleCode"
-CONTACT_INFO = GMD + "contactInfo"
-CI_CONTACT = GMD + "CI_Contact"
-PHONE = GMD + "phone"
-TELEPHONE = GMD + "CI_Telephone"
 VOICE = GMD + "voice"
-ADDRESS = GMD + "address"
-CI_ADDRESS = GMD + "CI_Address"
-ONLINE = GMD + "onlineResource"
-ONLINE_RESOURCE = GMD + "CI_OnlineResource"
 LINKAGE = GMD + "linkage"
 EMAIL = GMD + "electronicMailAddress"
 _ADDRESS = (
@@ -92,9 +81,29 @@ _ADDRESS = (
     (GMD + "postalCode", "postal-code"),
     (GMD + "country", "country-name"),
 )
-_PARTY = frozenset((ORGANISATION, INDIVIDUAL, POSITION, ROLE, CONTACT_INFO))
-_CONTACT_PARTS = frozenset((PHONE, ADDRESS, ONLINE))
-_ADDRESS_PARTS = frozenset((EMAIL, *(tag for tag, _ in _ADDRESS)))
+# Everything a party says, in one evaluation: its names and position, its first role code
+# and, from its first contact, the telephone numbers, the parts of the first address and the
+# web links. Each leaf's tag says which it is (no tag is reached by two branches); the
+# first in document order is the one used, as with one lookup per leaf.
+_CONTACT = "(gmd:contactInfo/gmd:CI_Contact)[1]"
+_ADDRESS_PART = " or ".join(
+    f"self::gmd:{name}"
+    for name in (
+        "electronicMailAddress",
+        "deliveryPoint",
+        "city",
+        "administrativeArea",
+        "postalCode",
+        "country",
+    )
+)
+_LEAVES = compile_xpath(
+    "gmd:organisationName | gmd:individualName | gmd:positionName"
+    " | (gmd:role/gmd:CI_RoleCode)[1]"
+    f" | {_CONTACT}/gmd:phone/gmd:CI_Telephone/gmd:voice"
+    f" | ({_CONTACT}/gmd:address/gmd:CI_Address)[1]/*[{_ADDRESS_PART}]"
+    f" | {_CONTACT}/gmd:onlineResource/gmd:CI_OnlineResource/gmd:linkage"
+)
 
 
 class Party:
@@ -115,33 +124,28 @@ class Party:
     )
 
     def __init__(self, el: etree._Element, texts: Texts) -> None:
-        part = children(el, _PARTY)
-        org = child(part, ORGANISATION)
+        part: dict[str, etree._Element] = {}  # tag -> the first leaf with it
+        found = _LEAVES(el)
+        for leaf in found if isinstance(found, list) else ():
+            if isinstance(leaf, etree._Element) and leaf.tag not in part:
+                part[leaf.tag] = leaf
+        org = part.get(ORGANISATION)
         self.organisation = texts.literals(org) if org is not None else []
-        person = child(part, INDIVIDUAL)
+        person = part.get(INDIVIDUAL)
         self.individual = plain(person)
         # an agent the record names by IRI (a gmx:Anchor on the individual, else the organisation)
         link = anchor_href(person) or anchor_href(org)
         self.iri = link if link.startswith(("http://", "https://")) and is_iri(link) else ""
-        self.position = plain(child(part, POSITION))
-        self.role = code_value(first_under(part.get(ROLE, ()), ROLE_CODE))
-        contact = first_under(part.get(CONTACT_INFO, ()), CI_CONTACT)
-        self.email = ""
-        self.phone = ""
-        self.url = ""
+        self.position = plain(part.get(POSITION))
+        self.role = code_value(part.get(ROLE_CODE))
+        self.email = plain(part.get(EMAIL))
+        self.phone = plain(part.get(VOICE))
         self.address: list[tuple[str, str]] = []
-        if contact is not None:
-            info = children(contact, _CONTACT_PARTS)
-            self.phone = plain(first_under(info.get(PHONE, ()), TELEPHONE, VOICE))
-            address = first_under(info.get(ADDRESS, ()), CI_ADDRESS)
-            if address is not None:
-                lines = children(address, _ADDRESS_PARTS)
-                self.email = plain(child(lines, EMAIL))
-                for iso, prop in _ADDRESS:
-                    value = plain(child(lines, iso))
-                    if value:
-                        self.address.append((prop, value))
-            self.url = plain(first_under(info.get(ONLINE, ()), ONLINE_RESOURCE, LINKAGE))
+        for iso, prop in _ADDRESS:
+            value = plain(part.get(iso))
+            if value:
+                self.address.append((prop, value))
+        self.url = plain(part.get(LINKAGE))
         self.name = plain(org) if org is not None else ""
         self.key = (self.name.casefold(), self.individual.casefold(), self.email.casefold())
 

@@ -143,6 +143,12 @@ def localname(el: etree._Element) -> str:
 def first_under(nodes: Iterable[etree._Element], *tags: str) -> etree._Element | None:
     """The first element in document order reached from ``nodes`` by child steps ``tags``
     (what ``first("t1/t2", node)`` finds, ``nodes`` being the node's ``t1`` children)."""
+    if len(tags) == 1:
+        tag = tags[0]
+        for node in nodes:
+            for hit in node.iterchildren(tag):
+                return hit
+        return None
     for node in nodes:
         if not tags:
             return node
