@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import re
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -36,6 +37,64 @@ from aggregator.peers.gemini_samples import bundled_gemini_records, generate_gem
 
 CTX = MappingContext("https://aggregator.example.org/", "golden")
 LEVELS = ("dataset", "series", "service")
+DATASET = "iso/gemini-dataset-flood-risk.xml"
+_S = "<gco:CharacterString>{}</gco:CharacterString>"
+# replacements of the dataset sample's time period (any gml namespace, GML 3.1 begin/end)
+PERIODS = (
+    '<gml:TimeInstant gml:id="i"><gml:timePosition>2020-02-03</gml:timePosition></gml:TimeInstant>',
+    '<gml:TimeInstant gml:id="i"><!-- c --><gml:timePosition indeterminatePosition="now">'
+    "2020</gml:timePosition><gml:timePosition>2021</gml:timePosition></gml:TimeInstant>",
+    '<gml:TimePeriod gml:id="t"><gml:begin><gml:TimeInstant><gml:timePosition>2001-01'
+    "</gml:timePosition></gml:TimeInstant></gml:begin><gml:end><gml:TimeInstant>"
+    "<gml:timePosition>2002-02-02T10:00:00Z</gml:timePosition></gml:TimeInstant></gml:end>"
+    "</gml:TimePeriod>",
+    '<gml:TimePeriod gml:id="t"><gml:endPosition>2010</gml:endPosition><!-- c -->'
+    "<gml:begin><x:w xmlns:x='urn:x'><gml:timePosition>1999</gml:timePosition></x:w></gml:begin>"
+    "<gml:beginPosition>2000</gml:beginPosition><gml:end><gml:timePosition>2011"
+    "</gml:timePosition></gml:end></gml:TimePeriod>",
+    '<gml:TimePeriod gml:id="t"><gml:begin/><gml:beginPosition indeterminatePosition="unknown"'
+    "/><gml:endPosition>bad</gml:endPosition></gml:TimePeriod>",
+    '<x:TimePeriod xmlns:x="urn:other"><x:beginPosition>2003-04-05</x:beginPosition>'
+    "<x:endPosition>2004-13-01</x:endPosition></x:TimePeriod>",
+)
+# replacements of the dataset sample's first responsible party
+PARTIES = (
+    "<gmd:CI_ResponsibleParty/>",
+    "<gmd:CI_ResponsibleParty><gmd:individualName>"
+    + _S.format("A Person")
+    + "</gmd:individualName>"
+    "<gmd:role/><gmd:role><gmd:CI_RoleCode codeList='x' codeListValue='author'/></gmd:role>"
+    "<gmd:role><gmd:CI_RoleCode codeList='x' codeListValue='owner'/></gmd:role>"
+    "</gmd:CI_ResponsibleParty>",
+    "<gmd:CI_ResponsibleParty><gmd:organisationName>"
+    + _S.format("Org One")
+    + "</gmd:organisationName>"
+    "<gmd:organisationName>" + _S.format("Org Two") + "</gmd:organisationName>"
+    "<gmd:contactInfo/><gmd:contactInfo><gmd:CI_Contact><gmd:onlineResource><gmd:CI_OnlineResource>"
+    "<gmd:linkage><gmd:URL>https://one.example.org/</gmd:URL></gmd:linkage></gmd:CI_OnlineResource>"
+    "</gmd:onlineResource><gmd:address/><gmd:address><gmd:CI_Address><gmd:linkage>"
+    "<gmd:URL>https://in-address.example.org/</gmd:URL></gmd:linkage><gmd:city>"
+    + _S.format("Ely")
+    + "</gmd:city><gmd:city>"
+    + _S.format("Bath")
+    + "</gmd:city><gmd:electronicMailAddress>"
+    + _S.format("a@example.org")
+    + "</gmd:electronicMailAddress></gmd:CI_Address></gmd:address>"
+    "<gmd:address><gmd:CI_Address><gmd:country>" + _S.format("UK") + "</gmd:country>"
+    "</gmd:CI_Address></gmd:address><gmd:phone><gmd:CI_Telephone><gmd:facsimile>"
+    + _S.format("1")
+    + "</gmd:facsimile><gmd:voice>"
+    + _S.format("+44 1")
+    + "</gmd:voice><gmd:voice>"
+    + _S.format("+44 2")
+    + "</gmd:voice></gmd:CI_Telephone></gmd:phone></gmd:CI_Contact>"
+    "</gmd:contactInfo><gmd:contactInfo><gmd:CI_Contact><gmd:phone><gmd:CI_Telephone><gmd:voice>"
+    + _S.format("+44 3")
+    + "</gmd:voice></gmd:CI_Telephone></gmd:phone></gmd:CI_Contact>"
+    "</gmd:contactInfo><gmd:role><gmd:CI_RoleCode codeList='x' codeListValue='publisher'/>"
+    "</gmd:role><gmd:positionName/><gmd:positionName>" + _S.format("Boss") + "</gmd:positionName>"
+    "</gmd:CI_ResponsibleParty>",
+)
 
 
 def samples() -> list[tuple[str, bytes]]:
@@ -74,6 +133,36 @@ def _variants(name: str, data: bytes) -> Iterator[tuple[str, bytes]]:
                 yield f"{name}#as-{level}-from-{other}", swapped.encode()
 
 
+def _swap(pattern: re.Pattern[str], text: str, snippet: str) -> str:
+    """``text`` with the first match of ``pattern`` replaced by ``snippet``."""
+    found = pattern.search(text)
+    assert found is not None, pattern.pattern
+    return text[: found.start()] + snippet + text[found.end() :]
+
+
+def _snippets(name: str, data: bytes) -> Iterator[tuple[str, bytes]]:
+    text = data.decode("utf-8")
+    period = re.compile(r"<gml:TimePeriod.*?</gml:TimePeriod>", re.S)
+    for i, snippet in enumerate(PERIODS):
+        yield f"{name}#period{i}", _swap(period, text, snippet).encode()
+    party = re.compile(r"<gmd:CI_ResponsibleParty>.*?</gmd:CI_ResponsibleParty>", re.S)
+    for i, snippet in enumerate(PARTIES):
+        for where in ("pointOfContact", "contact"):  # the resource's, the catalogue record's
+            first = text.index(f"<gmd:{where}>")
+            swapped = text[:first] + _swap(party, text[first:], snippet)
+            yield f"{name}#{where}{i}", swapped.encode()
+    extent = text.replace(
+        "<gmd:extent>\n        <gmd:EX_Extent>",
+        '<srv:extent xmlns:srv="http://www.isotc211.org/2005/srv"><gmd:EX_Extent>',
+        1,
+    )
+    extent = extent.replace(
+        "</gmd:EX_Extent>\n      </gmd:extent>", "</gmd:EX_Extent></srv:extent>", 1
+    )
+    assert "srv:extent" in extent
+    yield f"{name}#srv-extent", extent.encode()
+
+
 def corpus(extra: Path | None = None) -> Iterator[tuple[str, bytes]]:
     import iso_pipeline
 
@@ -82,6 +171,8 @@ def corpus(extra: Path | None = None) -> Iterator[tuple[str, bytes]]:
     for name, data in samples():
         yield name, data
         yield from _variants(name, data)
+        if name == DATASET:
+            yield from _snippets(name, data)
     for i in range(300):
         yield f"generated/{i}", generate_gemini_record(i)
         if i % 10 == 0:

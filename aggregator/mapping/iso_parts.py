@@ -364,24 +364,31 @@ def _position(el: etree._Element | None) -> str:
     return (el.text or "").strip()
 
 
+def _bound(period: etree._Element, position: str, container: str) -> etree._Element | None:
+    """The first (in document order) ``position`` child of ``period`` or ``timePosition``
+    under a ``container`` child, any namespace: what the XPath ``*[local-name()=position] |
+    *[local-name()=container]//*[local-name()='timePosition']`` finds first."""
+    for part in period:
+        tag = part.tag
+        if not isinstance(tag, str):
+            continue
+        name = tag.rpartition("}")[2]
+        if name == position:
+            return part
+        if name == container:
+            for inner in part.iterdescendants():
+                tag = inner.tag
+                if isinstance(tag, str) and tag.rpartition("}")[2] == "timePosition":
+                    return inner
+    return None
+
+
 def _period(state: State, period: etree._Element, subject: Node) -> None:
     if localname(period) == "TimeInstant":
-        start = end = _position(first("*[local-name()='timePosition']", period))
+        start = end = _position(_bound(period, "timePosition", ""))
     else:
-        start = _position(
-            first(
-                "*[local-name()='beginPosition'] | *[local-name()='begin']//*"
-                "[local-name()='timePosition']",
-                period,
-            )
-        )
-        end = _position(
-            first(
-                "*[local-name()='endPosition'] | *[local-name()='end']//*"
-                "[local-name()='timePosition']",
-                period,
-            )
-        )
+        start = _position(_bound(period, "beginPosition", "begin"))
+        end = _position(_bound(period, "endPosition", "end"))
     bounds = []
     for pred, text in ((P["startDate"], start), (P["endDate"], end)):
         if not text:
