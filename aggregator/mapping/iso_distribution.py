@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
+from functools import lru_cache
 from urllib.parse import parse_qs, urlsplit
 
 from lxml import etree
@@ -247,6 +248,7 @@ def distributions(state: State, root: etree._Element, subject: Node, rights: Rig
             out.add(dist, prop, value)
 
 
+@lru_cache(maxsize=1024)  # a catalogue links the same services from many records
 def _capabilities_of(url: str) -> str:
     """The service a GetCapabilities URL names (``...?service=WMS&request=GetCapabilities``
     -> ``"wms"``), else ""."""

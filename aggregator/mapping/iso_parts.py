@@ -306,7 +306,10 @@ def extents(state: State, ident: etree._Element, subject: Node) -> None:
     (GeoJSON) and dcat:centroid; geographic identifiers -> a Location (IRI when linked);
     temporal extents -> dct:temporal dct:PeriodOfTime."""
     out = state.out
-    for ext in elements("gmd:extent/gmd:EX_Extent | *[local-name()='extent']/gmd:EX_Extent", ident):
+    # gmd:extent, srv:extent (a service's) or any other *:extent; the XPath used to be the union
+    # "gmd:extent/gmd:EX_Extent | *[local-name()='extent']/gmd:EX_Extent", whose second part
+    # holds the first
+    for ext in elements("*[local-name()='extent']/gmd:EX_Extent", ident):
         for box in elements("gmd:geographicElement/gmd:EX_GeographicBoundingBox", ext):
             sides = children(box, _BOX_SIDES)
             w, e, s, n = (_number(child(sides, tag)) for tag in _BOX)

@@ -161,6 +161,7 @@ def _norm_format(name: str) -> str:
     return "".join(ch for ch in name.casefold() if ch.isalnum())
 
 
+@lru_cache(maxsize=1024)
 def format_key(name: str) -> str:
     """How a format name is looked up in the ``[format]`` table."""
     return _norm_format(name)

@@ -230,6 +230,7 @@ _DATE = re.compile(r"^(\d{4})(?:-(\d{2})(?:-(\d{2}))?)?$")
 _DATETIME = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:\d{2})?$")
 
 
+@lru_cache(maxsize=4096)  # records repeat their dates
 def date_literal(text: str) -> str | None:
     """An ISO date or date-time as xsd:gYear / gYearMonth / date / dateTime; None if it is none.
 
@@ -384,6 +385,7 @@ def canonical_ntriples(triples: Iterable[tuple[Node, str, Term]]) -> bytes:
 TYPE = named(RDF_TYPE)
 
 
+@lru_cache(maxsize=4096)  # the same links recur
 def is_iri(text: str) -> bool:
     """An absolute http(s) or urn IRI that pyoxigraph accepts (RFC 3987)."""
     return bool(_IRI.match(text)) and iri(text) is not None
