@@ -154,6 +154,23 @@ class Party:
         return bool(self.organisation or self.individual)
 
 
+# A catalogue names the same few parties in record after record (its publisher, its contact
+# point): a party read is remembered by the XML that says it and the record's languages, which
+# are all it depends on (Party holds strings only and is never changed after it is read).
+_PARTIES: dict[tuple[bytes, str, tuple[tuple[str, str], ...]], Party] = {}
+_PARTIES_MAX = 1024
+
+
+def _party(el: etree._Element, texts: Texts) -> Party:
+    key = (etree.tostring(el, with_tail=False), texts.default_tag, tuple(texts.locales.items()))
+    party = _PARTIES.get(key)
+    if party is None:
+        if len(_PARTIES) >= _PARTIES_MAX:
+            _PARTIES.clear()
+        party = _PARTIES[key] = Party(el, texts)
+    return party
+
+
 def _tel(phone: str) -> str:
     """A ``tel:`` IRI of a telephone number (its digits and a leading +), "" for none."""
     digits = "".join(ch for ch in phone if ch.isdigit() or ch == "+")
@@ -171,7 +188,7 @@ class Agents:
         self._cards: dict[tuple[str, str, str], Node] = {}
 
     def read(self, elements: list[etree._Element]) -> list[Party]:
-        parties = [Party(el, self.texts) for el in elements]
+        parties = [_party(el, self.texts) for el in elements]
         return [p for p in parties if p.named]
 
     def agent(self, party: Party) -> Node:
