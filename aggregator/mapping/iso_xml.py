@@ -21,7 +21,6 @@ from collections.abc import Iterable
 from datetime import date, datetime
 from functools import lru_cache
 from itertools import count
-from typing import cast
 
 from lxml import etree
 from pyoxigraph import NamedNode, RdfFormat, parse
@@ -104,7 +103,7 @@ def elements(path: str, node: etree._Element) -> list[etree._Element]:
     for e in found:
         if not isinstance(e, etree._Element):
             return [e for e in found if isinstance(e, etree._Element)]
-    return cast(list[etree._Element], found)
+    return found  # type: ignore[return-value]  # elements only, checked above
 
 
 def first(path: str, node: etree._Element) -> etree._Element | None:
@@ -209,7 +208,7 @@ class Texts:
         out: list[str] = []
         main = plain(prop)
         if main:
-            out.append(self.literal(main, self.default_tag))
+            out.append(lit(main, self.default_tag))
         for loc in prop.iter(LOCALISED):
             text = clean(loc.text)
             if not text:
@@ -218,9 +217,9 @@ class Texts:
             tag = self.locales.get(ref) or self.locales.get(ref.lstrip("#")) or ""
             if tag == self.default_tag and text == main:
                 continue
-            lit = self.literal(text, tag)
-            if lit not in out:
-                out.append(lit)
+            term = lit(text, tag)
+            if term not in out:
+                out.append(term)
         return out
 
     @staticmethod
