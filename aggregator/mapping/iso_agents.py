@@ -111,15 +111,21 @@ class Party:
 
     __slots__ = (
         "address",
+        "address_terms",
         "email",
+        "fn_term",
         "individual",
+        "individual_term",
         "iri",
         "key",
+        "mbox",
         "name",
         "organisation",
+        "page",
         "phone",
         "position",
         "role",
+        "tel",
         "url",
     )
 
@@ -148,6 +154,14 @@ class Party:
         self.url = plain(part.get(LINKAGE))
         self.name = plain(org) if org is not None else ""
         self.key = (self.name.casefold(), self.individual.casefold(), self.email.casefold())
+        # the terms the agent and vCard nodes are made of, made once per party read
+        self.individual_term = lit(self.individual)
+        self.fn_term = lit(self.name or self.individual)
+        self.mbox = iri("mailto:" + self.email) if self.email else None
+        tel = _tel(self.phone)
+        self.tel = named(tel) if tel else None
+        self.page = iri(self.url) if self.url.startswith(("http://", "https://")) else None
+        self.address_terms = [(V[prop], lit(value)) for prop, value in self.address]
 
     @property
     def named(self) -> bool:
@@ -202,16 +216,13 @@ class Agents:
             out.add_all(node, FOAF_NAME, party.organisation)
         else:
             node = out.typed(FOAF_PERSON, own)
-            out.add(node, FOAF_NAME, lit(party.individual))
-        mbox = iri("mailto:" + party.email) if party.email else None
-        if mbox is not None:
-            out.add(node, FOAF_MBOX, mbox)
-        phone = _tel(party.phone)
-        if phone:
-            out.add(node, FOAF_PHONE, named(phone))
-        page = iri(party.url) if party.url.startswith(("http://", "https://")) else None
-        if page is not None:
-            out.add(node, FOAF_HOMEPAGE if party.organisation else FOAF_WORKPLACE, page)
+            out.add(node, FOAF_NAME, party.individual_term)
+        if party.mbox is not None:
+            out.add(node, FOAF_MBOX, party.mbox)
+        if party.tel is not None:
+            out.add(node, FOAF_PHONE, party.tel)
+        if party.page is not None:
+            out.add(node, FOAF_HOMEPAGE if party.organisation else FOAF_WORKPLACE, party.page)
         self._agents[party.key] = node
         return node
 
@@ -222,27 +233,24 @@ class Agents:
         out = self.out
         if party.organisation:
             node = out.typed(V["Organization"])
-            out.add(node, V["fn"], lit(party.name or party.individual))
+            out.add(node, V["fn"], party.fn_term)
             out.add_all(node, V["organization-name"], party.organisation)
         else:
             node = out.typed(V["Individual"])
-            out.add(node, V["fn"], lit(party.individual))
+            out.add(node, V["fn"], party.individual_term)
         if party.organisation and party.individual:
-            out.add(node, V["title"], lit(party.individual))
-        mbox = iri("mailto:" + party.email) if party.email else None
-        if mbox is not None:
-            out.add(node, V["hasEmail"], mbox)
-        phone = _tel(party.phone)
-        if phone:
-            out.add(node, V["hasTelephone"], named(phone))
-        page = iri(party.url) if party.url.startswith(("http://", "https://")) else None
-        if page is not None:
-            out.add(node, V["hasURL"], page)
-        if party.address:
+            out.add(node, V["title"], party.individual_term)
+        if party.mbox is not None:
+            out.add(node, V["hasEmail"], party.mbox)
+        if party.tel is not None:
+            out.add(node, V["hasTelephone"], party.tel)
+        if party.page is not None:
+            out.add(node, V["hasURL"], party.page)
+        if party.address_terms:
             address = out.typed(V["Address"])
             out.add(node, V["hasAddress"], address)
-            for prop, value in party.address:
-                out.add(address, V[prop], lit(value))
+            for prop, value in party.address_terms:
+                out.add(address, prop, value)
         self._cards[party.key] = node
         return node
 
