@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
+from functools import lru_cache
 
 from lxml import etree
 
@@ -275,9 +276,9 @@ def eu_themes(state: State, ident: etree._Element, subject: Node, themes: list[s
 # -- extents --------------------------------------------------------------------------------
 
 
-def _number(el: etree._Element | None) -> Decimal | None:
+def _number_text(text: str) -> Decimal | None:
     try:
-        value = Decimal(plain(el))
+        value = Decimal(text)
     except InvalidOperation:
         return None
     return value if value.is_finite() else None
@@ -301,6 +302,31 @@ _BOX = tuple(
 _BOX_SIDES = frozenset(_BOX)
 
 
+@lru_cache(maxsize=1024)  # catalogues repeat their areas
+def _box(sides: tuple[str, ...]) -> tuple[str, ...]:
+    """The dcat:bbox (WKT), locn:geometry (GeoJSON) and dcat:centroid terms of a bounding
+    box's west, east, south and north texts; or, when they make no box, the rule and the
+    message of the finding."""
+    w, e, s, n = (_number_text(text) for text in sides)
+    if w is None or e is None or s is None or n is None:
+        return "iso-bbox-unreadable", "a bounding box coordinate is not a number"
+    if not (-180 <= w <= 180 and -180 <= e <= 180 and -90 <= s <= n <= 90):
+        return (
+            "iso-bbox-out-of-range",
+            f"bounding box W {w} E {e} S {s} N {n} is not a longitude/latitude box",
+        )
+    W, E, S, N = (_coord(v) for v in (w, e, s, n))
+    ring = f"{W} {S},{E} {S},{E} {N},{W} {N},{W} {S}"
+    coords = f"[{W},{S}],[{E},{S}],[{E},{N}],[{W},{N}],[{W},{S}]"
+    geojson = '{"type":"Polygon","coordinates":[[' + coords + "]]}"
+    centre = f"POINT({_coord((w + e) / 2)} {_coord((s + n) / 2)})"
+    return (
+        typed_lit(f"POLYGON(({ring}))", WKT),
+        typed_lit(geojson, GEOJSON),
+        typed_lit(centre, WKT),
+    )
+
+
 def extents(state: State, ident: etree._Element, subject: Node) -> None:
     """Bounding boxes -> dct:spatial dct:Location with dcat:bbox (WKT), locn:geometry
     (GeoJSON) and dcat:centroid; geographic identifiers -> a Location (IRI when linked);
@@ -312,27 +338,15 @@ def extents(state: State, ident: etree._Element, subject: Node) -> None:
     for ext in elements("*[local-name()='extent']/gmd:EX_Extent", ident):
         for box in elements("gmd:geographicElement/gmd:EX_GeographicBoundingBox", ext):
             sides = children(box, _BOX_SIDES)
-            w, e, s, n = (_number(child(sides, tag)) for tag in _BOX)
-            if w is None or e is None or s is None or n is None:
-                state.warn("iso-bbox-unreadable", "a bounding box coordinate is not a number", box)
-                continue
-            if not (-180 <= w <= 180 and -180 <= e <= 180 and -90 <= s <= n <= 90):
-                state.warn(
-                    "iso-bbox-out-of-range",
-                    f"bounding box W {w} E {e} S {s} N {n} is not a longitude/latitude box",
-                    box,
-                )
+            terms = _box(tuple(plain(child(sides, tag)) for tag in _BOX))
+            if len(terms) == 2:  # no box: the rule and the message of the finding
+                state.warn(terms[0], terms[1], box)
                 continue
             loc = out.typed(C["Location"])
             out.add(subject, P["spatial"], loc)
-            W, E, S, N = (_coord(v) for v in (w, e, s, n))
-            ring = f"{W} {S},{E} {S},{E} {N},{W} {N},{W} {S}"
-            out.add(loc, P["bbox"], typed_lit(f"POLYGON(({ring}))", WKT))
-            coords = f"[{W},{S}],[{E},{S}],[{E},{N}],[{W},{N}],[{W},{S}]"
-            geojson = '{"type":"Polygon","coordinates":[[' + coords + "]]}"
-            out.add(loc, P["geometry"], typed_lit(geojson, GEOJSON))
-            centre = f"POINT({_coord((w + e) / 2)} {_coord((s + n) / 2)})"
-            out.add(loc, P["centroid"], typed_lit(centre, WKT))
+            out.add(loc, P["bbox"], terms[0])
+            out.add(loc, P["geometry"], terms[1])
+            out.add(loc, P["centroid"], terms[2])
         for code_el in elements(
             "gmd:geographicElement/gmd:EX_GeographicDescription/gmd:geographicIdentifier/*/gmd:code",
             ext,
