@@ -92,6 +92,10 @@ NAME = GMD + "name"
 DESCRIPTION = GMD + "description"
 FUNCTION = GMD + "function"
 FUNCTION_CODE = GMD + "CI_OnLineFunctionCode"
+USE_LIMITATION = GMD + "useLimitation"
+ACCESS_CONSTRAINTS = GMD + "accessConstraints"
+OTHER_CONSTRAINTS = GMD + "otherConstraints"
+_CONSTRAINT_PARTS = frozenset((USE_LIMITATION, ACCESS_CONSTRAINTS, OTHER_CONSTRAINTS))
 _ONLINE_PARTS = frozenset((LINKAGE, PROTOCOL, NAME, DESCRIPTION, FUNCTION))
 _ONLINE = (
     "gmd:distributionInfo/gmd:MD_Distribution//gmd:transferOptions/"
@@ -132,12 +136,13 @@ def _more_rights(state: State, found: Rights, el: etree._Element) -> None:
 def constraints(state: State, ident: etree._Element) -> Rights:
     found = Rights()
     for c in elements("gmd:resourceConstraints/*", ident):
-        for lim in c.iterchildren(GMD + "useLimitation"):
+        parts = children(c, _CONSTRAINT_PARTS)
+        for lim in parts.get(USE_LIMITATION, ()):
             _more_rights(state, found, lim)
         if localname(c) != "MD_LegalConstraints":
             continue
-        is_access = next(c.iterchildren(GMD + "accessConstraints"), None) is not None
-        for other in c.iterchildren(GMD + "otherConstraints"):
+        is_access = ACCESS_CONSTRAINTS in parts
+        for other in parts.get(OTHER_CONSTRAINTS, ()):
             href = anchor_href(other)
             text = plain(other)
             if is_access:
