@@ -169,11 +169,17 @@ def plain(prop: etree._Element | None) -> str:
     value child (gco:Decimal, gco:Date ...), or its own text."""
     if prop is None:
         return ""
-    for child in prop:
-        tag = child.tag
+    if len(prop):
+        first = prop[0]  # most often the value itself: no iterator
+        tag = first.tag
         if tag != FREE_TEXT and isinstance(tag, str):
-            text = child.text
+            text = first.text
             return text.strip() if text else ""
+        for child in prop:
+            tag = child.tag
+            if tag != FREE_TEXT and isinstance(tag, str):
+                text = child.text
+                return text.strip() if text else ""
     text = prop.text
     return text.strip() if text else ""
 
@@ -209,6 +215,10 @@ class Texts:
         main = plain(prop)
         if main:
             out.append(lit(main, self.default_tag))
+        if len(prop) == 1 and prop.tag != LOCALISED:
+            only = prop[0]
+            if not len(only) and only.tag != LOCALISED:  # one leaf child: no translations
+                return out
         for loc in prop.iter(LOCALISED):
             text = clean(loc.text)
             if not text:
