@@ -170,10 +170,10 @@ def plain(prop: etree._Element | None) -> str:
     if prop is None:
         return ""
     if len(prop):
-        first = prop[0]  # most often the value itself: no iterator
-        tag = first.tag
+        value = prop[0]  # most often the value itself: no iterator
+        tag = value.tag
         if tag != FREE_TEXT and isinstance(tag, str):
-            text = first.text
+            text = value.text
             return text.strip() if text else ""
         for child in prop:
             tag = child.tag
