@@ -188,9 +188,15 @@ def anchor_href(prop: etree._Element | None) -> str:
     """The xlink:href of the property's gmx:Anchor (or of the property itself), or ""."""
     if prop is None:
         return ""
-    for child in prop:
-        if child.tag == ANCHOR:
-            return clean(child.get(XLINK_HREF))
+    count = len(prop)
+    if count == 1:  # most often: no iterator
+        only = prop[0]
+        if only.tag == ANCHOR:
+            return clean(only.get(XLINK_HREF))
+    elif count:
+        for child in prop:
+            if child.tag == ANCHOR:
+                return clean(child.get(XLINK_HREF))
     return clean(prop.get(XLINK_HREF))
 
 
