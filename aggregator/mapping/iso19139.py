@@ -225,7 +225,7 @@ class IsoMapper(Mapper):
         subject: Node,
     ) -> None:
         found = rule.xpath(context)
-        if not isinstance(found, list):
+        if not found or not isinstance(found, list):
             return
         values: list[str] = []
         kind = rule.kind
