@@ -21,6 +21,7 @@ import json
 import re
 import sys
 from collections.abc import Iterator
+from itertools import islice
 from pathlib import Path
 
 from lxml import etree
@@ -211,9 +212,12 @@ def main() -> None:
     group.add_argument("--save", type=Path, help="write the digests to this file")
     group.add_argument("--check", type=Path, help="compare with the digests in this file")
     parser.add_argument("--extra", type=Path, help="a folder of more records (*.xml) to map")
+    parser.add_argument("--limit", type=int, default=0, help="map only the first N (0: all)")
     args = parser.parse_args()
     mapper = IsoMapper()
-    digests = {name: digest(mapper, name, data) for name, data in corpus(args.extra)}
+    records = corpus(args.extra)
+    chosen = islice(records, args.limit) if args.limit else records
+    digests = {name: digest(mapper, name, data) for name, data in chosen}
     if args.save:
         args.save.write_text(json.dumps(digests, indent=0, sort_keys=True), encoding="utf-8")
         print(f"{len(digests)} digests saved to {args.save}")
