@@ -163,6 +163,7 @@ def purge_source(store: RecordStore, source: SourceConfig, batch_size: int) -> R
             chunk = ids[start : start + 500]
             marks = ",".join("?" * len(chunk))
             db.conn.execute(f"DELETE FROM records WHERE id IN ({marks})", chunk)
+            db.conn.execute(f"DELETE FROM journal WHERE record_id IN ({marks})", chunk)
         dead = db.conn.execute("DELETE FROM rejections WHERE source = ?", (name,)).rowcount
         checkpoint = db.conn.execute("DELETE FROM checkpoints WHERE source = ?", (name,)).rowcount
         db.conn.execute("DELETE FROM source_versions WHERE source = ?", (name,))

@@ -22,6 +22,7 @@ def assert_consistent(store: RecordStore) -> None:
     names = store.graph_names()
     rows = list(store.db.iter_records())
     assert not [r for r in rows if r.pending], "journal entries left pending"
+    assert not store.db.pending_rows(), "journal entries left pending"
     for row in rows:
         parts = [store.catalog_record_ntriples(row)]
         if row.status == "active":

@@ -3,7 +3,8 @@ ordered for keyset paging) and ``set_counts`` (each set's size, so that a whole 
 ``completeListSize`` is one row instead of a count).
 
 :class:`SetIndex` works inside the transactions of :class:`aggregator.store.state.StateDB`:
-:meth:`SetIndex.put` as each record is written, :meth:`SetIndex.flush` just before commit
+:meth:`SetIndex.put` as each record is written (its new rows inserted a batch at a time by
+:meth:`SetIndex.flush_rows`), :meth:`SetIndex.flush` just before commit
 (the size changes collected since ``BEGIN``), :meth:`SetIndex.discard` on rollback.
 """
 
@@ -45,13 +46,30 @@ class SetIndex:
         self.conn = conn
         # rows added to (+) and taken from (-) each set in the open transaction
         self._delta: Counter[str] = Counter()
+        self._rows: list[tuple[int, str, str]] = []  # rows to insert (flush_rows)
 
-    def put(self, record_id: int, source: str, status: str, themes: str, modified: str) -> None:
+    def put(
+        self,
+        record_id: int,
+        source: str,
+        status: str,
+        themes: str,
+        modified: str,
+        *,
+        new: bool = False,
+    ) -> None:
         """Keep ``record_sets`` (the OAI-PMH set index) in step with one record's new state.
 
         Rejected records are in no set. A withdrawal keeps the theme sets the record was in
         (its themes go with its content), so selective harvesters see the deleted header.
+        ``new``: the record was not in the database before, so it has no rows to drop. The
+        new rows are inserted by :meth:`flush_rows`, a batch at a time.
         """
+        if new:
+            if status in ("active", "withdrawn"):
+                self._add(record_id, record_set_specs(source, themes), modified)
+            return
+        self.flush_rows()  # the rows this record may have been given earlier in the batch
         conn = self.conn
         if status not in ("active", "withdrawn"):
             self._drop(record_id)
@@ -65,11 +83,20 @@ class SetIndex:
             )
             specs += [str(r[0]) for r in cur]
         self._drop(record_id)
-        conn.executemany(
-            "INSERT INTO record_sets (record_id, set_spec, modified) VALUES (?,?,?)",
-            [(record_id, spec, modified) for spec in specs],
-        )
+        self._add(record_id, specs, modified)
+
+    def _add(self, record_id: int, specs: list[str], modified: str) -> None:
+        self._rows += [(record_id, spec, modified) for spec in specs]
         self._delta.update(specs)
+
+    def flush_rows(self) -> None:
+        """Insert the rows :meth:`put` collected (inside the transaction of the puts)."""
+        if self._rows:
+            self.conn.executemany(
+                "INSERT INTO record_sets (record_id, set_spec, modified) VALUES (?,?,?)",
+                self._rows,
+            )
+            self._rows = []
 
     def _drop(self, record_id: int) -> None:
         cur = self.conn.execute(
@@ -79,6 +106,7 @@ class SetIndex:
 
     def flush(self) -> None:
         """Add the open transaction's changes to ``set_counts`` (just before it commits)."""
+        self.flush_rows()
         if not self._delta:
             return
         self.conn.executemany(
@@ -91,6 +119,7 @@ class SetIndex:
     def discard(self) -> None:
         """The transaction was rolled back: forget its changes."""
         self._delta.clear()
+        self._rows = []
 
     def count_all(self) -> None:
         """Count every set afresh (a store made before ``set_counts`` existed)."""
@@ -109,3 +138,4 @@ class SetIndex:
         ).fetchall()
         for rid, source, status, themes, modified in rows:
             self.put(int(rid), source, status, themes or "", modified)
+        self.flush_rows()

@@ -5,7 +5,8 @@ What each table is for: :mod:`aggregator.store.state` (records, payloads, the jo
 (rejections). The indexes serve the keyset paging of the OAI-PMH provider and the catalogue
 (``records_modified``, ``record_sets_page``, with ``set_counts`` for whole-set sizes), the
 skip-by-date look-up of a re-harvest
-(``records_stamps``, covering) and the journal replay (``records_journal``).
+(``records_stamps``, covering) and the journal replay (the ``journal`` table; ``records_journal``
+for the marks of stores made before it).
 """
 
 SCHEMA = """
@@ -38,7 +39,13 @@ CREATE INDEX IF NOT EXISTS records_modified ON records (modified, id);
 -- covers the skip-by-date lookup of every harvested record: rows carry ~10 KB graph blobs
 CREATE INDEX IF NOT EXISTS records_stamps ON records (source, local_id, source_datestamp, status);
 CREATE INDEX IF NOT EXISTS records_source_status ON records (source, status);
--- the journal: rows whose write (pending = its generation) may not be in the graphs yet
+-- the journal: record id -> the generation of its write, while the graphs may not hold it yet
+-- (a small table of its own: clearing a mark in the records row rewrote the row's graph blobs)
+CREATE TABLE IF NOT EXISTS journal (
+    record_id INTEGER PRIMARY KEY,
+    generation INTEGER NOT NULL
+);
+-- rows a store made before the journal table marked pending (records.pending = generation)
 DROP INDEX IF EXISTS records_pending;
 CREATE INDEX IF NOT EXISTS records_journal ON records (id) WHERE pending != 0;
 CREATE INDEX IF NOT EXISTS records_dataset ON records (dataset_iri);

@@ -1,11 +1,14 @@
 """The SQLite side of the record store: record state, the write journal, payloads, jobs.
 
 SQLite is the authority on each record's state. A write first commits the new state of a
-batch here with ``pending`` set to the batch's generation (the journal), then brings the graph
-store to that state, then clears ``pending`` of the rows that still hold that generation: a
-later batch that wrote the same record again keeps its own mark. Whatever the moment a process
-dies, the rows hold either the old or the new state, and rows still ``pending`` are compared
-with the graph store, and repaired, when the store is next opened.
+batch here and, in the same transaction, marks each record in the ``journal`` table with the
+batch's generation (record id -> generation), then brings the graph store to that state, then
+deletes the marks that still hold that generation: a later batch that wrote the same record
+again keeps its own mark. Whatever the moment a process dies, the rows hold either the old or
+the new state, and rows still marked are compared with the graph store, and repaired, when
+the store is next opened. (Stores made before the ``journal`` table marked the rows
+themselves, in ``records.pending``; such marks are still replayed. Clearing a mark in the row
+rewrote the whole row, graph blobs and all.)
 
 The same rows carry the canonical N-Triples of each dataset, so the republishing layer can
 serve records without touching the graph store (whose datatypes change on insert).
@@ -80,7 +83,7 @@ class RecordRow:
     url: str | None
     themes: str
     findings: str
-    pending: int
+    pending: int  # the row's own mark (stores made before the journal table); see pending_rows
 
     @classmethod
     def from_row(cls, row: Sequence[Any]) -> RecordRow:
@@ -308,49 +311,90 @@ class StateDB:
     def upsert(self, writes: Sequence[RecordWrite], generation: int) -> list[int]:
         """Write new states marked pending with the batch's ``generation`` (from
         :meth:`next_generation`, never handed out twice); return the record ids. Call inside
-        begin()."""
+        begin().
+
+        A batch at a time: the ids of the records already held are read in one query and a
+        new record gets the id SQLite would give it (the highest so far plus one: the
+        transaction holds the write lock), so that the rows go in by ``executemany``; the
+        marks go to the ``journal`` table, not to the rows, so that clearing them does not
+        rewrite each row with its graph blobs."""
+        held = self._record_ids(writes)
+        next_id = self._max_record_id() + 1
+        inserts: list[tuple[Any, ...]] = []
+        updates: list[tuple[Any, ...]] = []
         ids: list[int] = []
         for w in writes:
-            row = self.conn.execute(
-                """INSERT INTO records (source, local_id, record_iri, dataset_iri, status,
-                    content_hash, first_seen, modified, source_datestamp, job_id, seen_job, format,
-                    payload_sha, url, themes, ntriples, catalog_ntriples, findings, pending)
-                VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)
-                ON CONFLICT (source, local_id) DO UPDATE SET
-                    record_iri = excluded.record_iri, dataset_iri = excluded.dataset_iri,
-                    status = excluded.status, content_hash = excluded.content_hash,
-                    modified = excluded.modified, source_datestamp = excluded.source_datestamp,
-                    job_id = excluded.job_id, seen_job = excluded.seen_job,
-                    format = excluded.format, payload_sha = excluded.payload_sha,
-                    url = excluded.url, themes = excluded.themes, ntriples = excluded.ntriples,
-                    catalog_ntriples = excluded.catalog_ntriples, findings = excluded.findings,
-                    pending = excluded.pending
-                RETURNING id""",
-                (
-                    w.source,
-                    w.local_id,
-                    w.record_iri,
-                    w.dataset_iri,
-                    w.status,
-                    w.content_hash,
-                    w.first_seen,
-                    w.modified,
-                    w.source_datestamp,
-                    w.job_id,
-                    w.job_id,
-                    w.format,
-                    w.payload_sha,
-                    w.url,
-                    w.themes,
-                    w.packed_ntriples or pack_graph(w.ntriples) or None,
-                    w.packed_catalog or pack_graph(w.catalog_ntriples) or None,
-                    w.findings,
-                    generation,
-                ),
-            ).fetchone()
-            ids.append(int(row[0]))
-            self.sets.put(int(row[0]), w.source, w.status, w.themes, w.modified)
+            state = (
+                w.record_iri,
+                w.dataset_iri,
+                w.status,
+                w.content_hash,
+                w.modified,
+                w.source_datestamp,
+                w.job_id,
+                w.job_id,
+                w.format,
+                w.payload_sha,
+                w.url,
+                w.themes,
+                w.packed_ntriples or pack_graph(w.ntriples) or None,
+                w.packed_catalog or pack_graph(w.catalog_ntriples) or None,
+                w.findings,
+            )
+            key = (w.source, w.local_id)
+            rid = held.get(key)
+            existed = rid is not None
+            if rid is None:
+                rid = held[key] = next_id
+                next_id += 1
+                inserts.append((rid, w.source, w.local_id, w.first_seen, *state))
+            else:
+                updates.append((*state, rid))
+            ids.append(rid)
+            self.sets.put(rid, w.source, w.status, w.themes, w.modified, new=not existed)
+        self.conn.executemany(
+            "INSERT INTO records (id, source, local_id, first_seen, record_iri, dataset_iri,"
+            " status, content_hash, modified, source_datestamp, job_id, seen_job, format,"
+            " payload_sha, url, themes, ntriples, catalog_ntriples, findings, pending)"
+            " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,0)",
+            inserts,
+        )
+        self.conn.executemany(
+            "UPDATE records SET record_iri = ?, dataset_iri = ?, status = ?, content_hash = ?,"
+            " modified = ?, source_datestamp = ?, job_id = ?, seen_job = ?, format = ?,"
+            " payload_sha = ?, url = ?, themes = ?, ntriples = ?, catalog_ntriples = ?,"
+            " findings = ?, pending = 0 WHERE id = ?",
+            updates,
+        )
+        self.conn.executemany(
+            "INSERT INTO journal (record_id, generation) VALUES (?, ?)"
+            " ON CONFLICT (record_id) DO UPDATE SET generation = excluded.generation",
+            [(rid, generation) for rid in ids],
+        )
+        self.sets.flush_rows()
         return ids
+
+    def _record_ids(self, writes: Sequence[RecordWrite]) -> dict[tuple[str, str], int]:
+        """(source, local_id) -> id of the records of ``writes`` the database holds."""
+        by_source: dict[str, list[str]] = {}
+        for w in writes:
+            by_source.setdefault(w.source, []).append(w.local_id)
+        out: dict[tuple[str, str], int] = {}
+        for source, local_ids in by_source.items():
+            ids = list(dict.fromkeys(local_ids))
+            for start in range(0, len(ids), 500):
+                chunk = ids[start : start + 500]
+                marks = ",".join("?" * len(chunk))
+                cur = self.conn.execute(
+                    f"SELECT local_id, id FROM records WHERE source = ? AND local_id IN ({marks})",
+                    (source, *chunk),
+                )
+                out.update(((source, str(lid)), int(rid)) for lid, rid in cur)
+        return out
+
+    def _max_record_id(self) -> int:
+        row = self.conn.execute("SELECT max(id) FROM records").fetchone()
+        return int(row[0] or 0)
 
     def _build_once(self, meta_key: str, build: Callable[[], None]) -> None:
         """Run ``build`` and note ``meta_key`` in one transaction."""
@@ -364,12 +408,19 @@ class StateDB:
             raise
 
     def pending_rows(self, after: int = 0, limit: int = 500) -> list[RecordRow]:
-        """Rows whose write the graph store may not hold yet, in id order after ``after``
-        (``pending`` is the generation of the write; 1 in a store made before generations)."""
+        """Rows whose write the graph store may not hold yet, in id order after ``after``,
+        with ``pending`` the generation of the write: the ``journal`` table's mark, or the
+        row's own (stores made before the journal table marked the rows; 1 in a store made
+        before generations)."""
+        cols = ", ".join(f"r.{c.strip()}" for c in RECORD_COLUMNS.split(",")[:-1])
         cur = self.conn.execute(
-            f"SELECT {RECORD_COLUMNS} FROM records WHERE pending != 0 AND id > ?"
-            " ORDER BY id LIMIT ?",
-            (after, limit),
+            f"SELECT {cols}, coalesce(j.generation, r.pending) FROM records r"
+            " LEFT JOIN journal j ON j.record_id = r.id WHERE r.id IN ("
+            " SELECT * FROM (SELECT record_id FROM journal WHERE record_id > ?"
+            " ORDER BY record_id LIMIT ?) UNION"
+            " SELECT * FROM (SELECT id FROM records WHERE pending != 0 AND id > ?"
+            " ORDER BY id LIMIT ?)) ORDER BY r.id LIMIT ?",
+            (after, limit, after, limit, limit),
         )
         return [RecordRow.from_row(r) for r in cur]
 
@@ -378,9 +429,10 @@ class StateDB:
 
     def clear_pending_rows(self, rows: Sequence[RecordRow]) -> None:
         """Clear the marks of rows as read (each only if no later write marked it since)."""
-        self.conn.executemany(
-            "UPDATE records SET pending = 0 WHERE id = ? AND pending = ?",
-            [(r.id, r.pending) for r in rows],
+        marks = [(r.id, r.pending) for r in rows]
+        self.conn.executemany("DELETE FROM journal WHERE record_id = ? AND generation = ?", marks)
+        self.conn.executemany(  # the marks of a store made before the journal table
+            "UPDATE records SET pending = 0 WHERE id = ? AND pending = ?", marks
         )
 
     # -- payloads ---------------------------------------------------------------------------
@@ -480,7 +532,7 @@ def clear_pending(conn: sqlite3.Connection, generation: int, ids: Sequence[int])
         chunk = list(ids[start : start + 500])
         marks = ",".join("?" * len(chunk))
         conn.execute(
-            f"UPDATE records SET pending = 0 WHERE id IN ({marks}) AND pending = ?",
+            f"DELETE FROM journal WHERE record_id IN ({marks}) AND generation = ?",
             (*chunk, generation),
         )
 
