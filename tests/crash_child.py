@@ -89,7 +89,8 @@ def main(config: str, source: str, graph_iri: str, newer: str, marker: str) -> N
     graphs = KillBetweenGraphWrites(
         OxigraphGraphs(path / "graphs"), path / "state.sqlite3", graph_iri, newer, Path(marker)
     )
-    with RecordStore(path, settings.base_iri, graphs=graphs) as store:
+    # batch by batch (no gathering of batches into one load): the kill point is between two
+    with RecordStore(path, settings.base_iri, graphs=graphs, gather_records=1) as store:
         run_source(settings, store, source, RunOptions(full=True), http=HttpClient(settings.http))
     Path(marker).write_text("the harvest ended without reaching the kill point")
     sys.exit(4)

@@ -3,7 +3,7 @@ harvester (sickle), the dcat mapper, SHACL, and an on-disk record store."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -545,3 +545,36 @@ def test_batches_are_published_for_readers_only(
         assert env.store.shelf.generation == env.store.db.generation()  # the end, always
     finally:
         reader.close()
+
+
+@pytest.mark.parametrize(("gather", "loads"), [(None, 1), (1, 5)])
+def test_batches_are_gathered_into_bulk_loads(env: Env, gather: int | None, loads: int) -> None:
+    """With nobody reading the snapshots, the journalled batches (five of five records) go to
+    the graph store in one bulk load, and every mark is cleared; ``gather_records=1`` loads
+    them one by one; a re-harvest that updates two records replaces their graphs either way
+    (``test_store_graphs`` covers a record written by two gathered batches)."""
+    from aggregator.store.graphs import GraphContent, OxigraphGraphs
+
+    calls: list[int] = []
+
+    class Counted(OxigraphGraphs):
+        def replace(self, contents: Sequence[GraphContent]) -> None:
+            calls.append(len(contents))
+            super().replace(contents)
+
+    env.store.close()
+    extra = {} if gather is None else {"gather_records": gather}
+    graphs = Counted(env.settings.store_path / "graphs")
+    env.store = RecordStore(env.settings.store_path, BASE, graphs=graphs, **extra)
+    env.settings = replace(env.settings, harvest=replace(env.settings.harvest, batch_size=5))
+    job = env.run()
+    assert counts(job) == {"added": 25}
+    assert calls == [5] * loads if gather else calls == [25]
+    assert not env.store.db.pending_rows()
+    assert_consistent(env.store)
+    env.items.put(item(3, revision=1))
+    env.items.put(item(4, revision=1))
+    calls.clear()
+    job = env.run(full=True)
+    assert counts(job) == {"updated": 2, "skipped": 23}
+    assert_consistent(env.store)

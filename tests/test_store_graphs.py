@@ -87,3 +87,26 @@ def test_stale_contents_finds_exactly_the_graphs_that_differ(tmp_path: Path) -> 
     graphs.replace(stale)
     assert stale_contents(graphs, wanted) == []
     graphs.close()
+
+
+def test_gathered_batches_load_each_record_at_its_last_content() -> None:
+    """Batches gathered into one bulk load (store/applier.py): a record written by two of
+    them is loaded once, at its second content, and its old graph is replaced if either
+    write found one."""
+    from aggregator.store.applier import merged
+
+    def content(iri: str, text: str, existed: bool) -> GraphContent:
+        return GraphContent(iri, ((f'<{iri}> {P} "{text}" .\n'.encode(), "s"),), existed)
+
+    first = [content("http://e/x", "x1", False), content("http://e/y", "y1", True)]
+    second = [content("http://e/x", "x2", True), content("http://e/z", "z2", False)]
+    out = merged([(first, [1, 2], 7), (second, [1, 3], 8)])
+    assert sorted((c.graph_iri, c.parts[0][0].decode().split('"')[1], c.existed) for c in out) == [
+        ("http://e/x", "x2", True),
+        ("http://e/y", "y1", True),
+        ("http://e/z", "z2", False),
+    ]
+    again = [content("http://e/y", "y2", False)]  # cannot come after a write, but is kept safe
+    (y,) = [c for c in merged([(first, [1, 2], 7), (again, [2], 8)]) if c.graph_iri == "http://e/y"]
+    assert y.existed and b"y2" in y.parts[0][0]
+    assert merged([(first, [1, 2], 7)]) is first

@@ -1,16 +1,26 @@
 """Bring the graph store up to the journal, in order, in a background thread.
 
-The record store commits each batch to SQLite (``pending`` = the batch's generation) and hands
-the graph contents to this thread, which loads them and clears ``pending`` through its own
-SQLite connection, only on the rows that still carry that generation (a record written again
-by a later batch keeps the later batch's mark until that batch is loaded). If
-it fails (disk full, a bug), it stops taking work and the error is raised to the writer at the
-next call; the journal still holds every batch, so reopening the store replays them.
+The record store commits each batch to SQLite (each record marked in the ``journal`` table
+with the batch's generation) and hands the graph contents to this thread, which loads them
+and deletes the marks through its own SQLite connection, only those that still carry the
+batch's generation (a record written again by a later batch keeps the later batch's mark
+until that batch is loaded). If it fails (disk full, a bug), it stops taking work and the
+error is raised to the writer at the next call; the journal still holds every batch, so
+reopening the store replays them.
 
-After each batch it calls ``on_applied(generation)``: the graph store then holds exactly the
-committed state of that generation (batches are applied in commit order and nothing else
-writes the graphs meanwhile), which is when the record store publishes a snapshot for the
-readers.
+While nobody reads the graph store's snapshots (``gather()`` says so; with a reader, each
+batch is loaded and published as it comes), consecutive batches are gathered into one bulk
+load of at least ``gather_records`` records (or whatever arrived within ``gather_seconds`` of
+the first, or when the writer waits for the graph store): each bulk load writes a set of files that RocksDB compacts into the rest of the
+store, so a few big loads cost far less CPU per record than many small ones (at 20,000
+records, ~1,100 instead of ~1,400 us a record in loads of 4,000 rather than 1,000). Nothing
+about crash safety changes: every gathered batch is journalled already, and its marks are
+deleted only once its graphs are loaded.
+
+After each load it calls ``on_applied(generation)`` with the last batch's generation: the
+graph store then holds exactly the committed state of that generation (batches are applied
+in commit order and nothing else writes the graphs meanwhile), which is when the record store
+publishes a snapshot for the readers.
 """
 
 from __future__ import annotations
@@ -19,7 +29,9 @@ import logging
 import queue
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from aggregator.errors import StoreError
@@ -29,6 +41,24 @@ from aggregator.store.state import clear_pending
 log = logging.getLogger(__name__)
 
 Batch = tuple[list[GraphContent], list[int], int]  # contents, record ids, generation
+GATHER_RECORDS = 4000  # records per bulk load, at least (unless the writer waits)
+GATHER_SECONDS = 30.0  # a batch waits no longer than this for others to join it
+_FLUSH: Batch = ([], [], -1)  # put by wait(): load what is gathered now
+
+
+def merged(batches: Sequence[Batch]) -> list[GraphContent]:
+    """The contents of consecutive batches as one load: a record written by several of them
+    gets its last content, replacing the graph if any of its writes found one."""
+    if len(batches) == 1:
+        return batches[0][0]
+    out: dict[str, GraphContent] = {}
+    for contents, _, _ in batches:
+        for c in contents:
+            prev = out.pop(c.graph_iri, None)
+            if prev is not None and prev.existed and not c.existed:
+                c = replace(c, existed=True)
+            out[c.graph_iri] = c
+    return list(out.values())
 
 
 class GraphApplier:
@@ -38,10 +68,16 @@ class GraphApplier:
         db_path: Path,
         max_batches: int = 2,
         on_applied: Callable[[int], None] | None = None,
+        gather_records: int = GATHER_RECORDS,
+        gather_seconds: float = GATHER_SECONDS,
+        gather: Callable[[], bool] = lambda: True,
     ) -> None:
         self.graphs = graphs
         self.db_path = db_path
         self.on_applied = on_applied
+        self.gather_records = gather_records
+        self.gather_seconds = gather_seconds
+        self.gather = gather
         self._q: queue.Queue[Batch | None] = queue.Queue(maxsize=max_batches)
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, name="graph-applier", daemon=True)
@@ -50,30 +86,50 @@ class GraphApplier:
     def _run(self) -> None:
         conn = sqlite3.connect(self.db_path, isolation_level=None)
         conn.execute("PRAGMA busy_timeout = 60000")
+        held: list[Batch] = []  # gathered, not loaded yet
+        owed = 0  # items taken from the queue and not marked done yet
+        deadline = 0.0
         try:
             while True:
-                item = self._q.get()
                 try:
-                    if item is None:
-                        return
-                    if self._error is not None:
-                        continue  # drain without applying: the journal keeps the rest
-                    contents, ids, generation = item
-                    self.graphs.replace(contents)
-                    conn.execute("BEGIN IMMEDIATE")
-                    clear_pending(conn, generation, ids)
-                    conn.execute("COMMIT")
-                    if self.on_applied is not None:
-                        self.on_applied(generation)
-                except BaseException as err:  # kept and raised in the writer's thread
-                    log.exception("applying journalled writes to the graph store failed")
-                    self._error = err
-                    if conn.in_transaction:
-                        conn.execute("ROLLBACK")
-                finally:
+                    wait = max(0.0, deadline - time.monotonic()) if held else None
+                    item = self._q.get(timeout=wait)
+                    owed += 1
+                except queue.Empty:
+                    item = _FLUSH  # the first gathered batch waited long enough
+                if item is not None and item is not _FLUSH and self._error is None:
+                    if not held:
+                        deadline = time.monotonic() + self.gather_seconds
+                    held.append(item)
+                    gathered = sum(len(ids) for _, ids, _ in held)
+                    if gathered < self.gather_records and self.gather():
+                        continue
+                self._apply(conn, held)
+                held = []
+                for _ in range(owed):
                     self._q.task_done()
+                owed = 0
+                if item is None:
+                    return
         finally:
             conn.close()
+
+    def _apply(self, conn: sqlite3.Connection, batches: list[Batch]) -> None:
+        if not batches or self._error is not None:
+            return  # a failed applier drains without applying: the journal keeps the rest
+        try:
+            self.graphs.replace(merged(batches))
+            conn.execute("BEGIN IMMEDIATE")
+            for _, ids, generation in batches:
+                clear_pending(conn, generation, ids)
+            conn.execute("COMMIT")
+            if self.on_applied is not None:
+                self.on_applied(batches[-1][2])
+        except BaseException as err:  # kept and raised in the writer's thread
+            log.exception("applying journalled writes to the graph store failed")
+            self._error = err
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
 
     @property
     def failed(self) -> BaseException | None:
@@ -92,6 +148,9 @@ class GraphApplier:
         self._q.put((list(contents), list(ids), generation))
 
     def wait(self) -> None:
+        """Load what is queued and gathered; raise what the thread hit."""
+        if self._thread.is_alive():
+            self._q.put(_FLUSH)
         self._q.join()
         self.check()
 

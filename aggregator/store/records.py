@@ -42,7 +42,7 @@ from urllib.parse import quote
 from pyoxigraph import Literal, NamedNode
 
 from aggregator.jobs.journal import JobLog, Jobs, now_iso
-from aggregator.store.applier import GraphApplier
+from aggregator.store.applier import GATHER_RECORDS, GraphApplier
 from aggregator.store.graphs import GraphBackend, GraphContent, OxigraphGraphs, stale_contents
 from aggregator.store.rejections import DeadLetter, close_rejections, keep_dead_letters
 from aggregator.store.snapshots import SnapshotShelf, remove_stale_shelves
@@ -223,7 +223,16 @@ def snapshot_shelf(path: Path) -> SnapshotShelf:
 
 
 class RecordStore(StoreReads):
-    def __init__(self, path: Path, base_iri: str, graphs: GraphBackend | None = None) -> None:
+    def __init__(
+        self,
+        path: Path,
+        base_iri: str,
+        graphs: GraphBackend | None = None,
+        *,
+        gather_records: int = GATHER_RECORDS,
+    ) -> None:
+        """Open (or make) the store at ``path`` as its one writer. ``gather_records``: the
+        graph store is loaded in bulk loads of at least this many records (``applier.py``)."""
         super().__init__(path, base_iri)
         # The writer lock comes first: it makes this process the only writer.
         self._writer = WriterLock(path)
@@ -243,7 +252,11 @@ class RecordStore(StoreReads):
         self.shelf = snapshot_shelf(path) if isinstance(self.graphs, OxigraphGraphs) else None
         self.recovery = self.recover()
         self._applier = GraphApplier(
-            self.graphs, path / "state.sqlite3", on_applied=self._publish_for_readers
+            self.graphs,
+            path / "state.sqlite3",
+            on_applied=self._publish_for_readers,
+            gather_records=gather_records,
+            gather=self._nobody_reads,
         )
         stale = self.jobs.fail_stale()
         if stale:
@@ -298,8 +311,9 @@ class RecordStore(StoreReads):
         """Apply one batch: journal it in SQLite now; the graphs follow in the applier thread.
 
         Returns once the batch is durable in SQLite (the journal). The graph store catches
-        up in order in a background thread (pyoxigraph releases the GIL while loading), so
-        mapping the next batch overlaps with loading this one; :meth:`sync` waits for it.
+        up in order in a background thread (pyoxigraph releases the GIL while loading), which
+        gathers consecutive batches into bigger bulk loads (``applier.py``), so mapping the
+        next batches overlaps with loading this one; :meth:`sync` waits for it.
         """
         self._applier.check()
         db = self.db
@@ -355,6 +369,11 @@ class RecordStore(StoreReads):
             self.db.rollback()
             raise
         self._publish(generation)
+
+    def _nobody_reads(self) -> bool:
+        """Whether the graph store may be loaded in gathered batches: an embedded store whose
+        snapshots nobody reads now (a reader is given each batch as it is loaded)."""
+        return self.shelf is not None and not self.shelf.has_readers()
 
     def _publish_for_readers(self, generation: int) -> None:
         """After a batch: publish only while some process reads the shelf (``serve``). A
