@@ -13,9 +13,9 @@ from __future__ import annotations
 import copyreg
 import gc
 import hashlib
-from operator import attrgetter
 from collections.abc import Sequence
 from dataclasses import dataclass, fields, replace
+from operator import attrgetter
 from typing import Any
 
 from aggregator.categorisation import categorise

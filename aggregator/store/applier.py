@@ -11,12 +11,12 @@ reopening the store replays them.
 While nobody reads the graph store's snapshots (``gather()`` says so; with a reader, each
 batch is loaded and published as it comes), consecutive batches are gathered into one bulk
 load of at least ``gather_records`` records (or whatever arrived within ``gather_seconds`` of
-the first, or when the writer waits for the graph store): each bulk load writes a set of files that RocksDB compacts into the rest of the
-store, so fewer, bigger loads cost less CPU per record (loading 20,000 records' quads into
-a fresh store, compactions included: ~1,130 us a record in loads of 2,000 against
-~1,330-1,520 in loads of 1,000; loads of 4,000 saved no more and took ~200 MB more RSS). Nothing
-about crash safety changes: every gathered batch is journalled already, and its marks are
-deleted only once its graphs are loaded.
+the first, or when the writer waits for the graph store). Each bulk load writes a set of
+files that RocksDB compacts into the rest of the store, so fewer, bigger loads cost less CPU
+per record (loading 20,000 records' quads into a fresh store, compactions included: ~1,130
+us a record in loads of 2,000 against ~1,330-1,520 in loads of 1,000; loads of 4,000 saved
+no more and took ~200 MB more RSS). Nothing about crash safety changes: every gathered batch
+is journalled already, and its marks are deleted only once its graphs are loaded.
 
 After each load it calls ``on_applied(generation)`` with the last batch's generation: the
 graph store then holds exactly the committed state of that generation (batches are applied
