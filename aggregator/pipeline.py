@@ -38,7 +38,7 @@ from aggregator.logjson import in_job, job_context
 from aggregator.mapping.base import MappingContext
 from aggregator.models import JobStatus, Outcome, RawRecord
 from aggregator.plugins import harvesters
-from aggregator.processing import Processed, build_chain, process_chunk, rejoin
+from aggregator.processing import Lean, build_chain, process_chunk, rejoin
 from aggregator.store.records import RecordStore
 
 log = logging.getLogger(__name__)
@@ -258,7 +258,7 @@ def _run_source(
     status, message = JobStatus.SUCCEEDED, ""
     prefetch: _Prefetch | None = None
     up_to_date: UpToDate | None = None
-    in_flight: deque[tuple[Future[list[Processed]], list[RawRecord]]] = deque()
+    in_flight: deque[tuple[Future[list[Lean]], list[RawRecord]]] = deque()
     listed: deque[int] = deque()  # records listed in each chunk in flight
     stored = [0]  # records listed and stored (or skipped, rejected): their batch is written
     progress = _Progress(store, writer, listing, src.name, job.id, active=opts.lister is None)
@@ -384,7 +384,7 @@ class _Progress:
 
 def _safe_drain(
     writer: BatchWriter,
-    in_flight: deque[tuple[Future[list[Processed]], list[RawRecord]]],
+    in_flight: deque[tuple[Future[list[Lean]], list[RawRecord]]],
     listed: deque[int],
     stored: list[int],
     progress: _Progress,

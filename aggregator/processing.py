@@ -53,8 +53,26 @@ def build_chain(steps: Sequence[ValidationStep]) -> list[Validator]:
     return [validator(step) for step in steps]
 
 
+#: labelled findings already made in this process, by (finding, label): most of a source's
+#: findings are the same for every record (the same recommended property missing), so they
+#: are made once and shared, and a chunk's results pickle each of them once
+_labelled_cache: dict[tuple[Finding, str | None], Finding] = {}
+_LABELLED_CACHE_MAX = 4096
+
+
+def _label(finding: Finding, label: str | None) -> Finding:
+    key = (finding, label)
+    labelled = _labelled_cache.get(key)
+    if labelled is None:
+        if len(_labelled_cache) >= _LABELLED_CACHE_MAX:
+            _labelled_cache.clear()
+        labelled = finding if finding.step == label else replace(finding, step=label)
+        _labelled_cache[key] = labelled
+    return labelled
+
+
 def _labelled(findings: Sequence[Finding], step: ValidationStep) -> tuple[Finding, ...]:
-    return tuple(replace(f, step=step.label) for f in findings)
+    return tuple(_label(f, step.label) for f in findings)
 
 
 def _record_error(err: AggregatorError, step: ValidationStep | None) -> Finding:
@@ -76,6 +94,11 @@ class Prepared:
     packed_catalog: bytes
     nquads: bytes
 
+    def __reduce__(self) -> tuple[type[Prepared], tuple[str, bytes, bytes, bytes]]:
+        # a worker's results are pickled: a plain tuple of the fields is half the cost of
+        # the dataclass's own state protocol (which looks its fields up on every call)
+        return Prepared, (self.record_iri, self.packed_ntriples, self.packed_catalog, self.nquads)
+
 
 @dataclass(frozen=True, slots=True)
 class Checked:
@@ -89,6 +112,11 @@ class Checked:
     def conforms(self) -> bool:
         return not any(f.severity is Severity.VIOLATION for f in self.findings)
 
+    def __reduce__(
+        self,
+    ) -> tuple[type[Checked], tuple[MappedDataset, tuple[Finding, ...], Prepared | None]]:
+        return Checked, (self.dataset, self.findings, self.prepared)
+
 
 @dataclass(frozen=True, slots=True)
 class Processed:
@@ -97,6 +125,13 @@ class Processed:
     failure: tuple[Finding, ...] = ()  # the record as a whole failed (parse, map, payload check)
     payload_sha: str = ""
     packed_payload: bytes = b""
+
+
+#: What a worker sends back for one record (:func:`process_chunk`): the checked datasets
+#: (lean: no unpacked N-Triples, the prepared forms carry them), the record's failure, the
+#: payload's SHA-256 and its packed form. No raw record: the store's process has it
+#: (:func:`rejoin`).
+Lean = tuple[tuple[Checked, ...], tuple[Finding, ...], str, bytes]
 
 
 def prepare(ds: MappedDataset, ctx: MappingContext) -> Prepared:
@@ -110,15 +145,6 @@ def prepare(ds: MappedDataset, ctx: MappingContext) -> Prepared:
         packed_ntriples=pack_graph(ds.ntriples),
         packed_catalog=pack_graph(ds.catalog_ntriples),
         nquads=to_nquads(content),
-    )
-
-
-def _with_payload(result: Processed) -> Processed:
-    raw = result.raw
-    return replace(
-        result,
-        payload_sha=hashlib.sha256(raw.payload).hexdigest(),
-        packed_payload=pack(raw.payload),
     )
 
 
@@ -137,8 +163,26 @@ def process(
     stores with the record (and lists on the job). A payload that cannot be parsed fails the
     record in either case: there is nothing to map.
     """
+    checked, failure = _run(raw, ctx, chain, lenient, lean=False)
+    return Processed(raw, checked, failure, *_payload_forms(raw))
+
+
+def _payload_forms(raw: RawRecord) -> tuple[str, bytes]:
+    return hashlib.sha256(raw.payload).hexdigest(), pack(raw.payload)
+
+
+def _run(
+    raw: RawRecord,
+    ctx: MappingContext,
+    chain: Sequence[ValidationStep],
+    lenient: bool,
+    *,
+    lean: bool,
+) -> tuple[tuple[Checked, ...], tuple[Finding, ...]]:
+    """:func:`process` without the payload forms: (checked datasets, failure). ``lean``: the
+    datasets come without their unpacked N-Triples (the prepared forms carry them)."""
     if any(f.severity is Severity.VIOLATION for f in raw.findings):  # the harvester's own
-        return _with_payload(Processed(raw, failure=raw.findings))
+        return (), raw.findings
     payload = ParsedPayload(raw)
     carried: tuple[Finding, ...] = ()
     for step in chain:
@@ -148,20 +192,19 @@ def process(
         try:
             report = v.validate_payload(payload)
         except AggregatorError as err:
-            return _with_payload(Processed(raw, failure=(_record_error(err, step),)))
+            return (), (_record_error(err, step),)
         carried += _labelled(report.findings, step)  # a passing step's warnings come along
         if not report.conforms:
             if not lenient:
-                return _with_payload(Processed(raw, failure=carried))
+                return (), carried
             break
     try:
         datasets = _mapper(raw.format).map_payload(payload, ctx)
     except AggregatorError as err:
-        return _with_payload(Processed(raw, failure=(*carried, _record_error(err, None))))
+        return (), (*carried, _record_error(err, None))
     except Exception as err:  # a mapper bug must not stop the job: it is this record's error
         message = f"{type(err).__name__}: {err}"
-        crash = Finding(Stage.MAP, Severity.VIOLATION, "mapperCrash", message)
-        return _with_payload(Processed(raw, failure=(*carried, crash)))
+        return (), (*carried, Finding(Stage.MAP, Severity.VIOLATION, "mapperCrash", message))
     if ctx.categorisation is not None:  # after the format mapping, whatever the format
         datasets = [categorise(ds, ctx.categorisation) for ds in datasets]
     checked = []
@@ -171,20 +214,11 @@ def process(
             v = validator(step)
             if v.target == "graph":
                 findings.extend(_labelled(v.validate_graph(ds).findings, step))
-        checked.append(Checked(ds, tuple(findings), prepare(ds, ctx)))
-    return _with_payload(Processed(raw, checked=tuple(checked)))
-
-
-def _lean(p: Processed) -> Processed:
-    """What goes back to the store's process: no payload (it has the raw records) and no
-    unpacked N-Triples (the prepared forms carry them)."""
-    checked = tuple(
-        replace(c, dataset=replace(c.dataset, ntriples=b"", catalog_ntriples=b""))
-        if c.prepared
-        else c
-        for c in p.checked
-    )
-    return replace(p, raw=replace(p.raw, payload=b""), checked=checked)
+        prepared = prepare(ds, ctx)
+        if lean:
+            ds = replace(ds, ntriples=b"", catalog_ntriples=b"")
+        checked.append(Checked(ds, tuple(findings), prepared))
+    return tuple(checked), ()
 
 
 def _pickled_by_constructor(cls: type[Any]) -> None:
@@ -207,16 +241,23 @@ def process_chunk(
     ctx: MappingContext,
     chain: Sequence[ValidationStep],
     lenient: bool = False,
-) -> list[Processed]:
-    """Run in a worker: results are made lean; :func:`rejoin` restores them."""
+) -> list[Lean]:
+    """Run in a worker: lean results, which :func:`rejoin` makes whole again."""
     if gc.get_threshold()[0] < _WORKER_GC_THRESHOLD:  # see pipeline.relaxed_gc
         gc.set_threshold(_WORKER_GC_THRESHOLD)
-    return [_lean(process(r, ctx, chain, lenient=lenient)) for r in raws]
+    results: list[Lean] = []
+    for raw in raws:
+        checked, failure = _run(raw, ctx, chain, lenient, lean=True)
+        results.append((checked, failure, *_payload_forms(raw)))
+    return results
 
 
-def rejoin(results: Sequence[Processed], raws: Sequence[RawRecord]) -> list[Processed]:
-    """Put the raw records back into lean results (same order as submitted)."""
-    return [replace(p, raw=r) for p, r in zip(results, raws, strict=True)]
+def rejoin(results: Sequence[Lean], raws: Sequence[RawRecord]) -> list[Processed]:
+    """Lean results with their raw records (same order as submitted)."""
+    return [
+        Processed(raw, checked, failure, sha, packed)
+        for (checked, failure, sha, packed), raw in zip(results, raws, strict=True)
+    ]
 
 
 def dataset_ntriples(c: Checked) -> tuple[bytes, bytes]:

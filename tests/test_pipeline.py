@@ -3,6 +3,8 @@ harvester (sickle), the dcat mapper, SHACL, and an on-disk record store."""
 
 from __future__ import annotations
 
+import sqlite3
+import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
@@ -24,6 +26,7 @@ from aggregator.peers.sample_data import generate_dataset, generate_identifier
 from aggregator.peers.server import PeerServer
 from aggregator.pipeline import RunOptions, exit_code, run_source
 from aggregator.store.records import RecordStore
+from aggregator.store.state import ZSTD_MAGIC, pack, unpack
 
 T0 = datetime(2024, 3, 1, tzinfo=UTC)
 BASE = "http://127.0.0.1:8000/"
@@ -98,6 +101,31 @@ def test_first_harvest_pages_and_stores_everything(env: Env) -> None:
         " ?d a dcat:Dataset }"
     )
     assert next(iter(env.store.graphs.query(q)))[0].value == "25"  # type: ignore[call-overload]
+
+
+def test_payloads_are_kept_as_zstd_frames_and_older_zlib_rows_still_read(env: Env) -> None:
+    env.run()
+    row = env.store.record("portal", generate_identifier(4))
+    assert row is not None and row.payload_sha
+    with sqlite3.connect(env.store.path / "state.sqlite3") as db:
+        (packed,) = db.execute(
+            "SELECT data FROM payloads WHERE sha256 = ?", (row.payload_sha,)
+        ).fetchone()
+    assert packed[:4] == ZSTD_MAGIC and unpack(packed) == generate_dataset(4).rstrip(b"\n")
+    assert len(packed) < len(zlib.compress(unpack(packed), 1))
+    # a store written before zstd holds zlib streams: they read as before, and an unchanged
+    # record is still unchanged (its payload is compared by hash, not by packed bytes)
+    with sqlite3.connect(env.store.path / "state.sqlite3") as db:
+        for sha, data in db.execute("SELECT sha256, data FROM payloads").fetchall():
+            db.execute(
+                "UPDATE payloads SET data = ? WHERE sha256 = ?",
+                (zlib.compress(unpack(data), 1), sha),
+            )
+    env.reopen()
+    _media_type, payload = env.store.payload(row.payload_sha)  # type: ignore[misc]
+    assert payload == generate_dataset(4).rstrip(b"\n")
+    assert counts(env.run(full=True, force=True)) == {"unchanged": 25}
+    assert unpack(b"") == b"" and unpack(None) == b"" and unpack(pack(b"")) == b""
 
 
 def test_unchanged_records_are_not_rewritten(env: Env) -> None:
