@@ -94,10 +94,10 @@ class Prepared:
     packed_catalog: bytes
     nquads: bytes
 
-    def __reduce__(self) -> tuple[type[Prepared], tuple[str, bytes, bytes, bytes]]:
+    def __reduce__(self) -> tuple[type[Prepared], tuple[Any, ...]]:
         # a worker's results are pickled: a plain tuple of the fields is half the cost of
         # the dataclass's own state protocol (which looks its fields up on every call)
-        return Prepared, (self.record_iri, self.packed_ntriples, self.packed_catalog, self.nquads)
+        return Prepared, _PREPARED_FIELDS(self)
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,10 +112,12 @@ class Checked:
     def conforms(self) -> bool:
         return not any(f.severity is Severity.VIOLATION for f in self.findings)
 
-    def __reduce__(
-        self,
-    ) -> tuple[type[Checked], tuple[MappedDataset, tuple[Finding, ...], Prepared | None]]:
-        return Checked, (self.dataset, self.findings, self.prepared)
+    def __reduce__(self) -> tuple[type[Checked], tuple[Any, ...]]:
+        return Checked, _CHECKED_FIELDS(self)
+
+
+_PREPARED_FIELDS = attrgetter(*(f.name for f in fields(Prepared)))
+_CHECKED_FIELDS = attrgetter(*(f.name for f in fields(Checked)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,8 +165,12 @@ def process(
     stores with the record (and lists on the job). A payload that cannot be parsed fails the
     record in either case: there is nothing to map.
     """
-    checked, failure = _run(raw, ctx, chain, lenient, lean=False)
+    checked, failure = _run(raw, ctx, _steps(chain), lenient, lean=False)
     return Processed(raw, checked, failure, *_payload_forms(raw))
+
+
+def _steps(chain: Sequence[ValidationStep]) -> list[tuple[ValidationStep, Validator]]:
+    return [(step, validator(step)) for step in chain]
 
 
 def _payload_forms(raw: RawRecord) -> tuple[str, bytes]:
@@ -174,7 +180,7 @@ def _payload_forms(raw: RawRecord) -> tuple[str, bytes]:
 def _run(
     raw: RawRecord,
     ctx: MappingContext,
-    chain: Sequence[ValidationStep],
+    chain: Sequence[tuple[ValidationStep, Validator]],
     lenient: bool,
     *,
     lean: bool,
@@ -185,8 +191,7 @@ def _run(
         return (), raw.findings
     payload = ParsedPayload(raw)
     carried: tuple[Finding, ...] = ()
-    for step in chain:
-        v = validator(step)
+    for step, v in chain:
         if v.target != "payload":
             continue
         try:
@@ -210,8 +215,7 @@ def _run(
     checked = []
     for ds in datasets:
         findings: list[Finding] = [*carried, *ds.findings]
-        for step in chain:
-            v = validator(step)
+        for step, v in chain:
             if v.target == "graph":
                 findings.extend(_labelled(v.validate_graph(ds).findings, step))
         prepared = prepare(ds, ctx)
@@ -245,9 +249,10 @@ def process_chunk(
     """Run in a worker: lean results, which :func:`rejoin` makes whole again."""
     if gc.get_threshold()[0] < _WORKER_GC_THRESHOLD:  # see pipeline.relaxed_gc
         gc.set_threshold(_WORKER_GC_THRESHOLD)
+    steps = _steps(chain)
     results: list[Lean] = []
     for raw in raws:
-        checked, failure = _run(raw, ctx, chain, lenient, lean=True)
+        checked, failure = _run(raw, ctx, steps, lenient, lean=True)
         results.append((checked, failure, *_payload_forms(raw)))
     return results
 
