@@ -10,6 +10,7 @@ import random
 import pytest
 from lxml import etree
 
+from aggregator.harvest import gemini
 from aggregator.harvest.gemini import (
     RecordFacts,
     _without_envelope_namespaces,
@@ -262,3 +263,20 @@ def test_record_facts_are_the_three_xpaths(inner: str) -> None:
     file_id, stamp, level = _facts_field_by_field(record)
     facts = record_facts(record)
     assert facts == RecordFacts(file_id.strip(), parse_metadata_date(stamp), level.strip())
+
+
+def test_layouts_the_cut_does_not_fit_are_copied_without_trying_each_time(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Under pycsw's envelope (ten namespaces, its records using some) and after a record
+    the cut did not fit, records are copied straight away (the bytes are the copy's always)."""
+    monkeypatch.setattr(gemini, "_declined", {})
+    wide = " ".join(f'xmlns:n{i}="urn:n{i}"' for i in range(4))
+    (element,) = records_of(page(wide, SELF_CONTAINED))
+    assert serialise_embedded(element) == copied(element)
+    assert not gemini._declined
+    uses = '<gmd:MD_Metadata id="r"><gco:b/></gmd:MD_Metadata>'
+    envelope = f'xmlns:gmd="{GMD}" xmlns:gco="{GCO}"'
+    elements = [records_of(page(envelope, uses))[0] for _ in range(3)]
+    assert [serialise_embedded(e) for e in elements] == [copied(e) for e in elements]
+    assert list(gemini._declined.values()) == [gemini._DECLINED_FOR - 2]

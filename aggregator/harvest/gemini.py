@@ -103,17 +103,31 @@ def serialise_embedded(record: etree._Element) -> bytes:
     Copying a 12 KB record cost more than serialising it. Serialised in place, lxml declares
     on the record every namespace of the envelope it does not declare itself, after its own
     declarations (and the one of its own prefix); when the record uses none of those, they
-    are cut out and the bytes are the copy's. Otherwise, or if the start tag is not exactly
-    what that says, the copy is serialised (see :func:`_without_envelope_namespaces`)."""
+    are cut out and the bytes are the copy's (see :func:`_without_envelope_namespaces`).
+    That is tried only under an envelope of at most ``_MAX_ENVELOPE`` namespaces (each costs
+    a search of the bytes; pycsw's declares ten, and its records use some of them) and not
+    again for a while for records laid out like one it did not fit; otherwise, the copy."""
     parent = record.getparent()
-    if parent is not None:
-        inplace = etree.tostring(record, encoding="UTF-8", xml_declaration=False, with_tail=False)
-        standalone = _without_envelope_namespaces(record, parent, inplace)
-        if standalone is not None:
-            return standalone
+    if parent is not None and len(parent.nsmap) <= _MAX_ENVELOPE:
+        key, tag = _start_tag_of(record, parent)
+        if tag is not None and _declined.get(key, 0) <= 0:
+            inplace = etree.tostring(
+                record, encoding="UTF-8", xml_declaration=False, with_tail=False
+            )
+            standalone = _cut(tag, inplace)
+            if standalone is not None:
+                return standalone
+            _declined[key] = _DECLINED_FOR
+        elif tag is not None:
+            _declined[key] = _declined.get(key, 1) - 1
     return etree.tostring(
         copy.deepcopy(record), encoding="UTF-8", xml_declaration=False, with_tail=False
     )
+
+
+_MAX_ENVELOPE = 3  # namespaces in scope from the envelope
+_DECLINED_FOR = 32  # records of the same layout copied before the cut is tried again
+_declined: dict[tuple[object, ...], int] = {}
 
 
 _PLAIN_URI = re.compile(r"[^\"'<>&\s]*")  # written between double quotes as it is
@@ -192,15 +206,25 @@ def _without_envelope_namespaces(
     ones without those declarations. The start tag is checked byte for byte against that
     account; anything else (a default namespace from the envelope, a URI that would need
     escaping) answers None."""
+    tag = _start_tag_of(record, parent)[1]
+    return None if tag is None else _cut(tag, inplace)
+
+
+def _start_tag_of(
+    record: etree._Element, parent: etree._Element
+) -> tuple[tuple[object, ...], _StartTag | None]:
     inherited = tuple(d for a in (parent, *parent.iterancestors()) for d in _declared(a))
     key = (_declared(record), record.prefix or "", record.tag, inherited)
     tag = _start_tags.get(key, _UNKNOWN)
     if tag is _UNKNOWN:
         if len(_start_tags) >= 256:
             _start_tags.clear()
+            _declined.clear()
         tag = _start_tags[key] = _start_tag(key[0], key[1], etree.QName(record), inherited)
-    if tag is None:
-        return None
+    return key, tag
+
+
+def _cut(tag: _StartTag, inplace: bytes) -> bytes | None:
     if not tag.cut:
         return inplace
     if any(mark in inplace for mark in tag.marks):
