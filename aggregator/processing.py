@@ -94,11 +94,6 @@ class Prepared:
     packed_catalog: bytes
     nquads: bytes
 
-    def __reduce__(self) -> tuple[type[Prepared], tuple[Any, ...]]:
-        # a worker's results are pickled: a plain tuple of the fields is half the cost of
-        # the dataclass's own state protocol (which looks its fields up on every call)
-        return Prepared, _PREPARED_FIELDS(self)
-
 
 @dataclass(frozen=True, slots=True)
 class Checked:
@@ -111,13 +106,6 @@ class Checked:
     @property
     def conforms(self) -> bool:
         return not any(f.severity is Severity.VIOLATION for f in self.findings)
-
-    def __reduce__(self) -> tuple[type[Checked], tuple[Any, ...]]:
-        return Checked, _CHECKED_FIELDS(self)
-
-
-_PREPARED_FIELDS = attrgetter(*(f.name for f in fields(Prepared)))
-_CHECKED_FIELDS = attrgetter(*(f.name for f in fields(Checked)))
 
 
 @dataclass(frozen=True, slots=True)
