@@ -95,6 +95,49 @@ def test_themes_already_there_are_not_added_again() -> None:
     assert categorise(mapped, DEFAULTS) is mapped  # "Example Tag" means nothing
 
 
+def test_only_the_statements_it_reads_are_parsed_and_none_is_missed() -> None:
+    """Categorisation parses the lines that name its predicates, not the whole graph: a
+    literal quoting such a predicate brings its line along and changes nothing, a statement
+    on the last line without a line feed is still read, and the result is the same as
+    reading every statement."""
+    mapped = dcat_record()
+    quoting = (
+        b'<https://geo.example.org/ds/rivers> <http://purl.org/dc/terms/description> "see '
+        b'<http://www.w3.org/ns/dcat#keyword> for the list"@en .\n'
+    )
+    last = b'<https://geo.example.org/ds/rivers> <http://www.w3.org/ns/dcat#keyword> "crops" .'
+    data = quoting + mapped.ntriples + last
+    from aggregator import categorisation
+
+    read = categorisation._statements_read(data)
+    assert read.splitlines()[0] == quoting.rstrip(b"\n") and read.endswith(last)
+    predicates = {t.predicate.value for t in parse(read, RdfFormat.N_TRIPLES)}
+    assert "http://www.w3.org/ns/dcat#theme" in predicates
+    wanted = {t for t in parse(data, RdfFormat.N_TRIPLES) if t.predicate.value != DCT_DESC}
+    got = {t for t in parse(read, RdfFormat.N_TRIPLES) if t.predicate.value != DCT_DESC}
+    assert got == {t for t in wanted if t.predicate.value in READ_PREDICATES}
+    fed = MappedDataset(**{**_fields(mapped), "ntriples": data})
+    assert codes(categorise(fed, DEFAULTS)) >= {"AGRI"}  # "crops" and "farming": keywords
+
+
+DCT_DESC = "http://purl.org/dc/terms/description"
+READ_PREDICATES = {
+    "http://www.w3.org/ns/dcat#theme",
+    "http://purl.org/dc/terms/subject",
+    "http://data.europa.eu/930/topicCategory",
+    "http://www.w3.org/ns/dcat#keyword",
+    "http://www.w3.org/2004/02/skos/core#prefLabel",
+    "http://www.w3.org/2004/02/skos/core#notation",
+    "http://www.w3.org/2004/02/skos/core#altLabel",
+    "http://www.w3.org/2000/01/rdf-schema#label",
+    "http://www.w3.org/2004/02/skos/core#inScheme",
+}
+
+
+def _fields(mapped: MappedDataset) -> dict[str, object]:
+    return {f: getattr(mapped, f) for f in mapped.__dataclass_fields__}
+
+
 def test_ckan_group_names_of_the_defaults() -> None:
     groups = [
         "agriculture-fisheries-forestry-and-food",
