@@ -4,6 +4,7 @@ real harvests of a CKAN source and of a DCAT-AP (rdf-dump) source through the pi
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -116,7 +117,7 @@ def test_only_the_statements_it_reads_are_parsed_and_none_is_missed() -> None:
     wanted = {t for t in parse(data, RdfFormat.N_TRIPLES) if t.predicate.value != DCT_DESC}
     got = {t for t in parse(read, RdfFormat.N_TRIPLES) if t.predicate.value != DCT_DESC}
     assert got == {t for t in wanted if t.predicate.value in READ_PREDICATES}
-    fed = MappedDataset(**{**_fields(mapped), "ntriples": data})
+    fed = replace(mapped, ntriples=data)
     assert codes(categorise(fed, DEFAULTS)) >= {"AGRI"}  # "crops" and "farming": keywords
 
 
@@ -132,10 +133,6 @@ READ_PREDICATES = {
     "http://www.w3.org/2000/01/rdf-schema#label",
     "http://www.w3.org/2004/02/skos/core#inScheme",
 }
-
-
-def _fields(mapped: MappedDataset) -> dict[str, object]:
-    return {f: getattr(mapped, f) for f in mapped.__dataclass_fields__}
 
 
 def test_ckan_group_names_of_the_defaults() -> None:
