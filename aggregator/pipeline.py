@@ -301,7 +301,12 @@ def _run_source(
                 # mapped (an MDR page published, then exited): decide that one first
                 drain(0)
             todo = writer.prefilter(chunk)
-            task = executor.submit(process_chunk, todo, ctx, src.validation, src.lenient)
+            task: Future[list[Lean]]
+            if todo:
+                task = executor.submit(process_chunk, todo, ctx, src.validation, src.lenient)
+            else:  # all skipped (an unchanged re-harvest): no worker is started or sent to
+                task = Future()
+                task.set_result([])
             in_flight.append((task, todo))
             listed.append(len(chunk))
             drain(IN_FLIGHT)

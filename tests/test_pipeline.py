@@ -3,12 +3,15 @@ harvester (sickle), the dcat mapper, SHACL, and an on-disk record store."""
 
 from __future__ import annotations
 
+import multiprocessing
 import sqlite3
 import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 from storecheck import assert_consistent
@@ -139,6 +142,35 @@ def test_unchanged_records_are_not_rewritten(env: Env) -> None:
     assert counts(forced) == {"unchanged": 25}  # mapped, same canonical hash: not rewritten
     after = {r.local_id: (r.modified, r.job_id) for r in env.store.db.iter_records()}
     assert after == before
+
+
+class CountingPool(ProcessPoolExecutor):
+    """A real pool of mapping workers that counts the chunks it is given."""
+
+    def __init__(self) -> None:
+        super().__init__(max_workers=1, mp_context=multiprocessing.get_context("forkserver"))
+        self.submitted = 0
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
+        self.submitted += 1
+        return super().submit(fn, *args, **kwargs)
+
+
+def test_an_unchanged_reharvest_sends_nothing_to_the_workers(env: Env) -> None:
+    with CountingPool() as pool:
+        first = run_source(
+            env.settings, env.store, "portal", RunOptions(), http=env.http, executor=pool
+        )
+        assert counts(first) == {"added": 25} and pool.submitted == 1
+        again = run_source(
+            env.settings, env.store, "portal", RunOptions(full=True), http=env.http, executor=pool
+        )
+        assert counts(again) == {"skipped": 25} and pool.submitted == 1  # all skipped by date
+        env.items.put(item(3, revision=1))
+        changed = run_source(
+            env.settings, env.store, "portal", RunOptions(full=True), http=env.http, executor=pool
+        )
+        assert counts(changed) == {"skipped": 24, "updated": 1} and pool.submitted == 2
 
 
 def test_changed_record_is_updated_and_not_newer_is_skipped(env: Env) -> None:
