@@ -202,6 +202,7 @@ class SourceConfig:
     notify_digest: bool = False  # one mail per day instead of one per event
     validation: tuple[ValidationStep, ...] = (ValidationStep("shacl"),)
     lenient: bool = False  # store records that fail validation, with their findings
+    workers: int | None = None  # mapping/validation processes for this source ([harvest])
     enabled: bool = True
     options: Mapping[str, Any] = field(default_factory=dict)
     secrets: Mapping[str, Secret] = field(default_factory=dict)
@@ -427,6 +428,10 @@ def parse_source(
         raise ConfigError(f"[{where}]: notify must be one of {', '.join(POLICIES)}")
     if not isinstance(table.get("notify_digest", False), bool):
         raise ConfigError(f"[{where}]: notify_digest must be true or false")
+    workers = table.get("workers")
+    if workers is not None:
+        if not isinstance(workers, int) or isinstance(workers, bool) or not 0 <= workers <= 256:
+            raise ConfigError(f"[{where}]: workers must be a whole number from 0 to 256")
     env = os.environ if environ is None else environ
     secrets: dict[str, Secret] = {}
     raw_secrets = table.get("secrets", {})
@@ -455,6 +460,7 @@ def parse_source(
         notify_digest=bool(table.get("notify_digest", False)),
         validation=chain,
         lenient=bool(table.get("lenient", False)),
+        workers=workers,
         enabled=bool(table.get("enabled", True)),
         options=dict(options),
         secrets=secrets,

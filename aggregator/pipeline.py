@@ -240,8 +240,9 @@ def _run_source(
         on_reject=rejections(events, src.name, job.id),
     )
     own_executor = executor is None
+    workers: int | None = None  # mapping processes of this job (the caller's executor: None)
     if executor is None:
-        workers = settings.harvest.workers
+        workers = settings.harvest.workers if src.workers is None else src.workers
         # forkserver, not fork: this process runs threads (RocksDB, the graph applier, the
         # listing) that a forked child must not inherit, nor its growing heap
         mp_ctx = multiprocessing.get_context("forkserver")
@@ -346,6 +347,8 @@ def _run_source(
         "notes": listing.notes,
         "checkpoint_used": checkpoint,
     }
+    if workers is not None:
+        facts["workers"] = workers
     if progress.saved is not None:
         facts["checkpoint_progress"] = progress.saved
     if status is JobStatus.SUCCEEDED and listing.next_checkpoint and opts.lister is None:

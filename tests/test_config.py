@@ -236,6 +236,18 @@ def test_source_urls_must_be_http_or_https(tmp_path: Path, url: str) -> None:
             load_settings(write(tmp_path, f"[sources.a]\ntype = '{kind}'\nurl = '{url}'\n"))
 
 
+def test_a_source_may_set_its_workers_within_the_harvest_range(tmp_path: Path) -> None:
+    head = (
+        "[harvest]\nworkers = 1\n[sources.iso]\ntype = 'csw'\nurl = 'https://csw.example.org/csw'\n"
+    )
+    s = load_settings(write(tmp_path, head + "workers = 2\n"))
+    assert (s.harvest.workers, s.sources["iso"].workers) == (1, 2)
+    assert load_settings(write(tmp_path, head)).sources["iso"].workers is None
+    for bad in ("-1", "257", "1.5", "true", "'2'"):
+        with pytest.raises(ConfigError, match=r"\[sources\.iso\]: workers must be a whole number"):
+            load_settings(write(tmp_path, head + f"workers = {bad}\n"))
+
+
 def test_a_missing_configuration_file_is_an_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="no such configuration file"):
         load_settings(tmp_path / "aggregator.toml")

@@ -173,6 +173,17 @@ def test_an_unchanged_reharvest_sends_nothing_to_the_workers(env: Env) -> None:
         assert counts(changed) == {"skipped": 24, "updated": 1} and pool.submitted == 2
 
 
+@pytest.mark.parametrize(("own", "used"), [(None, 1), (0, 0), (2, 2)])
+def test_a_source_may_set_its_own_number_of_workers(env: Env, own: int | None, used: int) -> None:
+    source = replace(env.source, workers=own)
+    settings = replace(
+        env.settings, harvest=replace(env.settings.harvest, workers=1), sources={"portal": source}
+    )
+    job = run_source(settings, env.store, "portal", RunOptions(), http=env.http)
+    assert counts(job) == {"added": 25}
+    assert job.listing["workers"] == used
+
+
 def test_changed_record_is_updated_and_not_newer_is_skipped(env: Env) -> None:
     env.run()
     env.items.put(item(4, revision=1))  # newer date, new content
