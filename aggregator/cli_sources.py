@@ -290,6 +290,7 @@ def source_show(c: Ctx, name: str) -> None:
         "schedule": src.schedule,
         "validation": [step.describe() for step in src.validation],
         "lenient": src.lenient,
+        "workers": c.settings.harvest.workers if src.workers is None else src.workers,
         "enabled": src.enabled,
         "options": dict(src.options),
         "secrets": {k: f"${v.env_name}" for k, v in src.secrets.items()},

@@ -13,6 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from aggregator.cli import main
+from aggregator.config import load_settings
 from aggregator.peers.oaipmh import OaiPmhPeer
 from aggregator.peers.oaipmh_items import MemoryItems, OaiItem
 from aggregator.peers.sample_data import bundled_dump_path, generate_dataset, generate_identifier
@@ -90,6 +91,7 @@ def test_source_lifecycle_and_harvest(config: Path, oai: tuple[OaiPmhPeer, str])
     code, out = run(config, "source", "show", "portal")
     shown = json.loads(out)
     assert shown["records"] == {"active": 12} and shown["checkpoint"]
+    assert shown["workers"] == load_settings(config).harvest.workers  # the default: [harvest]
     code, out = run(config, "source", "remove", "portal", "--keep-records")
     assert code == 0 and "portal" not in config.read_text().split("comment")[1]
     assert "12 active record(s) stay published" in out
