@@ -30,6 +30,7 @@ import zstandard
 
 from aggregator.store.record_sets import SetIndex
 from aggregator.store.schema import SCHEMA
+from aggregator.store.versions import rows_in_chunks
 
 _NO_SHARING = threading.RLock()  # the read-only connection: its own thread's lock only
 GENERATION = "generation"  # meta key: batches of graph changes committed so far
@@ -244,18 +245,11 @@ class StateDB:
 
     # -- records ----------------------------------------------------------------------------
     def records_by_local_id(self, source: str, local_ids: Iterable[str]) -> dict[str, RecordRow]:
-        ids = list(dict.fromkeys(local_ids))
+        query = f"SELECT {RECORD_COLUMNS} FROM records WHERE local_id IN ({{marks}}) AND source = ?"
         out: dict[str, RecordRow] = {}
-        for start in range(0, len(ids), 500):
-            chunk = ids[start : start + 500]
-            marks = ",".join("?" * len(chunk))
-            cur = self.conn.execute(
-                f"SELECT {RECORD_COLUMNS} FROM records WHERE source = ? AND local_id IN ({marks})",
-                (source, *chunk),
-            )
-            for row in cur:
-                rec = RecordRow.from_row(row)
-                out[rec.local_id] = rec
+        for row in rows_in_chunks(self.conn, local_ids, query, source):
+            rec = RecordRow.from_row(row)
+            out[rec.local_id] = rec
         return out
 
     def datestamps(
@@ -407,16 +401,10 @@ class StateDB:
         for w in writes:
             by_source.setdefault(w.source, []).append(w.local_id)
         out: dict[tuple[str, str], int] = {}
+        query = "SELECT local_id, id FROM records WHERE local_id IN ({marks}) AND source = ?"
         for source, local_ids in by_source.items():
-            ids = list(dict.fromkeys(local_ids))
-            for start in range(0, len(ids), 500):
-                chunk = ids[start : start + 500]
-                marks = ",".join("?" * len(chunk))
-                cur = self.conn.execute(
-                    f"SELECT local_id, id FROM records WHERE source = ? AND local_id IN ({marks})",
-                    (source, *chunk),
-                )
-                out.update(((source, str(lid)), int(rid)) for lid, rid in cur)
+            rows = rows_in_chunks(self.conn, local_ids, query, source)
+            out.update(((source, str(lid)), int(rid)) for lid, rid in rows)
         return out
 
     def _max_record_id(self) -> int:

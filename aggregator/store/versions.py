@@ -5,7 +5,8 @@ what changed (docs/store.md, "Version tags"), and which other source holds a loc
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
 
 
 def put_versions(conn: sqlite3.Connection, source: str, versions: Mapping[str, str]) -> None:
@@ -66,10 +67,15 @@ def _by_chunks(
 ) -> dict[str, str]:
     """Run ``query`` (its ``{marks}``: the placeholders of up to 500 local ids, then ``args``)
     over the distinct ``local_ids``, chunk by chunk; its two columns become a dict."""
-    ids = list(dict.fromkeys(local_ids))
-    out: dict[str, str] = {}
+    return {str(key): str(value) for key, value in rows_in_chunks(conn, local_ids, query, *args)}
+
+
+def rows_in_chunks(
+    conn: sqlite3.Connection, keys: Iterable[str], query: str, *args: Any
+) -> Iterator[Any]:
+    """The rows of ``query`` over the distinct ``keys``, 500 at a time: its ``{marks}`` are
+    the placeholders of one chunk of keys, bound first, then ``args``."""
+    ids = list(dict.fromkeys(keys))
     for start in range(0, len(ids), 500):
         chunk = ids[start : start + 500]
-        cur = conn.execute(query.format(marks=",".join("?" * len(chunk))), (*chunk, *args))
-        out.update((str(key), str(value)) for key, value in cur)
-    return out
+        yield from conn.execute(query.format(marks=",".join("?" * len(chunk))), (*chunk, *args))
