@@ -429,9 +429,9 @@ def parse_source(
     if not isinstance(table.get("notify_digest", False), bool):
         raise ConfigError(f"[{where}]: notify_digest must be true or false")
     workers = table.get("workers")
-    if workers is not None:
-        if not isinstance(workers, int) or isinstance(workers, bool) or not 0 <= workers <= 256:
-            raise ConfigError(f"[{where}]: workers must be a whole number from 0 to 256")
+    whole = isinstance(workers, int) and not isinstance(workers, bool)
+    if workers is not None and not (whole and 0 <= workers <= 256):
+        raise ConfigError(f"[{where}]: workers must be a whole number from 0 to 256")
     env = os.environ if environ is None else environ
     secrets: dict[str, Secret] = {}
     raw_secrets = table.get("secrets", {})
