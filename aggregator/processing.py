@@ -26,7 +26,7 @@ from aggregator.models import Finding, MappedDataset, RawRecord, Severity, Stage
 from aggregator.payload import ParsedPayload
 from aggregator.plugins import mappers, validators
 from aggregator.store.graphs import GraphContent, to_nquads
-from aggregator.store.state import pack, pack_graph, unpack_graph
+from aggregator.store.packing import pack, pack_graph, unpack_graph
 from aggregator.validate.base import Validator
 
 _WORKER_GC_THRESHOLD = 50_000

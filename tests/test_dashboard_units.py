@@ -16,8 +16,8 @@ from aggregator.serve.dashboard.job_errors import _defuse, rule_label
 from aggregator.serve.dashboard.labels import property_label, term_label
 from aggregator.serve.dashboard.search import SearchIndex, fts_query, make_snippet
 from aggregator.serve.dashboard.sparql_page import wants_html
+from aggregator.store.packing import pack_graph
 from aggregator.store.schema import SCHEMA
-from aggregator.store.state import pack_graph
 
 
 def test_hashes_verify_only_their_secret() -> None:

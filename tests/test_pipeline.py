@@ -28,8 +28,8 @@ from aggregator.peers.oaipmh_items import MemoryItems, OaiItem
 from aggregator.peers.sample_data import generate_dataset, generate_identifier
 from aggregator.peers.server import PeerServer
 from aggregator.pipeline import RunOptions, exit_code, run_source
+from aggregator.store.packing import ZSTD_MAGIC, pack, unpack
 from aggregator.store.records import RecordStore
-from aggregator.store.state import ZSTD_MAGIC, pack, unpack
 
 T0 = datetime(2024, 3, 1, tzinfo=UTC)
 BASE = "http://127.0.0.1:8000/"

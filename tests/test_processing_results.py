@@ -19,7 +19,7 @@ from aggregator.processing import (
     process_chunk,
     rejoin,
 )
-from aggregator.store.state import ZSTD_MAGIC, unpack
+from aggregator.store.packing import ZSTD_MAGIC, unpack
 from aggregator.validate.profiles import profile_steps
 
 CHAIN = (*profile_steps("gemini", ValidationSettings()), ValidationStep("shacl"))

@@ -64,8 +64,9 @@ from aggregator.serve.rdf_formats import (
     BadRequestError,
     negotiate,
 )
+from aggregator.store.packing import unpack_graph
 from aggregator.store.records import RecordStore
-from aggregator.store.state import RECORD_COLUMNS, RecordRow, unpack_graph
+from aggregator.store.state import RECORD_COLUMNS, RecordRow
 
 T0 = datetime(2024, 3, 1, tzinfo=UTC)
 DCAT = rdflib.Namespace("http://www.w3.org/ns/dcat#")

@@ -49,9 +49,10 @@ from aggregator.serve.context import ServeContext
 from aggregator.serve.oai import OaiProvider, routes
 from aggregator.serve.oai_formats import RdfXmlWriter, dataset_first, embeddable_xml
 from aggregator.serve.oai_tokens import META_KEY, TokenSigner, TokenState
+from aggregator.store.packing import pack
 from aggregator.store.record_sets import record_set_specs
 from aggregator.store.records import RecordStore
-from aggregator.store.state import RecordRow, RecordWrite, pack
+from aggregator.store.state import RecordRow, RecordWrite
 
 OAI = "{http://www.openarchives.org/OAI/2.0/}"
 NS = {"oai": "http://www.openarchives.org/OAI/2.0/"}

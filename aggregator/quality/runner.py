@@ -20,8 +20,8 @@ from aggregator.quality.dqv import METRICS_PATH, dqv_ntriples
 from aggregator.quality.mqa import QualityError, assess, link_urls
 from aggregator.quality.reachability import ReachabilityCache, ReachabilityChecker
 from aggregator.store.graphs import GraphContent
+from aggregator.store.packing import unpack_graph
 from aggregator.store.records import RecordStore, StoreNames, StoreReads
-from aggregator.store.state import unpack_graph
 
 BATCH = 500
 

@@ -21,7 +21,8 @@ from aggregator.serve.rdf_formats import (
     BadRequestError,
     parse_ntriples,
 )
-from aggregator.store.state import RECORD_COLUMNS, RecordRow, unpack, unpack_graph
+from aggregator.store.packing import unpack, unpack_graph
+from aggregator.store.state import RECORD_COLUMNS, RecordRow
 from aggregator.vocab import DCAT, DCT, FOAF, RDF_TYPE, XSD
 
 HYDRA = "http://www.w3.org/ns/hydra/core#"

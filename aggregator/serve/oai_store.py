@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from aggregator.serve.oai_formats import ISO_FORMAT
-from aggregator.store.state import unpack, unpack_graph
+from aggregator.store.packing import unpack, unpack_graph
 
 PUBLISHED = ("active", "withdrawn")
 LOWEST = ""

@@ -189,7 +189,7 @@ SHOW_PAYLOAD = 256 * 1024
 
 
 def rejection(db: sqlite3.Connection, rejection_id: int) -> RejectionView | None:
-    from aggregator.store.state import unpack
+    from aggregator.store.packing import unpack
 
     row = db.execute(
         f"SELECT {REJECTION_COLUMNS} FROM rejections WHERE id = ?", (rejection_id,)

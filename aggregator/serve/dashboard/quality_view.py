@@ -21,7 +21,8 @@ from datetime import UTC, datetime
 from aggregator.quality.aggregate import CatalogueAccumulator, QualityAggregate
 from aggregator.quality.indicators import INDICATORS_BY_KEY
 from aggregator.quality.mqa import QualityError, assess
-from aggregator.store.state import read_generation, unpack_graph
+from aggregator.store.packing import unpack_graph
+from aggregator.store.state import read_generation
 
 BATCH = 500
 REFRESH = 600.0  # seconds a report is kept while the store changes under it

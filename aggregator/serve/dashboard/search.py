@@ -27,7 +27,7 @@ from pathlib import Path
 from pyoxigraph import Literal, NamedNode, RdfFormat, parse
 
 from aggregator.serve.dashboard.labels import term_label
-from aggregator.store.state import unpack_graph
+from aggregator.store.packing import unpack_graph
 from aggregator.vocab import DCAT, DCT
 
 BATCH = 500
