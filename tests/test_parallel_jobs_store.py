@@ -25,7 +25,8 @@ BASE = "http://127.0.0.1:8000/"
 def dataset(iri: str, title: str) -> bytes:
     return (
         f"<{iri}> <http://www.w3.org/1999/02/22-rdf-syntax-ns#type>"
-        f' <http://www.w3.org/ns/dcat#Dataset> .\n<{iri}> <http://purl.org/dc/terms/title> "{title}" .\n'
+        f" <http://www.w3.org/ns/dcat#Dataset> .\n"
+        f'<{iri}> <http://purl.org/dc/terms/title> "{title}" .\n'
     ).encode()
 
 
