@@ -2,10 +2,13 @@
 ``ListIdentifiers from=<the responseDate of its previous listing>`` against a real
 ``aggregator serve`` while its scheduler harvests two sources in parallel, as the OAI-PMH
 guidelines tell harvesters to do. The union of what it saw must be the final state: every
-active record seen as active last, every withdrawn or deleted one seen as deleted last."""
+active record seen as active last, every withdrawn or deleted one seen as deleted last.
+Beside it, a client of the Hydra catalogue walks ``/catalog?modified_since=<the time it
+noted before its previous walk>`` and must meet every active dataset."""
 
 from __future__ import annotations
 
+import re
 import signal
 import socket
 import sqlite3
@@ -87,6 +90,55 @@ class Poller:
                 self.errors.append(err)
                 return
             time.sleep(0.05)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(120)
+        assert not self.errors, self.errors
+
+
+class CatalogPoller:
+    """Walks the catalogue's pages (``hydra:next``) from ``modified_since`` = the time noted
+    just before its previous walk; keeps every dataset IRI it met."""
+
+    DATASET = re.compile(r"^<[^>]+> <http://www\.w3\.org/ns/dcat#dataset> <([^>]+)> \.$", re.M)
+    NEXT = re.compile(r"<http://www\.w3\.org/ns/hydra/core#next> <([^>]+)>")
+
+    def __init__(self, base: str) -> None:
+        self.base = base
+        self.seen: set[str] = set()
+        self.since: str | None = None
+        self.rounds = 0
+        self.errors: list[BaseException] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._session = requests.Session()
+
+    def walk_once(self) -> None:
+        noted = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")  # before the walk begins
+        url: str | None = self.base + "catalog.nt?limit=500"
+        if self.since:
+            url += f"&modified_since={self.since}"
+        while url:
+            r = self._session.get(url, timeout=60)
+            assert r.status_code == 200, r.text[:500]
+            self.seen.update(self.DATASET.findall(r.text))
+            found = self.NEXT.search(r.text)
+            url = found.group(1) if found else None
+        self.since = noted
+        self.rounds += 1
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.walk_once()
+            except BaseException as err:
+                self.errors.append(err)
+                return
+            time.sleep(0.3)
 
     def start(self) -> None:
         self._thread.start()
@@ -216,6 +268,14 @@ oai_page_size = 500
         assert sum(states.values()) == counts.get(False, 0)
         return states
 
+    def active_datasets(self) -> set[str]:
+        con = sqlite3.connect(f"file:{self.tmp / 'data' / 'state.sqlite3'}?mode=ro", uri=True)
+        try:
+            rows = con.execute("SELECT dataset_iri FROM records WHERE status = 'active'")
+            return {str(r[0]) for r in rows}
+        finally:
+            con.close()
+
     def close(self) -> None:
         if self.serve is not None and self.serve.poll() is None:
             self.serve.send_signal(signal.SIGINT)
@@ -236,11 +296,17 @@ def test_a_harvester_polling_by_responsedate_sees_every_record_and_deletion(
         site.start_serving()
         poller = Poller(site.base + "oai")
         poller.start()
+        catalog = CatalogPoller(site.base)
+        catalog.start()
         # two sources harvested at once by serve's scheduler
         site.harvest_both(full=True, done_before=0)
-        rounds = poller.rounds
-        while poller.rounds < rounds + 2:  # two listings that began after the jobs ended
+        rounds, walks = poller.rounds, catalog.rounds
+        # two listings and walks that began after the jobs ended
+        while poller.rounds < rounds + 2 or catalog.rounds < walks + 2:
             time.sleep(0.1)
+        catalog.stop()
+        missed_datasets = site.active_datasets() - catalog.seen
+        assert not missed_datasets, f"{len(missed_datasets)} datasets never met in the catalogue"
         final = site.final_states()
         assert len(final) == 2 * N and not any(final.values())
         missed = sorted(set(final) - {i for i, d in poller.last.items() if not d})
