@@ -222,3 +222,30 @@ def test_rows_read_on_the_shared_connection_never_show_another_jobs_uncommitted_
         assert ended.is_set()
         assert not [r for r in rest if r.startswith("uncommitted-")]
         assert len(rest) == 299
+
+
+def test_the_search_index_catching_up_during_parallel_jobs_misses_nothing(
+    tmp_path: Path,
+) -> None:
+    """Job "one" decides its records and commits them late (behind a long batch); job "two"
+    decides and commits later ones at once. The search index catches up from its watermark
+    between the two commits and after: it must hold every active record in the end."""
+    import sqlite3
+
+    from aggregator.serve.dashboard.search import SearchIndex
+
+    path = tmp_path / "s"
+    with RecordStore(path, BASE) as store:
+        one = store.jobs.start("one", full=True)
+        two = store.jobs.start("two", full=True)
+        decided_early = [write_of(store, one, f"r{i}", now_iso()) for i in range(20)]
+        time.sleep(0.01)
+        store.write(two, [write_of(store, two, f"r{i}", now_iso()) for i in range(20)])
+        index = SearchIndex(path, path / "state.sqlite3")
+        reader = sqlite3.connect(f"file:{path / 'state.sqlite3'}?mode=ro", uri=True)
+        try:
+            assert index.search(reader, "", {}).total == 20  # caught up to job two's batch
+            store.write(one, decided_early)
+            assert index.search(reader, "", {}).total == 40
+        finally:
+            reader.close()
