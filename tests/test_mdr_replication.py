@@ -189,7 +189,7 @@ def test_replayed_stale_and_future_requests_are_refused(
     bench = bench_for(tmp_path, monkeypatch)
     secret = Secret("MDR_PASSWORD", PASSWORD)
     try:
-        with bench.http().session(bench.source) as http:
+        with MdrHarvester.open_session(bench.http(), bench.source) as http:
             replaying = MdrClient(bench.url, http, USER, secret, clock=bench.clock, nonce="n-1")
             assert replaying.status().healthy
             with pytest.raises(MdrFault, match="the nonce was used before"):
@@ -305,7 +305,7 @@ def test_get_webpage_metadata_returns_current_pages_only(
     try:
         bench.service.modify(HOSPITALS, T0 - timedelta(hours=1), title="Hospitals (revised)")
         bench.service.exit(ACT, T0 - timedelta(hours=1))
-        with bench.http().session(bench.source) as http:
+        with MdrHarvester.open_session(bench.http(), bench.source) as http:
             client = MdrClient(bench.url, http, USER, secret, clock=bench.clock)
             pages = client.pages([HOSPITALS, ACT, "https://portal.example.gov.in/none.html"])
         tns = "{http://mdc.npi.gov.in}"

@@ -106,8 +106,12 @@ class MdrHarvester(Harvester):
     formats: ClassVar[tuple[str, ...]] = ("mdr",)
     supports_incremental: ClassVar[bool] = True
     Options: ClassVar[type[Any] | None] = MdrOptions
-    #: a SOAP fault comes with 500: final (a resent envelope would be refused as a replay)
+    #: a SOAP fault comes with 500: final (the service answered; calling again would fail
+    #: the same way)
     retry_statuses: ClassVar[frozenset[int] | None] = frozenset({429, 502, 503, 504})
+    #: every request is signed for one use (a nonce and Created): the client retries whole
+    #: calls, signed afresh (:mod:`aggregator.harvest.mdr_client`), never the session
+    transport_retries: ClassVar[bool] = False
     #: the time "now" of a run (the window's end and the UsernameToken's Created)
     clock: ClassVar[Callable[[], datetime]] = staticmethod(utc_now)
 
