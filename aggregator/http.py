@@ -9,7 +9,9 @@ The rules live in the session's adapter (:mod:`aggregator.http_session`), so a l
   errors, for every method (POST included), with exponential backoff and jitter, honouring
   ``Retry-After`` (seconds or HTTP date), every delay capped by ``max_backoff``; never on
   other 4xx. A body cut off mid-read (which Retry no longer sees: requests hands the
-  response over before reading it) is retried here, with the same Retry;
+  response over before reading it) is retried here, with the same Retry. A session opened
+  with ``transport_retries=False`` resends nothing, for requests signed for one use (a
+  nonce): its caller retries whole calls, signed afresh, with :attr:`HttpSession.retry`;
 - a response size cap (``Content-Length`` checked first, then the *decoded* bytes counted
   while reading, so a gzip bomb stops at the cap);
 - redirects followed by requests' session, at most ``max_redirects``, each hop checked by the
