@@ -190,6 +190,8 @@ class MdrClient:
                     response: requests.Response = getattr(self.service, operation)(*args)
             except TransportError:
                 raise  # the size cap, the deadline, a blocked address: final
+            except zeep.exceptions.Error as err:  # the request could not be built
+                raise HarvestError(f"MDR {operation}: {err.message}", code="mdrAnswer") from None
             except requests.RequestException as err:
                 cause = _cause(err)
                 try:
