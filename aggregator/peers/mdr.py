@@ -19,9 +19,8 @@ Transient failures: :meth:`MdrService.fail_next` makes the next requests (of one
 or of any) fail *after* their token was accepted (its nonce is spent), as a busy gateway or
 a dropped connection would: with 502, 503 (``Retry-After: 1``) or 504, with the connection
 closed before any answer (``"drop"``), or with the answer cut off in the middle of its body
-(``"cut"``). A client that resends such a request
-as it is gets the replay refusal. ``accepted`` lists (operation, nonce) of every request
-whose token was accepted.
+(``"cut"``). A client that resends such a request as it is gets the replay refusal.
+``accepted`` lists (operation, nonce) of every request whose token was accepted.
 
 ``clock_skew`` sets the service's clock apart from ``clock`` (negative: it runs behind); the
 service checks ``Created`` and stamps the changes made through :meth:`modify` and
