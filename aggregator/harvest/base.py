@@ -109,7 +109,7 @@ class Harvester:
     Options: ClassVar[type[Any] | None] = None
     #: HTTP statuses this protocol's requests are retried on (``None``: the client's rule, 429
     #: and 5xx). A protocol whose error answers are final narrows it: SOAP answers a fault
-    #: with 500, and sending the same request again is a replay, not a retry.
+    #: with 500, and calling again would get the same fault.
     retry_statuses: ClassVar[frozenset[int] | None] = None
     #: whether the source's session resends a failed request itself. False for a protocol
     #: whose requests are signed for one use (a nonce and a timestamp, as WS-Security's
