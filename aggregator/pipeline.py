@@ -299,8 +299,7 @@ def _run_source(
         build_chain(src.validation)  # a schema that does not compile fails the job here
         harvester_class = None if opts.lister else harvesters.get(src.type)
         # this source's cookies and headers only, retried as its protocol allows
-        retry_statuses = harvester_class.retry_statuses if harvester_class else None
-        session = http.session(src, retry_statuses=retry_statuses)
+        session = harvester_class.open_session(http, src) if harvester_class else http.session(src)
         lister = opts.lister or harvesters.get(src.type)(src, session).list_records
         up_to_date = UpToDate(store.path / "state.sqlite3", src.name)
         shortcut = not opts.force  # forced runs map every record: they need every payload
