@@ -29,8 +29,8 @@ from aggregator.http import HttpClient
 from aggregator.jobs.journal import JobRow
 from aggregator.models import JobStatus, RawRecord
 from aggregator.peers.ckan import CkanPeer, MemoryCatalogue
-from aggregator.peers.ckan_query import Query
 from aggregator.peers.ckan_data import generate_package, load_bundled_packages
+from aggregator.peers.ckan_query import Query
 from aggregator.peers.server import PeerServer
 from aggregator.pipeline import RunOptions, run_source
 from aggregator.store.records import RecordStore

@@ -99,11 +99,14 @@ def page_problem(
 ) -> str | None:
     """Why the listing cannot trust this page to page on from (None: it can). Each row must
     pass the page's filter and come in ``metadata_modified`` order (and in tiebreak order
-    when draining one millisecond); a package without a date can only be on the last page."""
+    when draining one millisecond). A package without a date is in no range, so no keyed
+    page can hold it: it can only be read on the last page, or on the first page before a
+    dated package (Solr sorts a missing date first, so all of them are on that page)."""
+    dated = [i for i, (stamp, _) in enumerate(rows) if stamp is not None]
     previous: Row | None = None
-    for stamp, value in rows:
+    for i, (stamp, value) in enumerate(rows):
         if stamp is None:
-            if last_page:
+            if last_page or (key is None and dated and i < dated[-1]):
                 continue
             return f"package {value!r} has no readable metadata_modified: cannot page past it"
         if key is not None and not key.admits((stamp, value)):

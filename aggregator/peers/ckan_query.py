@@ -17,7 +17,8 @@ precision, as Solr's date fields store them: CKAN indexes ``2015-09-15T13:17:51.
 Solr keeps ``2015-09-15T13:17:51.405Z``, so two packages modified within one millisecond are
 equal for ``sort`` and for a range, and ``id`` orders them. Strings compare by code point,
 as Solr's ``StrField`` sorts (UTF-8 byte order). ``organization`` is the organization's
-name, ``tags``/``groups`` match any of their names.
+name, ``tags``/``groups`` match any of their names. Sorting, a package without a date is at
+the epoch (Solr's missing value for a date field), one without a string field last.
 """
 
 from __future__ import annotations
@@ -30,13 +31,14 @@ from functools import lru_cache
 from typing import Any
 
 DATE_FIELDS = frozenset({"metadata_modified", "metadata_created"})
+EPOCH = datetime(1970, 1, 1)  # what Solr sorts a document without the date field as
 SORT_FIELDS = frozenset({"metadata_modified", "metadata_created", "id", "name", "score"})
 _QUOTED = r'"(?:[^"\\]|\\.)*"'
 _CLAUSE = re.compile(
     r"(?P<field>[A-Za-z_][\w.]*|\*):(?:"
     rf"(?P<open>[\[{{])\s*(?P<low>{_QUOTED}|[^\s\]}}]+)\s+TO\s+"
     rf"(?P<high>{_QUOTED}|[^\s\]}}]+)\s*(?P<close>[\]}}])"
-    rf"|(?P<value>{_QUOTED}|(?:\\.|[^\s()\\])+))"
+    rf"|(?P<value>{_QUOTED}|(?![\[{{])(?:\\.|[^\s()\\])+))"
 )
 _REFUSED = re.compile(r"(?:OR|NOT|&&|\|\|)(?=[\s(]|$)")
 
@@ -194,12 +196,16 @@ def parse_sort(text: str) -> list[tuple[str, bool]]:
 def sort_packages(
     packages: list[dict[str, Any]], sort: Sequence[tuple[str, bool]]
 ) -> list[dict[str, Any]]:
-    """``packages`` in ``sort`` order (dates at millisecond precision; a package without the
-    field sorts last, as CKAN's schema says for its string fields)."""
+    """``packages`` in ``sort`` order, as Solr sorts CKAN's fields: dates at millisecond
+    precision, a package without the date as if it had the epoch (Solr's missing value 0:
+    first when ascending); a package without a string field last either way (CKAN's string
+    type is ``sortMissingLast``)."""
     for field, ascending in reversed(sort):
         if field == "score":
             continue
         keyed = [(field_values(p, field), p) for p in packages]
+        if field in DATE_FIELDS:
+            keyed = [(values or [EPOCH], p) for values, p in keyed]
         present = [(values[0], p) for values, p in keyed if values]
         present.sort(key=lambda pair: pair[0], reverse=not ascending)
         packages = [p for _, p in present] + [p for values, p in keyed if not values]
