@@ -125,7 +125,7 @@ def test_a_catalogue_changing_mid_listing_is_read_whole(
     assert listing.complete and listing.truncated_reason is None
 
 
-def test_without_the_anchor_plain_offsets_would_skip(
+def test_plain_offsets_would_skip(
     http: HttpClient, server: PeerServer, peer: CkanPeer, catalogue: MemoryCatalogue
 ) -> None:
     """The same change, checked against the peer: offset 5 after the deletion holds what

@@ -257,7 +257,7 @@ class CkanHarvester(Harvester):
                 raise HarvestError(f"package_search at {url} returned a package without id")
             known = walk.seen.get(local_id)
             if known is not None and known >= stamp:
-                continue  # read on an earlier page (rows moved right, or the anchor row)
+                continue  # read already (the bound's millisecond is read again on the next page)
             walk.seen[local_id] = stamp
             if stamp and (walk.newest is None or stamp > walk.newest):
                 walk.newest = stamp
