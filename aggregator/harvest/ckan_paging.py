@@ -18,6 +18,7 @@ millisecond by id (``metadata_modified:[T TO T] AND id:{"last id" TO *]``) and g
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -44,6 +45,9 @@ def tiebreak_of(sort: str) -> str:
     return fields[1]
 
 
+_NAIVE = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.(\d{1,6}))?")
+
+
 def solr_ms(value: Any) -> str | None:
     """A ``metadata_modified`` (``2015-09-15T13:17:51.405474``, UTC without a zone) as Solr
     holds it (``2015-09-15T13:17:51.405Z``: truncated to milliseconds), or None if it is not a
@@ -54,6 +58,9 @@ def solr_ms(value: Any) -> str | None:
         when = datetime.fromisoformat(value.replace("Z", "+00:00"))
     except ValueError:
         return None
+    naive = _NAIVE.fullmatch(value)
+    if naive is not None:  # CKAN's own form (once per package: strftime costs 8 us)
+        return f"{value[:19]}.{((naive[1] or '') + '000')[:3]}Z"
     when = when.replace(tzinfo=UTC) if when.tzinfo is None else when.astimezone(UTC)
     if not 1000 <= when.year <= 9999:
         return None
