@@ -174,6 +174,9 @@ class ServeSettings:
     admin_max_failures: int = 10
     admin_failure_window: float = 300.0  # seconds
     admin_hash_concurrency: int = 2  # hashes (~30 ms of CPU each) at once per serving process
+    # reverse proxies (addresses or networks, comma-separated) whose X-Forwarded-For names
+    # the client whose failures are counted; empty: the address that connected is the client
+    trusted_proxies: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -119,6 +119,7 @@ def serving(settings: Settings, port: int, *, scheduler: bool = True) -> Iterato
             log_level="warning",
             interface="asgi3",
             lifespan="on",
+            proxy_headers=False,  # as the serving processes: the client is who connected
         )
     )
     thread = threading.Thread(target=server.run, daemon=True)

@@ -215,6 +215,23 @@ def test_failed_checks_are_limited_per_address_before_hashing(tmp_path: Path) ->
             assert raw(site, "POST", "admin/sources/demo/pause", junk, port=port).status == 429
 
 
+def test_behind_a_trusted_proxy_the_forwarded_client_is_counted(tmp_path: Path) -> None:
+    settings = 'admin_max_failures = 2\ntrusted_proxies = "127.0.0.1, ::1"'
+    with admin_site(tmp_path, settings) as site:
+
+        def junk(forwarded: str, source: str = "127.0.0.1") -> int:
+            headers = {"authorization": "Bearer junk", "x-forwarded-for": forwarded}
+            return raw(site, "POST", "admin/sources/demo/pause", headers, source=source).status
+
+        # the proxy speaks for many clients: one of them is limited, not the others
+        assert [junk("203.0.113.5") for _ in range(3)] == [403, 403, 429]
+        assert junk("198.51.100.1, 203.0.113.5") == 429  # what the client itself wrote is moot
+        assert junk("203.0.113.6") == 403
+        # from anyone else, the header counts for nothing
+        untrusted = "127.0.0.3"
+        assert [junk(f"192.0.2.{i}", untrusted) for i in range(3)] == [403, 403, 429]
+
+
 # -- 2. login CSRF, and 403 before anything else ---------------------------------------------
 def test_the_login_form_carries_its_own_csrf_token(roomy: Site) -> None:
     url = roomy.url + "login"

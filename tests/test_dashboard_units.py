@@ -21,7 +21,13 @@ from aggregator.serve.dashboard.auth import (
     new_id,
     verify_secret,
 )
-from aggregator.serve.dashboard.auth_state import AuthState, Refused, client_key
+from aggregator.serve.dashboard.auth_state import (
+    AuthState,
+    Refused,
+    client_key,
+    forwarded_client,
+    parse_networks,
+)
 from aggregator.serve.dashboard.geometry import from_geojson, from_wkt, parse_geometry
 from aggregator.serve.dashboard.job_errors import _defuse, rule_label
 from aggregator.serve.dashboard.labels import property_label, term_label
@@ -98,6 +104,19 @@ def test_sessions_close_and_attempts_are_counted_per_client(tmp_path: Path) -> N
     assert isinstance(state.begin_attempt("10.0.0.1", 200.0, limit=3, window=60), int)
     assert client_key("2001:db8::1:2:3:4") == client_key("2001:db8::9") == "2001:db8::/64"
     assert client_key("::ffff:10.0.0.1") == "10.0.0.1" and client_key(None) == "unknown"
+
+
+def test_the_client_behind_trusted_proxies() -> None:
+    proxies = parse_networks("127.0.0.1, 10.0.0.0/8 ,", "trusted_proxies")
+    assert forwarded_client("127.0.0.1", "192.0.2.1, 10.1.2.3", proxies) == "192.0.2.1"
+    assert forwarded_client("10.9.9.9", "forged, 192.0.2.1", proxies) == "192.0.2.1"
+    assert forwarded_client("10.9.9.9", "192.0.2.1, junk", proxies) == "10.9.9.9"
+    assert forwarded_client("10.9.9.9", "10.1.1.1", proxies) == "10.9.9.9"  # only proxies
+    assert forwarded_client("192.0.2.7", "192.0.2.1", proxies) == "192.0.2.7"  # not trusted
+    assert forwarded_client("127.0.0.1", None, proxies) == "127.0.0.1"
+    assert forwarded_client("127.0.0.1", "192.0.2.1", ()) == "127.0.0.1"
+    with pytest.raises(ConfigError, match=r"'proxy\.example' is not an address"):
+        parse_networks("127.0.0.1, proxy.example", "trusted_proxies")
 
 
 def test_extents_become_geojson_or_nothing() -> None:

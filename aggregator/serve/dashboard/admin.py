@@ -135,9 +135,10 @@ def routes(dash: Dashboard) -> list[BaseRoute]:
             )
         user, password = _text(form, "user"), form.get("password")
         secret = password if isinstance(password, str) else ""
-        host = request.client.host if request.client else None
         try:
-            right = await dash.checks.check(host, lambda: dash.auth.password_ok(user, secret))
+            right = await dash.checks.check(
+                dash.client(request), lambda: dash.auth.password_ok(user, secret)
+            )
         except TooManyAttemptsError as err:
             return await run_in_threadpool(dash.refused, request, err)
         if not right:

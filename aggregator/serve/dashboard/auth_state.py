@@ -22,7 +22,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from aggregator.errors import StoreError
+from aggregator.errors import ConfigError, StoreError
 
 FILE_NAME = "dashboard.sqlite3"
 VERSION = 1
@@ -57,6 +57,48 @@ def client_key(host: str | None) -> str:
             return str(address.ipv4_mapped)
         return str(ipaddress.IPv6Network((address, 64), strict=False))
     return str(address)
+
+
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+
+def parse_networks(text: str, name: str) -> tuple[Network, ...]:
+    """``"127.0.0.1, 10.0.0.0/8"`` as networks; a ConfigError names a bad one."""
+    found = []
+    for part in (p.strip() for p in text.split(",")):
+        if not part:
+            continue
+        try:
+            found.append(ipaddress.ip_network(part, strict=False))
+        except ValueError:
+            raise ConfigError(f"[serve] {name}: {part!r} is not an address or network") from None
+    return tuple(found)
+
+
+def forwarded_client(
+    peer: str | None, forwarded_for: str | None, proxies: tuple[Network, ...]
+) -> str | None:
+    """The client behind our trusted reverse proxies: when ``peer`` is one of them, the last
+    address of ``X-Forwarded-For`` that is not (the entries before it could be written by
+    anyone); otherwise ``peer`` itself, whatever the header says."""
+    if not proxies or not forwarded_for or not _within(peer, proxies):
+        return peer
+    for entry in reversed(forwarded_for.split(",")):
+        entry = entry.strip()
+        if not _within(entry, proxies):
+            try:
+                return str(ipaddress.ip_address(entry))
+            except ValueError:
+                return peer  # junk where an address goes: count it against the proxy
+    return peer
+
+
+def _within(host: str | None, networks: tuple[Network, ...]) -> bool:
+    try:
+        address = ipaddress.ip_address(host or "")
+    except ValueError:
+        return False
+    return any(address in network for network in networks)
 
 
 @dataclass(frozen=True, slots=True)

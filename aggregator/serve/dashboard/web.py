@@ -27,7 +27,12 @@ from aggregator.serve.dashboard.auth import (
     check_hash_setting,
     load_key,
 )
-from aggregator.serve.dashboard.auth_state import AuthState
+from aggregator.serve.dashboard.auth_state import (
+    AuthState,
+    Network,
+    forwarded_client,
+    parse_networks,
+)
 from aggregator.serve.dashboard.job_errors import rule_label
 from aggregator.serve.dashboard.schedule_view import breaker, next_run
 from aggregator.serve.dashboard.status import when
@@ -66,6 +71,7 @@ class Dashboard:
     auth: Auth
     state: AuthState
     checks: SecretChecks
+    proxies: tuple[Network, ...]
 
     @classmethod
     def create(cls, ctx: ServeContext) -> Dashboard:
@@ -99,7 +105,8 @@ class Dashboard:
             window=serve.admin_failure_window,
             concurrency=serve.admin_hash_concurrency,
         )
-        return cls(ctx, env, auth, state, checks)
+        proxies = parse_networks(serve.trusted_proxies, "trusted_proxies")
+        return cls(ctx, env, auth, state, checks, proxies)
 
     @property
     def base(self) -> str:
@@ -131,8 +138,14 @@ class Dashboard:
         token = bearer_token(request.headers.get("authorization"))
         if token is None or not self.auth.token_hash:
             return False
-        host = request.client.host if request.client else None
-        return await self.checks.check(host, lambda: self.auth.token_ok(token))
+        return await self.checks.check(self.client(request), lambda: self.auth.token_ok(token))
+
+    def client(self, request: Request) -> str | None:
+        """The client's address, whose failed checks are counted: the peer, or behind a
+        trusted reverse proxy the address it forwarded for."""
+        peer = request.client.host if request.client else None
+        forwarded = ",".join(request.headers.getlist("x-forwarded-for"))
+        return forwarded_client(peer, forwarded, self.proxies)
 
     async def caller(self, request: Request) -> Caller | None:
         """Who sends an admin request, if anyone may (raises :class:`TooManyAttemptsError`)."""
