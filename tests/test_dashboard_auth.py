@@ -189,6 +189,7 @@ def test_junk_tokens_and_passwords_do_not_stall_other_pages(roomy: Site) -> None
 def test_failed_checks_are_limited_per_address_before_hashing(tmp_path: Path) -> None:
     with admin_site(tmp_path, "admin_max_failures = 3\nadmin_failure_window = 120") as site:
         junk = {"authorization": "Bearer junk"}
+        logged_in = log_in(site)  # a success: it counts for nothing
         for _ in range(3):
             assert raw(site, "POST", "admin/sources/demo/pause", junk).status == 403
         refused = raw(site, "POST", "admin/sources/demo/pause", junk)
@@ -201,6 +202,17 @@ def test_failed_checks_are_limited_per_address_before_hashing(tmp_path: Path) ->
         data = {"csrf": login_token(s, site), "user": "admin", "password": PASSWORD}
         late = s.post(site.url + "login", data=data, timeout=30, allow_redirects=False)
         assert late.status_code == 429 and "retry-after" in late.headers
+        # a session opened before goes on (it costs no hash), junk token or not
+        page = logged_in.get(site.url + "admin/sources/new", timeout=30)
+        assert page.status_code == 200
+        acted = logged_in.post(
+            site.url + "admin/sources/demo/pause",
+            data={"csrf": csrf_of(page)},
+            headers=junk,
+            timeout=30,
+        )
+        # let in (to be told there is no such source)
+        assert acted.status_code == 400 and "no source named" in acted.text
         # another address is not concerned: junk is counted apart, and the right password works
         elsewhere = "127.0.0.2"
         assert raw(site, "POST", "admin/sources/demo/pause", junk, source=elsewhere).status == 403

@@ -148,11 +148,13 @@ class Dashboard:
         return forwarded_client(peer, forwarded, self.proxies)
 
     async def caller(self, request: Request) -> Caller | None:
-        """Who sends an admin request, if anyone may (raises :class:`TooManyAttemptsError`)."""
-        if await self.token_holder(request):
-            return Caller("token", None)
+        """Who sends an admin request, if anyone may (raises :class:`TooManyAttemptsError`).
+        An open session first: it costs no hash and is never refused for the failures of
+        its address."""
         session = await run_in_threadpool(self.session, request)
-        return Caller(self.auth.user, session) if session is not None else None
+        if session is not None:
+            return Caller(self.auth.user, session)
+        return Caller("token", None) if await self.token_holder(request) else None
 
     async def may_read(self, request: Request) -> bool:
         if self.ctx.settings.serve.dashboard_public:
