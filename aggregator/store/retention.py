@@ -151,9 +151,8 @@ def prune(
                 f"{state_path} has schema version {version}, not {LATEST}: open it as the"
                 " writer first (`aggregator store upgrade`)"
             )
-        report.page_size, report.auto_vacuum = _pragma(conn, "page_size"), AUTO_VACUUM.get(
-            _pragma(conn, "auto_vacuum"), "none"
-        )
+        report.page_size = _pragma(conn, "page_size")
+        report.auto_vacuum = AUTO_VACUUM.get(_pragma(conn, "auto_vacuum"), "none")
         report.pages_before, report.free_before = _pages(conn)
         _plan(conn, policy, report.cutoff)
         report.rows = _planned(conn)
@@ -261,9 +260,7 @@ def _delete(
     report.payload_bytes = 0
     for chunk in _chunks(conn, "prune_versions", "record_id, seq", batch):
         with _transaction(conn, report, stop):
-            conn.executemany(
-                "DELETE FROM record_payloads WHERE record_id = ? AND seq = ?", chunk
-            )
+            conn.executemany("DELETE FROM record_payloads WHERE record_id = ? AND seq = ?", chunk)
         done["record_payloads"] += len(chunk)
     for chunk in _chunks(conn, "prune_jobs", "id", batch):
         ids = [int(r[0]) for r in chunk]
