@@ -316,3 +316,37 @@ def test_upgrade_runs_only_what_is_missing(tmp_path: Path) -> None:
         (3, "Each record's payload history, for the retention of its last versions.")
     ]
     assert upgrade(conn, path) == []
+
+
+def test_serve_upgrades_an_older_store_when_it_starts(
+    tmp_path: Path, peer: tuple[MemoryItems, str]
+) -> None:
+    """A store whose snapshot is current but whose schema is older than the code: ``serve``
+    opens it as the writer for a moment (which migrates it) before its readers start."""
+    from storecheck import make_unversioned
+
+    from aggregator.serve.supervisor import Supervisor
+    from aggregator.store.records import StoreNames
+
+    _, url = peer
+    store_path = tmp_path / "store"
+    settings = Settings(
+        config_path=None,
+        store_path=store_path,
+        base_iri=BASE,
+        http=HttpSettings(allow_private=True, retries=0),
+        harvest=HarvestSettings(workers=0),
+        sources={"portal": SourceConfig(name="portal", type="oai-pmh", url=url)},
+    )
+    with RecordStore(store_path, BASE) as store:
+        run_source(settings, store, "portal", RunOptions(), http=HttpClient(settings.http))
+    conn = connect(store_path / "state.sqlite3")
+    make_unversioned(conn)  # as if the store had been written by the code before versions
+    conn.close()
+    sup = Supervisor(StoreNames(store_path, BASE), settings, "127.0.0.1", 0, processes=1)
+    try:
+        conn = connect(store_path / "state.sqlite3")
+        assert schema_version(conn) == LATEST
+        conn.close()
+    finally:
+        sup.stop()

@@ -441,3 +441,28 @@ def test_an_older_store_reports_space_kept_for_reuse(harvested: Harvested) -> No
     assert report.pages_after == report.pages_before
     assert report.freed_bytes == (report.free_after - report.free_before) * report.page_size > 0
     assert any("reused by later writes" in line for line in report.lines())
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ("versions = 0", "retention.versions = 0: must be at least 1"),
+        ("batch = 0", "retention.batch = 0: must be at least 1"),
+        ("job_days = -1", "retention.job_days = -1: must be at least 0"),
+        ("keep = 3", "[retention]: unknown key(s) keep"),
+    ],
+)
+def test_retention_settings_are_checked(tmp_path: Path, line: str, message: str) -> None:
+    from aggregator.errors import ConfigError
+
+    config = tmp_path / "aggregator.toml"
+    config.write_text(f"[retention]\n{line}\n", encoding="utf-8")
+    with pytest.raises(ConfigError) as err:
+        load_settings(config)
+    assert err.value.message == message
+
+
+def test_retention_defaults() -> None:
+    assert RetentionSettings() == RetentionSettings(
+        versions=5, job_days=90.0, interval=86400.0, batch=500
+    )
