@@ -137,9 +137,10 @@ def to_v3_payload_history(conn: sqlite3.Connection) -> None:
         "INSERT INTO record_payloads (record_id, seq, payload_sha)"
         " SELECT id, 1, payload_sha FROM records WHERE payload_sha IS NOT NULL"
     )
-    conn.execute(
+    conn.execute(  # a new row's id has no history (a deleted row's history went with it)
         "CREATE TRIGGER record_payload_added AFTER INSERT ON records"
-        f" WHEN new.payload_sha IS NOT NULL BEGIN {_NOTE_PAYLOAD} END"
+        " WHEN new.payload_sha IS NOT NULL BEGIN INSERT OR REPLACE INTO record_payloads"
+        " (record_id, seq, payload_sha) VALUES (new.id, 1, new.payload_sha); END"
     )
     conn.execute(
         "CREATE TRIGGER record_payload_changed AFTER UPDATE OF payload_sha ON records"
