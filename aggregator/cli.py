@@ -1,8 +1,9 @@
 """The ``aggregator`` command line. Thin: every command calls the library.
 
 Exit codes: 0 success; 1 a job failed or a file does not conform; 2 usage or configuration
-error; 3 a harvest ran but some records were rejected or errored; 4 a harvest was partial
-(truncated listing, mass-withdrawal brake); 130 a harvest was cancelled (Ctrl-C, SIGTERM).
+error, or a store whose schema is newer than this code (for a read command, older too); 3 a
+harvest ran but some records were rejected or errored; 4 a harvest was partial (truncated
+listing, mass-withdrawal brake); 130 a harvest was cancelled (Ctrl-C, SIGTERM).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from aggregator.cli_mdr import mdc_monitor
 from aggregator.cli_records import record, records, rejected
 from aggregator.cli_schedule import schedule, scheduler
 from aggregator.cli_sources import orphan_line, orphans, source
+from aggregator.cli_store import store
 from aggregator.errors import AggregatorError, ConfigError
 from aggregator.unattended import Progress, cancel_on_interrupt, summary
 
@@ -228,7 +230,7 @@ def job_show(c: Ctx, job_id: int, as_json: bool) -> None:
 
 
 _COMMANDS = (source, records, record, rejected, map_file, validate, mdc_monitor)
-for _command in (*_COMMANDS, schedule, scheduler):
+for _command in (*_COMMANDS, schedule, scheduler, store):
     main.add_command(_command)
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import click
 
 from aggregator.config import Settings, load_settings
-from aggregator.errors import AggregatorError, ConfigError
+from aggregator.errors import AggregatorError, ConfigError, StoreVersionError
 from aggregator.jobs.journal import JobRow
 from aggregator.store.records import STATE_FILE, ReadOnlyStore, RecordStore, StoreNames
 
@@ -101,7 +101,7 @@ pass_ctx = click.make_pass_decorator(Ctx)
 
 def fail(err: AggregatorError) -> None:
     click.echo(f"error: {err.message}", err=True)
-    sys.exit(2 if isinstance(err, ConfigError) else 1)
+    sys.exit(2 if isinstance(err, ConfigError | StoreVersionError) else 1)
 
 
 def job_line(job: JobRow) -> str:

@@ -197,6 +197,16 @@ class ScheduleSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class RetentionSettings:
+    """``[retention]``: what the state database keeps of the past (``store/retention.py``)."""
+
+    versions: int = 5  # payloads of the last N versions of each record
+    job_days: float = 90.0  # jobs that ended longer ago go, with their errors (see the docs)
+    interval: float = 86400.0  # seconds between the scheduler's prunes (0: it never prunes)
+    batch: int = 500  # rows deleted per transaction
+
+
+@dataclass(frozen=True, slots=True)
 class SourceConfig:
     name: str
     type: str  # harvester registry key
@@ -249,6 +259,7 @@ class Settings:
     validation: ValidationSettings = field(default_factory=ValidationSettings)
     notify: NotifySettings = field(default_factory=lambda: _no_notify())
     schedule: ScheduleSettings = field(default_factory=ScheduleSettings)
+    retention: RetentionSettings = field(default_factory=RetentionSettings)
 
     def source(self, name: str) -> SourceConfig:
         try:
@@ -307,6 +318,10 @@ RANGES: dict[str, tuple[float, float | None, bool]] = {
     "schedule.breaker_failures": (1, None, False),
     "schedule.breaker_backoff": (0, None, False),
     "schedule.busy_delay": (0, None, True),
+    "retention.versions": (1, None, False),
+    "retention.job_days": (0, None, False),
+    "retention.interval": (0, None, False),
+    "retention.batch": (1, None, False),
 }
 
 
@@ -494,6 +509,7 @@ def load_settings(path: Path, environ: Mapping[str, str] | None = None) -> Setti
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as err:
         raise ConfigError(f"{path}: {err}") from err
     known = {"store", "http", "harvest", "sources", "serve", "validation", "notify", "schedule"}
+    known.add("retention")
     unknown = set(doc) - known
     if unknown:
         raise ConfigError(f"{path}: unknown section(s) {', '.join(sorted(unknown))}")
@@ -529,6 +545,7 @@ def load_settings(path: Path, environ: Mapping[str, str] | None = None) -> Setti
         validation=validation,
         notify=parse_notify(doc.get("notify", {}), root, environ),
         schedule=schedule,
+        retention=_dataclass_from(RetentionSettings, doc.get("retention", {}), "retention"),
     )
 
 

@@ -17,7 +17,8 @@ layers map them to responses through ``http_status`` and, for protocol errors, `
     │   ├── ParseError               payload cannot be parsed (per record, not fatal)
     │   └── MappingError             payload parsed but cannot be mapped (per record)
     ├── StoreError                   the record store cannot do what was asked
-    │   └── StoreBusyError           another process is writing the store (names it)
+    │   ├── StoreBusyError           another process is writing the store (names it)
+    │   └── StoreVersionError        the state database's schema is older or newer than the code
     └── NotFoundError                a record, job or source does not exist (http 404)
 """
 
@@ -100,6 +101,14 @@ class StoreBusyError(StoreError):
 
     http_status = 409
     code = "storeBusy"
+
+
+class StoreVersionError(StoreError):
+    """The state database's schema version is not this code's: newer (made by a later
+    release: refused) or, for a reader, older (a writer upgrades it when it opens the store)."""
+
+    http_status = 503
+    code = "storeVersion"
 
 
 class NotFoundError(AggregatorError):

@@ -113,8 +113,9 @@ def _withdraw_all(store: RecordStore, source: SourceConfig, batch_size: int) -> 
 
 
 def _drop_payloads(conn: sqlite3.Connection, candidates: set[str]) -> int:
-    """Delete the payloads among ``candidates`` that no record or dead letter refers to any
-    more (payloads are shared by content). Call inside a transaction."""
+    """Delete the payloads among ``candidates`` that no record, kept version of a record
+    (``record_payloads``) or dead letter refers to any more (payloads are shared by content).
+    Call inside a transaction."""
     if not candidates:
         return 0
     conn.execute("CREATE TEMP TABLE IF NOT EXISTS retire_payloads (sha TEXT PRIMARY KEY)")
@@ -125,6 +126,8 @@ def _drop_payloads(conn: sqlite3.Connection, candidates: set[str]) -> int:
     cur = conn.execute(
         "DELETE FROM payloads WHERE sha256 IN (SELECT sha FROM temp.retire_payloads)"
         " AND sha256 NOT IN (SELECT payload_sha FROM records WHERE payload_sha IN"
+        " (SELECT sha FROM temp.retire_payloads))"
+        " AND sha256 NOT IN (SELECT payload_sha FROM record_payloads WHERE payload_sha IN"
         " (SELECT sha FROM temp.retire_payloads))"
         " AND sha256 NOT IN (SELECT payload_sha FROM rejections) RETURNING sha256"
     )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from pyoxigraph import NamedNode, RdfFormat, Store, Triple
 
 from aggregator.mapping.base import canonical_ntriples
@@ -38,3 +40,15 @@ def assert_consistent(store: RecordStore) -> None:
         assert row.record_iri in names
         assert graph_of(store, row.record_iri) == want, row.local_id
     assert names == {r.record_iri for r in rows}
+
+
+def make_unversioned(conn: Any) -> None:
+    """Turn a state database of today's schema back into a store made before schema
+    versions (version 0, the baseline's tables): what the migrations after the first added
+    goes, so that opening it runs every migration as it would on such a store."""
+    for trigger in ("record_payload_added", "record_payload_changed", "record_payloads_gone"):
+        conn.execute(f"DROP TRIGGER {trigger}")
+    conn.execute("DROP TABLE record_payloads")
+    conn.execute("DROP INDEX rejections_payload")
+    conn.execute("CREATE INDEX IF NOT EXISTS records_journal ON records (id) WHERE pending != 0")
+    conn.execute("PRAGMA user_version = 0")

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner, Result
+from storecheck import make_unversioned
 
 from aggregator.cli import main
 from aggregator.peers.oaipmh import OaiPmhPeer
@@ -240,6 +241,7 @@ def test_an_older_store_keeps_one_open_rejection_per_record(
     with con:
         con.execute("DROP INDEX rejections_open_record")
         con.execute("DELETE FROM meta WHERE key = 'one_open_rejection'")
+        make_unversioned(con)  # a store made before schema versions
         con.execute(  # a second, newer rejection of the same record by a job 7
             "INSERT INTO rejections (source, local_id, job_id, stage, payload_sha, media_type,"
             " format, url, datestamp, is_collection, findings, created)"

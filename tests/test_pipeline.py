@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from storecheck import assert_consistent
+from storecheck import assert_consistent, make_unversioned
 
 from aggregator.config import HarvestSettings, HttpSettings, Settings, SourceConfig
 from aggregator.harvest.base import HarvestRequest, Listing
@@ -430,9 +430,9 @@ def test_up_to_date_answers_nothing_when_it_cannot_read_the_store(tmp_path: Path
 
 
 def test_a_journal_of_an_older_store_is_replayed_and_its_sequence_started(env: Env) -> None:
-    """Stores made before pending held a generation marked pending rows with 1: such rows
-    are still compared and repaired at open (before any new write can take a generation), and
-    graphs that the graph store already holds are left alone."""
+    """Stores made before pending held a generation marked pending rows with 1: migration 2
+    moves such marks to the journal, and they are compared and repaired at open (before any
+    new write can take a generation); graphs that the graph store holds are left alone."""
     import sqlite3
 
     env.run()
@@ -440,6 +440,7 @@ def test_a_journal_of_an_older_store_is_replayed_and_its_sequence_started(env: E
     ids = [generate_identifier(i) for i in (1, 2, 3)]
     con = sqlite3.connect(env.settings.store_path / "state.sqlite3")
     with con:
+        make_unversioned(con)  # the schema of that time
         con.execute("DROP INDEX records_journal")
         con.execute("CREATE INDEX records_pending ON records (pending) WHERE pending = 1")
         con.executemany("UPDATE records SET pending = 1 WHERE local_id = ?", [(i,) for i in ids])
@@ -457,7 +458,8 @@ def test_a_journal_of_an_older_store_is_replayed_and_its_sequence_started(env: E
     indexes = {
         r[0] for r in env.store.db.conn.execute("SELECT name FROM sqlite_master WHERE type='index'")
     }
-    assert "records_journal" in indexes and "records_pending" not in indexes
+    # migrated: the marks were moved to the journal table, the rows' index is gone
+    assert "records_journal" not in indexes and "records_pending" not in indexes
     env.items.put(item(4, revision=1))
     job = env.run(full=True)
     assert counts(job) == {"updated": 1, "skipped": 24}

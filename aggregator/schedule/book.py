@@ -14,7 +14,9 @@ Tables:
 - ``runs``: every job the scheduler started, with why (scheduled, retry, probe, manual), the
   process that ran it and how it ended (``running`` rows of a dead process are failed and
   rescheduled at the next start);
-- ``requests``: "harvest now" (optionally full), taken by the scheduler in order.
+- ``requests``: "harvest now" (optionally full), taken by the scheduler in order;
+- ``maintenance``: when the scheduler last ran each upkeep task (``prune``: the retention
+  policy, :mod:`aggregator.store.retention`) and what came of it.
 """
 
 from __future__ import annotations
@@ -64,6 +66,11 @@ CREATE TABLE IF NOT EXISTS requests (
     requested TEXT NOT NULL,
     by TEXT NOT NULL DEFAULT '',
     taken TEXT
+);
+CREATE TABLE IF NOT EXISTS maintenance (
+    task TEXT PRIMARY KEY,
+    last_run TEXT NOT NULL,
+    outcome TEXT NOT NULL
 );
 """
 
@@ -159,6 +166,21 @@ class Book:
         except BaseException:
             self.conn.execute("ROLLBACK")
             raise
+
+    # -- upkeep tasks -------------------------------------------------------------------------
+    def last_maintenance(self, task: str) -> tuple[datetime, str] | None:
+        """When ``task`` last ran (its start) and what came of it."""
+        row = self.conn.execute(
+            "SELECT last_run, outcome FROM maintenance WHERE task = ?", (task,)
+        ).fetchone()
+        when = None if row is None else parse_iso(row[0])
+        return None if when is None else (when, str(row[1]))
+
+    def note_maintenance(self, task: str, when: datetime, outcome: str) -> None:
+        self.conn.execute(
+            "INSERT OR REPLACE INTO maintenance (task, last_run, outcome) VALUES (?, ?, ?)",
+            (task, iso(when), outcome),
+        )
 
     # -- runs -------------------------------------------------------------------------------
     def start_run(self, source: str, reason: str, full: bool, now: datetime) -> int:

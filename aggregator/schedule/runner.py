@@ -7,6 +7,7 @@ one scheduler per store.
   work while the scheduler is idle; should one of them hold the store, the job is ``busy`` and
   tried again later. All jobs share one :class:`~aggregator.http.HttpClient`: the per-host
   limit (``[http] per_host_concurrency``) holds across the sources harvested at once.
+  :meth:`StoreJobs.prune` is the scheduler's daily prune, as the writer in the same way.
 - :class:`ConfigFile` re-reads ``aggregator.toml`` when it changes (a source added, edited or
   paused from the CLI or the dashboard); a broken edit is logged and the last good
   configuration kept.
@@ -20,6 +21,7 @@ import fcntl
 import logging
 import os
 import threading
+from datetime import datetime
 from pathlib import Path
 
 from aggregator.config import Settings, load_settings
@@ -70,6 +72,20 @@ class StoreJobs:
         finally:
             self._release()
         return JobResult(job.status, job.id, job.message, not job.listing.get("incremental"))
+
+    def prune(self, settings: Settings, now: datetime, stop: threading.Event) -> list[str]:
+        """Prune the store by ``[retention]`` as of ``now`` (the scheduler's ``prune``); what
+        it freed, in words. StoreBusyError: another process writes the store."""
+        from aggregator.schedule.book import BOOK_FILE
+        from aggregator.store.retention import prune
+
+        store = self._acquire(settings)
+        try:
+            book = store.path / BOOK_FILE
+            report = prune(store.db.path, settings.retention, now, book_path=book, stop=stop)
+        finally:
+            self._release()
+        return report.lines()
 
 
 class ConfigFile:

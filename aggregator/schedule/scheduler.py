@@ -23,6 +23,12 @@ job is tried again ``busy_delay`` seconds later.
 Jobs survive restarts: a run left ``running`` in the book by a process that died is marked
 failed at the next start and goes through the retry rules. Time comes from an injected
 :class:`Clock`, so the tests drive days of schedule in milliseconds.
+
+Upkeep: every ``[retention] interval`` seconds (a day), at a tick when no job runs, the
+scheduler prunes the store by its retention policy (``prune``, as the store's writer, in a
+thread of its own; jobs due meanwhile start beside it, as its batches are short). When it
+last did, and what it freed, is in the book (``maintenance``); another process writing the
+store puts it off by ``busy_delay``.
 """
 
 from __future__ import annotations
@@ -74,6 +80,9 @@ class JobResult:
 
 #: runs one job: (settings, source name, full, cancel event) -> result
 RunJob = Callable[[Settings, str, bool, threading.Event], JobResult]
+#: prunes the store as of a moment: (settings, now, stop event) -> what it freed, in words
+Prune = Callable[[Settings, datetime, threading.Event], list[str]]
+PRUNE = "prune"  # the book's name of the upkeep task
 
 
 @dataclass(eq=False)
@@ -116,10 +125,17 @@ class Scheduler:
         *,
         clock: Clock | None = None,
         rng: random.Random | None = None,
+        prune: Prune | None = None,
     ) -> None:
         self._settings = settings
         self.book = book
         self.run_job = run_job
+        self.prune = prune
+        self.pruning: Future[list[str]] | None = None
+        self._prune_started = datetime.min.replace(tzinfo=UTC)
+        self._prune_not_before = datetime.min.replace(tzinfo=UTC)
+        self._prune_stop = threading.Event()
+        self._upkeep = ThreadPoolExecutor(1, thread_name_prefix="upkeep")
         self.clock = clock or SystemClock()
         self.rng = rng or random.Random()
         self.running: dict[str, RunningJob] = {}
@@ -201,7 +217,52 @@ class Scheduler:
                 break
             self._start(settings, settings.sources[name], reason, full, now)
             started.append(name)
+        self._upkeep_due(settings, now)
         return started
+
+    # -- upkeep -------------------------------------------------------------------------------
+    def _upkeep_due(self, settings: Settings, now: datetime) -> None:
+        """Start a prune when one is due and no job runs (collecting the last one first)."""
+        self.collect_prune()
+        interval = settings.retention.interval
+        if self.prune is None or self.pruning is not None or self.running or interval <= 0:
+            return
+        if now < self._prune_not_before:
+            return
+        last = self.book.last_maintenance(PRUNE)
+        if last is not None and now < last[0] + timedelta(seconds=interval):
+            return
+        log.info("pruning the store by its retention policy")
+        self._prune_started = now
+        self.pruning = self._upkeep.submit(self.prune, settings, now, self._prune_stop)
+
+    def collect_prune(self, timeout: float | None = 0) -> None:
+        """Account for a prune that ended (waiting up to ``timeout`` seconds; None: until
+        it ends)."""
+        pruning = self.pruning
+        if pruning is None:
+            return
+        try:
+            lines = pruning.result(timeout)
+        except TimeoutError:
+            return
+        except StoreBusyError as err:
+            self.pruning = None
+            self._prune_not_before = self.clock.now() + timedelta(
+                seconds=self.settings.schedule.busy_delay
+            )
+            log.info("prune put off: %s", err.message)
+            return
+        except Exception as err:  # logged and noted: tried again after the interval
+            self.pruning = None
+            message = err.message if isinstance(err, AggregatorError) else repr(err)
+            log.error("prune failed: %s", message)
+            self.book.note_maintenance(PRUNE, self._prune_started, f"failed: {message}")
+            return
+        self.pruning = None
+        for line in lines:
+            log.info("%s", line)
+        self.book.note_maintenance(PRUNE, self._prune_started, "\n".join(lines))
 
     def collect(self) -> list[RunningJob]:
         """Account for the jobs that ended."""
@@ -224,8 +285,11 @@ class Scheduler:
         """Cancel the running jobs (each ends ``cancelled``), wait for them, stop."""
         for job in self.running.values():
             job.cancel.set()
+        self._prune_stop.set()  # a prune stops between two batches
         self.wait(grace)
+        self.collect_prune(grace)
         self._pool.shutdown(wait=False, cancel_futures=True)
+        self._upkeep.shutdown(wait=False, cancel_futures=True)
 
     # -- decisions ----------------------------------------------------------------------------
     def _new_state(self, src: SourceConfig, now: datetime) -> SourceState:

@@ -27,7 +27,8 @@ def run_scheduler(settings: Settings, stop: threading.Event, interval: float = 1
     lock = SchedulerLock(settings.store_path)
     book = Book(settings.store_path)
     try:
-        scheduler = Scheduler(ConfigFile(settings), book, StoreJobs(settings))
+        jobs = StoreJobs(settings)
+        scheduler = Scheduler(ConfigFile(settings), book, jobs, prune=jobs.prune)
         log.info("scheduler running for %s", settings.store_path)
         scheduler.run_forever(stop, interval, each_tick=notify_tick)
     finally:

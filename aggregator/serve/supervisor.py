@@ -45,6 +45,7 @@ from aggregator.config import Settings
 from aggregator.errors import StoreBusyError, StoreError
 from aggregator.serve.accepting import AcceptBoard, acceptors_for
 from aggregator.serve.oai_tokens import load_key
+from aggregator.store.migrations import LATEST, schema_version
 from aggregator.store.records import RecordStore, StoreNames, snapshot_shelf
 from aggregator.store.state import StateDB
 
@@ -157,9 +158,10 @@ class Supervisor:
             time.sleep(0.1)
 
     def _catch_up(self) -> bool:
-        """When the shelf is behind the state database or a job is left running, and nobody
-        writes (a store never served; a writer killed), be the writer for a moment: opening
-        the store replays its journal, marks the dead writer's job failed and publishes.
+        """When the shelf is behind the state database, a job is left running or the schema is
+        older than the code's, and nobody writes (a store never served; a writer killed; an
+        upgrade), be the writer for a moment: opening the store migrates its schema, replays
+        its journal, marks the dead writer's job failed and publishes.
         False when another process writes now (it publishes itself)."""
         store = self.store
         state = store.path / "state.sqlite3"
@@ -167,7 +169,9 @@ class Supervisor:
             db = StateDB(state, read_only=True)
             try:
                 running = db.conn.execute("SELECT 1 FROM jobs WHERE status = 'running' LIMIT 1")
-                if self.shelf.generation == db.generation() and running.fetchone() is None:
+                current = schema_version(db.conn) == LATEST  # else opening it upgrades it
+                caught_up = self.shelf.generation == db.generation()
+                if caught_up and current and running.fetchone() is None:
                     return True  # the usual case: the last writer published its last batch
             finally:
                 db.close()

@@ -122,7 +122,7 @@ class SetIndex:
         self._rows = []
 
     def count_all(self) -> None:
-        """Count every set afresh (a store made before ``set_counts`` existed)."""
+        """Count every set afresh (schema migration 1: a store made before ``set_counts``)."""
         self.conn.execute("DELETE FROM set_counts")
         self.conn.execute(
             "INSERT INTO set_counts (set_spec, n)"
@@ -131,7 +131,8 @@ class SetIndex:
         self._delta.clear()
 
     def fill(self) -> None:
-        """Build the set index from the records (a store made before it existed)."""
+        """Build the set index from the records (schema migration 1: a store made before
+        it existed)."""
         rows = self.conn.execute(
             "SELECT id, source, status, themes, modified FROM records"
             " WHERE status IN ('active', 'withdrawn')"

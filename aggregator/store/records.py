@@ -45,6 +45,7 @@ from aggregator.jobs.journal import JobLog, Jobs, now_iso
 from aggregator.store.applier import GATHER_RECORDS, GraphApplier
 from aggregator.store.commit_barrier import CommitStamper
 from aggregator.store.graphs import GraphBackend, GraphContent, OxigraphGraphs, stale_contents
+from aggregator.store.migrations import check_readable
 from aggregator.store.rejections import DeadLetter, close_rejections, keep_dead_letters
 from aggregator.store.snapshots import SnapshotShelf, remove_stale_shelves
 from aggregator.store.state import (
@@ -206,6 +207,12 @@ class ReadOnlyStore(StoreReads):
     def __init__(self, path: Path, base_iri: str) -> None:
         super().__init__(path, base_iri)
         self.db = StateDB(path / "state.sqlite3", read_only=True)
+        if (path / "state.sqlite3").exists():
+            try:  # a store of another schema version: say so, rather than a query failing
+                check_readable(self.db.conn, path / "state.sqlite3")
+            except BaseException:
+                self.db.close()
+                raise
         self.jobs = Jobs(self.db)
 
     def close(self) -> None:

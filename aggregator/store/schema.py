@@ -1,4 +1,11 @@
-"""The tables and indexes of the state database (``state.sqlite3``), created if missing.
+"""The tables and indexes of the state database (``state.sqlite3``) as the store was before
+its schema carried a version: :data:`BASELINE`, version 1 of :mod:`aggregator.store.migrations`.
+
+This text is frozen: it is what ``main`` at commit 9d4bea6 created (every store made until
+then has its tables, or older shapes of them that migration 1 brings to it). A change of the
+schema is a new migration in :mod:`aggregator.store.migrations`, never an edit here; a new
+store is made by running every migration from an empty database, so new and upgraded stores
+cannot differ.
 
 What each table is for: :mod:`aggregator.store.state` (records, payloads, the journal),
 :mod:`aggregator.jobs.journal` (jobs, job errors, checkpoints) and :mod:`aggregator.deadletter`
@@ -6,11 +13,10 @@ What each table is for: :mod:`aggregator.store.state` (records, payloads, the jo
 (``records_modified``, ``record_sets_page``, with ``set_counts`` for whole-set sizes), the
 skip-by-date look-up of a re-harvest
 (``records_stamps``, covering) and the journal replay (the ``journal`` table; ``records_journal``
-for the marks of stores made before it).
+for the marks of stores made before it, dropped by migration 2).
 """
 
-SCHEMA = """
-PRAGMA journal_mode = WAL;
+BASELINE = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS records (
     id INTEGER PRIMARY KEY,
@@ -46,7 +52,6 @@ CREATE TABLE IF NOT EXISTS journal (
     generation INTEGER NOT NULL
 );
 -- rows a store made before the journal table marked pending (records.pending = generation)
-DROP INDEX IF EXISTS records_pending;
 CREATE INDEX IF NOT EXISTS records_journal ON records (id) WHERE pending != 0;
 CREATE INDEX IF NOT EXISTS records_dataset ON records (dataset_iri);
 CREATE INDEX IF NOT EXISTS records_iso19139 ON records (modified, id)

@@ -7,8 +7,11 @@ deletes the marks that still hold that generation: a later batch that wrote the 
 again keeps its own mark. Whatever the moment a process dies, the rows hold either the old or
 the new state, and rows still marked are compared with the graph store, and repaired, when
 the store is next opened. (Stores made before the ``journal`` table marked the rows
-themselves, in ``records.pending``; such marks are still replayed. Clearing a mark in the row
-rewrote the whole row, graph blobs and all.)
+themselves, in ``records.pending``: migration 2 moved such marks to the table. Clearing a mark
+in the row rewrote the whole row, graph blobs and all.)
+
+The schema is versioned (``PRAGMA user_version``): opening the database read-write runs the
+migrations of :mod:`aggregator.store.migrations` it has not had yet.
 
 The same rows carry the canonical N-Triples of each dataset, so the republishing layer can
 serve records without touching the graph store (whose datatypes change on insert).
@@ -20,19 +23,18 @@ import hashlib
 import json
 import sqlite3
 import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from aggregator.store.migrations import Applied, upgrade
 from aggregator.store.packing import pack, pack_graph, unpack, unpack_graph
 from aggregator.store.record_sets import SetIndex
-from aggregator.store.schema import SCHEMA
 from aggregator.store.versions import rows_in_chunks
 
 _NO_SHARING = threading.RLock()  # the read-only connection: its own thread's lock only
 GENERATION = "generation"  # meta key: batches of graph changes committed so far
-ONE_OPEN_REJECTION = "one_open_rejection"  # meta key: rejections_open_record is built
 
 RECORD_COLUMNS = (
     "id, source, local_id, record_iri, dataset_iri, status, content_hash, first_seen, modified,"
@@ -61,7 +63,7 @@ class RecordRow:
     url: str | None
     themes: str
     findings: str
-    pending: int  # the row's own mark (stores made before the journal table); see pending_rows
+    pending: int  # the generation of its journal mark (pending_rows only; else 0)
 
     @classmethod
     def from_row(cls, row: Sequence[Any]) -> RecordRow:
@@ -151,6 +153,7 @@ class StateDB:
 
     def __init__(self, path: Path, *, read_only: bool = False) -> None:
         self.path = path
+        self.migrations: list[Applied] = []  # what opening it read-write migrated
         if read_only:  # a reader beside the writer (WAL): never a write, never a lock wait
             target = f"file:{path}?mode=ro" if path.exists() else "file::memory:"
             self.conn = sqlite3.connect(
@@ -158,7 +161,7 @@ class StateDB:
             )
             self.conn.execute("PRAGMA busy_timeout = 10000")
             if not path.exists():  # nothing harvested yet: an empty store to read
-                self.conn.executescript(SCHEMA)
+                upgrade(self.conn)
             self.sets = SetIndex(self.conn)
             return
         self.conn = sqlite3.connect(
@@ -168,7 +171,8 @@ class StateDB:
         self.conn.execute("PRAGMA busy_timeout = 60000")
         self.conn.execute("PRAGMA cache_size = -32768")  # 32 MB: lookups stay off the disk
         self.conn.execute("PRAGMA foreign_keys = ON")
-        self.conn.executescript(SCHEMA)
+        self.migrations = upgrade(self.conn, path)  # the writer brings the schema up to date
+        self.conn.execute("PRAGMA journal_mode = WAL")  # after: a new store's auto_vacuum first
         # Which records a running job has seen: needed only until that job decides its
         # withdrawals, so a connection-local table (a crash ends the job, which then withdraws
         # nothing); marking a record here costs no write to its row. Its rollback journal is
@@ -180,12 +184,6 @@ class StateDB:
             " local_id TEXT NOT NULL, PRIMARY KEY (job_id, source, local_id)) WITHOUT ROWID"
         )
         self.sets = SetIndex(self.conn)
-        if self.get_meta("record_sets") is None:  # a store made before the set index
-            self._build_once("record_sets", self.sets.fill)
-        if self.get_meta("set_counts") is None:  # ... or before the set sizes
-            self._build_once("set_counts", self.sets.count_all)
-        if self.get_meta(ONE_OPEN_REJECTION) is None:  # ... or before one open rejection
-            self._build_once(ONE_OPEN_REJECTION, lambda: one_open_rejection(self.conn))
 
     def close(self) -> None:
         self.conn.close()
@@ -393,31 +391,14 @@ class StateDB:
         row = self.conn.execute("SELECT max(id) FROM records").fetchone()
         return int(row[0] or 0)
 
-    def _build_once(self, meta_key: str, build: Callable[[], None]) -> None:
-        """Run ``build`` and note ``meta_key`` in one transaction."""
-        self.begin()
-        try:
-            build()
-            self.set_meta(meta_key, "1")
-            self.commit()
-        except BaseException:
-            self.rollback()
-            raise
-
     def pending_rows(self, after: int = 0, limit: int = 500) -> list[RecordRow]:
         """Rows whose write the graph store may not hold yet, in id order after ``after``,
-        with ``pending`` the generation of the write: the ``journal`` table's mark, or the
-        row's own (stores made before the journal table marked the rows; 1 in a store made
-        before generations)."""
+        with ``pending`` the generation of the write (the ``journal`` table's mark)."""
         cols = ", ".join(f"r.{c.strip()}" for c in RECORD_COLUMNS.split(",")[:-1])
         cur = self.conn.execute(
-            f"SELECT {cols}, coalesce(j.generation, r.pending) FROM records r"
-            " LEFT JOIN journal j ON j.record_id = r.id WHERE r.id IN ("
-            " SELECT * FROM (SELECT record_id FROM journal WHERE record_id > ?"
-            " ORDER BY record_id LIMIT ?) UNION"
-            " SELECT * FROM (SELECT id FROM records WHERE pending != 0 AND id > ?"
-            " ORDER BY id LIMIT ?)) ORDER BY r.id LIMIT ?",
-            (after, limit, after, limit, limit),
+            f"SELECT {cols}, j.generation FROM journal j JOIN records r ON r.id = j.record_id"
+            " WHERE j.record_id > ? ORDER BY j.record_id LIMIT ?",
+            (after, limit),
         )
         return [RecordRow.from_row(r) for r in cur]
 
@@ -428,9 +409,6 @@ class StateDB:
         """Clear the marks of rows as read (each only if no later write marked it since)."""
         marks = [(r.id, r.pending) for r in rows]
         self.conn.executemany("DELETE FROM journal WHERE record_id = ? AND generation = ?", marks)
-        self.conn.executemany(  # the marks of a store made before the journal table
-            "UPDATE records SET pending = 0 WHERE id = ? AND pending = ?", marks
-        )
 
     # -- payloads ---------------------------------------------------------------------------
     def put_payload(
@@ -471,28 +449,6 @@ class StateDB:
             " ON CONFLICT (key) DO UPDATE SET value = excluded.value",
             (key, value),
         )
-
-
-def one_open_rejection(conn: sqlite3.Connection) -> None:
-    """Make each record's open rejection unique (a store made before it opened a new one at
-    every failure): older open ones are closed as superseded by the job of the newest, which
-    did process the record again, and the unique index is built."""
-    cur = conn.execute(
-        "SELECT source, local_id, id, job_id FROM rejections WHERE superseded_by IS NULL"
-        " ORDER BY source, local_id, id DESC"
-    )
-    closed: list[tuple[int, int]] = []
-    newest: tuple[str, str, int] | None = None  # source, local_id, job of the newest
-    for source, local_id, rid, job_id in cur:
-        if newest is not None and newest[:2] == (source, local_id):
-            closed.append((newest[2], rid))
-        else:
-            newest = (source, local_id, job_id)
-    conn.executemany("UPDATE rejections SET superseded_by = ? WHERE id = ?", closed)
-    conn.execute(
-        "CREATE UNIQUE INDEX IF NOT EXISTS rejections_open_record"
-        " ON rejections (source, local_id) WHERE superseded_by IS NULL"
-    )
 
 
 def read_datestamps(
