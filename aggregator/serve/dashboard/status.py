@@ -59,6 +59,45 @@ class Job:
         parts = [f"{n} {k}" for k, n in self.counters.items() if n]
         return ", ".join(parts) if parts else "no records"
 
+    @property
+    def message_is_error(self) -> bool:
+        """The message says what went wrong (a failed or incomplete job), rather than being a
+        note on a job that succeeded ("incremental run: absent records are not withdrawn")."""
+        return self.status in ("failed", "partial")
+
+    @property
+    def incremental(self) -> bool | None:
+        """Whether the job listed only what changed since its checkpoint: the listing's own
+        fact (the one source of truth, also the scheduler's), None while it is not known yet
+        (a running job; a job that ended before its listing was recorded)."""
+        value = self.listing.get("incremental")
+        return value if isinstance(value, bool) else None
+
+    @property
+    def is_full(self) -> bool:
+        """A full harvest: asked for, or listed in full (no checkpoint to start from)."""
+        return self.full or self.incremental is False
+
+    @property
+    def kind(self) -> str:
+        """What kind of harvest this was, in words."""
+        if self.incremental:
+            return "incremental harvest (only what changed since the last checkpoint)"
+        if self.full:
+            return "full re-harvest (asked for)"
+        if self.incremental is False:
+            return "full harvest (no checkpoint to start from, or the source lists everything)"
+        return "harvest (whether incremental is known when its listing ends)"
+
+    @property
+    def listing_facts(self) -> list[tuple[str, Any]]:
+        """The listing's facts worth showing, in order; ``incremental`` is shown as the kind."""
+        return [
+            (k, v)
+            for k, v in self.listing.items()
+            if k != "incremental" and v not in (None, "", [], {})
+        ]
+
 
 @dataclass(frozen=True, slots=True)
 class TrendBar:
