@@ -11,6 +11,7 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
 
 from aggregator.errors import AggregatorError
+from aggregator.schedule.liveness import scheduler_pid
 from aggregator.serve.dashboard import job_errors, status
 from aggregator.serve.dashboard.quality_view import QualityCache
 from aggregator.serve.dashboard.schedule_view import schedules
@@ -75,8 +76,16 @@ def routes(dash: Dashboard) -> list[BaseRoute]:
         if not found:
             return dash.error(request, 404, f"no source named {name!r}")
         jobs = status.recent_jobs(db, source=name, limit=50)
-        sched = schedules(current_settings(ctx.settings)).get(name)
-        return dash.render(request, "source.html", s=found[0], jobs=jobs, schedule=sched)
+        settings = current_settings(ctx.settings)
+        return dash.render(
+            request,
+            "source.html",
+            s=found[0],
+            jobs=jobs,
+            schedule=schedules(settings).get(name),
+            scheduler_pid=scheduler_pid(settings.store_path),
+            config_path=settings.config_path,
+        )
 
     def jobs_page(request: Request) -> Response:
         db = ctx.read_db()
