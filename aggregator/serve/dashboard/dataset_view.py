@@ -18,12 +18,14 @@ from aggregator.quality.indicators import INDICATORS_BY_KEY
 from aggregator.quality.mqa import QualityError, assess
 from aggregator.serve.dashboard.geometry import Geometry, parse_geometry
 from aggregator.serve.dashboard.labels import property_label, term_label
+from aggregator.serve.dashboard.quality_view import NOT_CHECKED_HERE
 from aggregator.serve.pages import _LANG, Graph, safe_href
 from aggregator.store.state import RecordRow
 from aggregator.vocab import DCAT, DCT, FOAF, RDF_TYPE, VCARD
 
 LOCN = "http://www.w3.org/ns/locn#"
 _GEO_PROPS = (DCAT + "bbox", LOCN + "geometry", DCAT + "centroid")
+_NOT_CHECKED = frozenset(i.key for i in NOT_CHECKED_HERE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +59,7 @@ class QualityView:
     rating: str
     dimensions: tuple[tuple[str, int, int], ...]  # (dimension, earned, possible)
     missing: tuple[tuple[str, int], ...]  # (indicator label, points lost), checked and failed
+    not_checked: tuple[tuple[str, int], ...]  # (indicator label, points): need link checks
 
 
 @dataclass
@@ -161,10 +164,11 @@ def _quality(ntriples: bytes, iri: str, findings: str) -> QualityView | None:
     missing = tuple(
         (INDICATORS_BY_KEY[r.key].label, r.lost)
         for r in sorted(q.indicators, key=lambda r: -r.lost)
-        if r.checked and not r.met and r.lost
+        if r.checked and not r.met and r.lost and r.key not in _NOT_CHECKED
     )
     dims = tuple((str(d.dimension).capitalize(), d.earned, d.possible) for d in q.dimensions)
-    return QualityView(q.total, q.possible, str(q.rating), dims, missing)
+    not_checked = tuple((i.label, i.points) for i in NOT_CHECKED_HERE)
+    return QualityView(q.total, q.possible, str(q.rating), dims, missing, not_checked)
 
 
 def build(
