@@ -66,7 +66,11 @@ class Site:
 
 
 @contextmanager
-def served_site(tmp: Path, *, public: bool = True) -> Iterator[Site]:
+def served_site(
+    tmp: Path, *, public: bool = True, scheduler: bool = True, serve_extra: str = ""
+) -> Iterator[Site]:
+    """``scheduler=False``: served like ``aggregator serve --no-scheduler`` (nothing takes
+    "harvest now"); ``serve_extra``: more lines for the ``[serve]`` table."""
     port = free_port()
     config = tmp / "aggregator.toml"
     text = CONFIG.format(config=config, port=port)
@@ -90,6 +94,7 @@ def served_site(tmp: Path, *, public: bool = True) -> Iterator[Site]:
             f"dashboard_public = {'true' if public else 'false'}\n"
             f'admin_password_hash = "{hash_secret(PASSWORD)}"\n'
             f'admin_token_hash = "{hash_secret(TOKEN)}"\n'
+            f"{serve_extra}"
         )
         body = config.read_text(encoding="utf-8")
         if "[serve]" in body:  # the demo's table: add our keys to it
@@ -116,10 +121,11 @@ def served_site(tmp: Path, *, public: bool = True) -> Iterator[Site]:
         thread.start()
         # the scheduler, as `aggregator serve` runs it beside the serving processes
         stop = threading.Event()
-        scheduler = threading.Thread(
+        runner = threading.Thread(
             target=run_scheduler, args=(settings, stop, 0.2), name="scheduler", daemon=True
         )
-        scheduler.start()
+        if scheduler:
+            runner.start()
         deadline = time.monotonic() + 30
         while not server.started and time.monotonic() < deadline:
             time.sleep(0.05)
@@ -127,6 +133,7 @@ def served_site(tmp: Path, *, public: bool = True) -> Iterator[Site]:
             yield Site(f"http://127.0.0.1:{port}/", config, settings, urls)
         finally:
             stop.set()
-            scheduler.join(timeout=30)
+            if scheduler:
+                runner.join(timeout=30)
             server.should_exit = True
             thread.join(timeout=10)
