@@ -11,7 +11,10 @@ import json
 import sqlite3
 from collections import defaultdict
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
+
+from markupsafe import Markup
 
 from aggregator.config import SourceConfig
 
@@ -20,11 +23,36 @@ TREND_KEYS = ("added", "updated", "unchanged", "withdrawn", "rejected")
 _JOB_COLS = "id, source, started, ended, status, full, counters, listing, message"
 
 
+def _parsed(stamp: str) -> datetime | None:
+    try:
+        moment = datetime.fromisoformat(stamp.strip())
+    except ValueError:
+        return None
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+
+
 def when(stamp: str | None) -> str:
-    """A stored UTC stamp for people: ``2026-11-26 08:05 UTC``."""
+    """A stamp for people, in UTC to the minute: ``2026-11-26 08:05 UTC`` (a stamp without
+    a zone is UTC, as every stamp we store is; a date alone stays a date; what is not an ISO
+    8601 stamp stays as it is)."""
     if not stamp:
         return ""
-    return f"{stamp[:10]} {stamp[11:16]} UTC" if len(stamp) >= 16 and stamp[10] == "T" else stamp
+    text = stamp.strip()
+    if len(text) == 10:  # a date: no time to show, no zone to convert
+        return text
+    moment = _parsed(text)
+    return moment.strftime("%Y-%m-%d %H:%M UTC") if moment else text
+
+
+def stamp_html(stamp: str | None) -> Markup:
+    """:func:`when` in a ``<time>`` element carrying the full value (``datetime`` attribute,
+    and ``title`` for a pointer's hover)."""
+    if not stamp:
+        return Markup("")
+    shown = when(stamp)
+    if _parsed(stamp.strip()) is None:
+        return Markup("{}").format(shown)
+    return Markup('<time datetime="{0}" title="{0}">{1}</time>').format(stamp.strip(), shown)
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,11 +149,6 @@ class SourceStatus:
     @property
     def last_job(self) -> Job | None:
         return self.jobs[0] if self.jobs else None
-
-    @property
-    def rejecting_job(self) -> Job | None:
-        """The newest of the recent jobs that rejected records (where to read why)."""
-        return next((j for j in self.jobs if j.counters.get("rejected")), None)
 
     @property
     def paused(self) -> bool:
