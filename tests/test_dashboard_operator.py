@@ -118,3 +118,94 @@ def test_quality_counts_what_it_measured_on_the_mqa_scale(site: Site) -> None:
     # every score with its scale: the total and the five dimensions of each source
     assert len(re.findall(r'class="num score">\d+ / 405<', per_source)) == 3
     assert len(re.findall(r'class="num score">\d+ / (?:100|110|75|20)<', per_source)) == 15
+
+
+def _waf_with_a_record_without_lineage(site: Site) -> str:
+    """A WAF source (iso19139, the default GEMINI chain then SHACL) whose one record breaks
+    a GEMINI obligation: rejected at a payload step. Returns the record's local id (its file
+    identifier)."""
+    from contextlib import ExitStack
+    from datetime import UTC, datetime
+
+    from aggregator.harvest.gemini import record_facts
+    from aggregator.peers.gemini_samples import bundled_gemini_records
+    from aggregator.peers.server import PeerServer
+    from aggregator.peers.waf import WafApp
+    from aggregator.sources_file import add_source
+    from aggregator.xml import parse_xml
+
+    name, doc = bundled_gemini_records()[0]
+    app = WafApp()
+    app.put(name, re.sub(rb"<gmd:lineage>.*?</gmd:lineage>", b"", doc, flags=re.S),
+            datetime(2026, 3, 14, tzinfo=UTC))  # fmt: skip
+    with ExitStack() as stack:
+        server = stack.enter_context(PeerServer(app))
+        table = {"type": "waf", "url": f"{server.url}waf/", "format": "iso19139"}
+        add_source(site.config, "waf-iso", {**table, "schedule": "manual"})
+        harvest(site, "waf-iso")
+    return str(record_facts(parse_xml(doc)).file_identifier)
+
+
+def test_every_open_rejection_on_one_page_paged_and_filtered(site: Site) -> None:
+    waf_record = _waf_with_a_record_without_lineage(site)
+    nav = between(get(site, "").text, '<nav aria-label="Main">', "</nav>")
+    assert 'href="/rejections"' in nav
+    page = get(site, "rejections").text
+    assert re.search(r'id="rejection-count">2 open rejections', page)
+    rows = between(page, "<tbody>", "</tbody>")
+    assert "demo-dump" in rows and "waf-iso" in rows  # across sources
+    assert waf_record in rows and "gemini-2.3" in rows and "Lineage" in rows  # step, why
+    ids = [int(n) for n in re.findall(r'href="/rejections/(\d+)"', rows)]
+    assert ids == sorted(ids, reverse=True) and len(ids) == 2  # newest first
+    # filtered by source, by step
+    only = get(site, "rejections", params={"source": "demo-dump"}).text
+    assert 'id="rejection-count">1 open rejection from demo-dump' in only
+    assert "waf-iso" not in between(only, "<tbody>", "</tbody>")
+    step = get(site, "rejections", params={"stage": "gemini-2.3"}).text
+    assert waf_record in step and "demo-dump</a></td>" not in step
+    # paged by keys: one a page, the next page starts below the last id shown
+    first = get(site, "rejections?source=&stage=&before=").text
+    assert first.count('href="/rejections/') >= 2
+    older = get(site, f"rejections?before={ids[0]}").text
+    assert f'href="/rejections/{ids[1]}"' in older and f'href="/rejections/{ids[0]}"' not in older
+    # the source's card and page link to its open rejections
+    card = between(get(site, "").text, 'data-source="demo-dump"', "</section>")
+    assert 'href="/rejections?source=demo-dump"' in card
+
+
+def test_a_rejected_record_shows_the_findings_of_every_step(site: Site) -> None:
+    page = get(site, "rejections", params={"source": "waf-iso"}).text
+    if "waf-iso</a>" not in page:  # run on its own: make the rejection
+        _waf_with_a_record_without_lineage(site)
+        page = get(site, "rejections", params={"source": "waf-iso"}).text
+    rid = re.search(r'href="/rejections/(\d+)"', between(page, "<tbody>", "</tbody>"))
+    assert rid
+    detail = get(site, f"rejections/{rid.group(1)}").text
+    findings = between(detail, '<table class="errors findings">', "</table>")
+    steps = set(re.findall(r'<tr class="sev-\w+"><td>([^<]+)</td>', findings))
+    severities = set(re.findall(r'<tr class="sev-(\w+)">', findings))
+    # rejected by the GEMINI Schematron (a payload step); its SHACL findings are there too
+    assert {"gemini-2.3", "shacl"} <= steps, steps
+    assert {"violation", "warning"} <= severities
+    assert re.search(r'id="finding-count">\d+ findings of every step that ran: 1 violation', detail)
+    # when it was rejected, for people, the full value kept in the element
+    stamp = re.search(r'<dt>Rejected since</dt><dd><time datetime="([^"]+)" title="\1">'
+                      r"(\d{4}-\d\d-\d\d \d\d:\d\d UTC)</time>", detail)  # fmt: skip
+    assert stamp and stamp.group(1).startswith(stamp.group(2)[:10])
+
+
+def test_times_are_for_people_with_the_full_value_kept(site: Site) -> None:
+    link = re.search(r'<a href="([^"]+)" class="title">', get(site, "datasets?q=river").text)
+    assert link
+    page = requests.get(unescape(link.group(1)), headers=BROWSER, timeout=30).text
+    provenance = between(page, "<h2>Provenance</h2>", "</dl>")
+    times = re.findall(r'<time datetime="([^"]+)" title="\1">([^<]+)</time>', provenance)
+    assert len(times) >= 2  # in the catalogue since, last changed here (and the datestamp)
+    for full, shown in times:
+        assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d UTC", shown), shown
+        assert "." not in shown and "T" in full
+    assert not re.search(r">\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d", provenance)  # no raw stamp shown
+    jobs = get(site, "jobs").text
+    assert re.search(
+        r'<td><time datetime="[^"]+T[^"]+" title="[^"]+">\d{4}-\d\d-\d\d \d\d:\d\d UTC', jobs
+    )

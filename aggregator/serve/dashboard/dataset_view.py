@@ -33,6 +33,7 @@ class Value:
     text: str
     href: str | None = None
     lang: str | None = None  # a well-formed tag, else None
+    moment: bool = False  # a timestamp: shown for people, the full value in a <time> element
 
     @classmethod
     def literal(cls, lit: Literal) -> Value:
@@ -247,9 +248,12 @@ def build(
     provenance = [
         fact("Harvested from source", [Value(row.source)]),
         fact("Fetched from", [Value(row.url, safe_href(row.url))] if row.url else []),
-        fact("Source datestamp", [Value(row.source_datestamp)] if row.source_datestamp else []),
-        fact("In this catalogue since", [Value(row.first_seen)]),
-        fact("Last changed here", [Value(row.modified)]),
+        fact(
+            "Source datestamp",
+            [Value(row.source_datestamp, moment=True)] if row.source_datestamp else [],
+        ),
+        fact("In this catalogue since", [Value(row.first_seen, moment=True)]),
+        fact("Last changed here", [Value(row.modified, moment=True)]),
         fact("Harvest job", [Value(str(row.job_id))] if row.job_id is not None else []),
         fact("Catalogue record", [Value(row.record_iri, record_url)]),
         fact(

@@ -19,7 +19,7 @@ from aggregator.serve.context import ServeContext
 from aggregator.serve.dashboard.auth import SESSION_COOKIE, Auth, check_hash_setting, load_key
 from aggregator.serve.dashboard.job_errors import rule_label
 from aggregator.serve.dashboard.schedule_view import breaker, next_run
-from aggregator.serve.dashboard.status import when
+from aggregator.serve.dashboard.status import stamp_html, when
 from aggregator.serve.rdf_formats import HTML_CSP
 
 HERE = Path(__file__).parent
@@ -61,6 +61,7 @@ class Dashboard:
         )
         env.globals["query"] = _query
         env.filters["when"] = when
+        env.filters["stamp"] = stamp_html
         env.filters["next_run"] = next_run
         env.filters["breaker"] = breaker
         env.filters["rule"] = rule_label
