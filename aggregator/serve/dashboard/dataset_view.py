@@ -78,6 +78,18 @@ class DatasetView:
     quality: QualityView | None = None
 
     @property
+    def main_title(self) -> Value:
+        """The page's one heading: the preferred title (English, else without a language,
+        else the first), in its language."""
+        found = next((t for t in self.titles if t.text == self.title), None)
+        return found or Value(self.title)
+
+    @property
+    def other_titles(self) -> list[Value]:
+        main = self.main_title
+        return [t for t in self.titles if t is not main]
+
+    @property
     def extents_json(self) -> str:
         return json.dumps({"type": "GeometryCollection", "geometries": self.extents})
 
