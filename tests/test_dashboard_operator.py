@@ -209,3 +209,72 @@ def test_times_are_for_people_with_the_full_value_kept(site: Site) -> None:
     assert re.search(
         r'<td><time datetime="[^"]+T[^"]+" title="[^"]+">\d{4}-\d\d-\d\d \d\d:\d\d UTC', jobs
     )
+
+
+def test_one_h1_on_every_page(site: Site) -> None:
+    jobs = get(site, "jobs?source=demo-dump").text
+    job = re.findall(r'href="/jobs/(\d+)"', jobs)[-1]
+    rejection = re.search(r'href="/rejections/(\d+)"', get(site, "rejections").text)
+    assert rejection
+    rhine = re.search(r'<a href="([^"]+)" class="title">', get(site, "datasets?q=rhine").text)
+    assert rhine
+    dataset = requests.get(unescape(rhine.group(1)), headers=BROWSER, timeout=30).text
+    assert "Oppervlaktewaterkwaliteit" in dataset  # titled in two languages: one heading
+    pages = {"dataset": dataset}
+    for path in ("", "sources", "sources/demo-dump", "jobs", f"jobs/{job}", "rejections",
+                 f"rejections/{rejection.group(1)}", "quality", "datasets", "sparql", "login",
+                 "sources/no-such-source"):  # fmt: skip
+        r = requests.get(site.url + path, headers=BROWSER, timeout=60)
+        pages[path] = r.text
+    for path, text in pages.items():
+        assert len(re.findall(r"<h1[\s>]", text)) == 1, path
+    other = between(dataset, '<ul class="other-titles"', "</ul>")
+    assert 'lang="nl"' in other and "Oppervlaktewaterkwaliteit" in other
+
+
+def test_search_results_come_before_the_facets(site: Site) -> None:
+    page = get(site, "datasets").text
+    assert 0 < page.index('<ol class="hits"') < page.index('<aside class="facets"')
+    assert 'href="#facets"' in page  # a phone's way to the filters
+
+
+def test_the_map_has_a_world_outline_to_draw(site: Site) -> None:
+    link = re.search(r'<a href="([^"]+)" class="title">', get(site, "datasets?q=injection").text)
+    assert link
+    page = requests.get(unescape(link.group(1)), headers=BROWSER, timeout=30).text
+    found = re.search(r'id="map"[^>]* data-world="([^"]+)"', page)
+    assert found, "no world outline: run make (tools/vendor_world.py)"
+    outline = get(site, found.group(1)).json()
+    kinds = [f["properties"]["kind"] for f in outline["features"]]
+    assert kinds == ["land", "borders"]
+    land = outline["features"][0]["geometry"]
+    assert land["type"] == "MultiPolygon" and len(land["coordinates"]) > 100
+    for polygon in land["coordinates"]:
+        for ring in polygon:
+            assert ring[0] == ring[-1]  # closed rings
+            assert all(-180 <= x <= 180 and -90 <= y <= 90 for x, y in ring)
+
+
+@pytest.mark.parametrize(
+    ("serve", "error"),
+    [
+        ('map_tiles = "https://t.example.org/{z}/{x}/{y}.png"', "map_attribution is needed"),
+        ('map_tiles = "https://t.example.org/tiles.png"\nmap_attribution = "x"', "{z}"),
+        ('map_tiles = "https://t.example.org;/{z}/{x}/{y}"\nmap_attribution = "x"', "{z}"),
+        ('map_tiles = "javascript:alert(1)//{z}/{x}/{y}"\nmap_attribution = "x"', "{z}"),
+    ],
+)
+def test_a_tile_server_needs_a_url_template_and_its_attribution(
+    tmp_path: Path, serve: str, error: str
+) -> None:
+    from aggregator.errors import ConfigError
+
+    config = tmp_path / "aggregator.toml"
+    config.write_text(f"[serve]\n{serve}\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match=re.escape(error)):
+        load_settings(config)
+    good = (
+        '[serve]\nmap_tiles = "https://{s}.t.example.org/{z}/{x}/{y}.png"\nmap_attribution = "T"\n'
+    )
+    config.write_text(good, encoding="utf-8")
+    assert load_settings(config).serve.map_attribution == "T"
