@@ -169,6 +169,14 @@ class ServeSettings:
     admin_user: str = "admin"
     admin_password_hash: str = ""
     admin_token_hash: str = ""
+    # failed password / token checks per client address (IPv6: per /64) in the window, in all
+    # serving processes together; past them: 429 with Retry-After, and nothing is hashed
+    admin_max_failures: int = 10
+    admin_failure_window: float = 300.0  # seconds
+    admin_hash_concurrency: int = 2  # hashes (~30 ms of CPU each) at once per serving process
+    # reverse proxies (addresses or networks, comma-separated) whose X-Forwarded-For names
+    # the client whose failures are counted; empty: the address that connected is the client
+    trusted_proxies: str = ""
     # the dataset page's map: a world outline is drawn offline; with a tile server URL
     # ("https://{s}.tile.example.org/{z}/{x}/{y}.png") its tiles are drawn instead, with the
     # attribution text its terms ask for (required with a URL)
@@ -294,6 +302,9 @@ RANGES: dict[str, tuple[float, float | None, bool]] = {
     "serve.sparql_concurrency": (1, None, False),
     "serve.processes": (0, 64, False),
     "serve.catalog_page_size": (1, 100_000, False),
+    "serve.admin_max_failures": (1, None, False),
+    "serve.admin_failure_window": (0, None, True),
+    "serve.admin_hash_concurrency": (1, 64, False),
     "schedule.parallel": (1, 64, False),
     "schedule.retries": (0, 100, False),
     "schedule.retry_delay": (0, None, False),

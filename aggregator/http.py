@@ -9,7 +9,9 @@ The rules live in the session's adapter (:mod:`aggregator.http_session`), so a l
   errors, for every method (POST included), with exponential backoff and jitter, honouring
   ``Retry-After`` (seconds or HTTP date), every delay capped by ``max_backoff``; never on
   other 4xx. A body cut off mid-read (which Retry no longer sees: requests hands the
-  response over before reading it) is retried here, with the same Retry;
+  response over before reading it) is retried here, with the same Retry. A session opened
+  with ``transport_retries=False`` resends nothing, for requests signed for one use (a
+  nonce): its caller retries whole calls, signed afresh, with :attr:`HttpSession.retry`;
 - a response size cap (``Content-Length`` checked first, then the *decoded* bytes counted
   while reading, so a gzip bomb stops at the cap);
 - redirects followed by requests' session, at most ``max_redirects``, each hop checked by the
@@ -128,6 +130,7 @@ class HttpSession:
         headers: Mapping[str, str] | None = None,
         credential_headers: Collection[str] = (),
         retry_statuses: Collection[int] | None = None,
+        transport_retries: bool = True,
     ) -> None:
         self.client = client
         self.settings = client.settings
@@ -138,12 +141,18 @@ class HttpSession:
             if retry_statuses is None
             else client.retry.new(status_forcelist=frozenset(retry_statuses))
         )
+        #: whether the session itself resends a failed request (off: each request is sent
+        #: once, and the caller retries whole calls with :attr:`retry`, for requests that are
+        #: signed for one use, with a nonce and a timestamp: resent as they are, a strict
+        #: service refuses them as replays)
+        self.transport_retries = transport_retries
+        self._resend: PoliteRetry = self.retry if transport_retries else self.retry.new(total=0)
         self.session = SourceSession(client.guard, credential_headers)
         self.session.max_redirects = self.settings.max_redirects
         self.session.headers["User-Agent"] = self.settings.user_agent
         self.session.headers.update(headers or {})
         adapter = SafeAdapter(
-            client.guard, self.settings, client.slots, self.retry, client.total_timeout
+            client.guard, self.settings, client.slots, self._resend, client.total_timeout
         )
         self.session.mount("http://", adapter)
         self.session.mount("https://", adapter)
@@ -171,7 +180,7 @@ class HttpSession:
         inner = err.args[0] if err.args else None
         if isinstance(inner, urllib3.exceptions.MaxRetryError):
             final = isinstance(inner.reason, urllib3.exceptions.SSLError)
-            attempts = 1 if final else self.settings.retries + 1
+            attempts = 1 if final or not self.transport_retries else self.settings.retries + 1
             return TransportError(
                 f"{method} {url} failed after {attempts} attempt(s): {in_words(inner, url)}",
                 url=url,
@@ -237,7 +246,7 @@ class HttpSession:
         kwargs: dict[str, Any] = {"params": params, "headers": dict(headers or {})}
         if data is not None:
             kwargs["data"] = data
-        retry = self.retry
+        retry = self._resend
         while True:
             with self._send(method, url, **kwargs) as resp:  # its failures were retried
                 try:
@@ -353,15 +362,23 @@ class HttpClient:
         self._lock = threading.Lock()
 
     def session(
-        self, source: SourceConfig | None = None, *, retry_statuses: Collection[int] | None = None
+        self,
+        source: SourceConfig | None = None,
+        *,
+        retry_statuses: Collection[int] | None = None,
+        transport_retries: bool = True,
     ) -> HttpSession:
         """A new session for one source (its headers and credentials), or an anonymous one.
         ``retry_statuses`` narrows the statuses retried (default: 429 and 5xx; see
-        :attr:`aggregator.harvest.base.Harvester.retry_statuses`). The caller closes it."""
+        :attr:`aggregator.harvest.base.Harvester.retry_statuses`); ``transport_retries =
+        False`` sends each request once, for a caller that retries whole calls itself (see
+        :attr:`aggregator.harvest.base.Harvester.transport_retries`). The caller closes it."""
         if source is None:
-            return HttpSession(self, retry_statuses=retry_statuses)
+            return HttpSession(
+                self, retry_statuses=retry_statuses, transport_retries=transport_retries
+            )
         headers, credentials = source_headers(source)
-        return HttpSession(self, headers, credentials, retry_statuses)
+        return HttpSession(self, headers, credentials, retry_statuses, transport_retries)
 
     def _default(self) -> HttpSession:
         session: HttpSession | None = getattr(self._local, "session", None)

@@ -298,6 +298,7 @@ class BatchWriter:
             catalog_ntriples=graph.catalog,
             findings=_findings_json(findings),
             existed=prior is not None,
+            modified_at_commit=touched,
             packed_ntriples=graph.packed_ntriples,
             packed_catalog=graph.packed_catalog,
             nquads=graph.nquads,
@@ -471,6 +472,7 @@ class BatchWriter:
                     catalog_ntriples=b"",
                     findings=row.findings,
                     existed=True,
+                    modified_at_commit=True,
                 )
             )
             self.job.count(Outcome.WITHDRAWN)

@@ -133,6 +133,33 @@ class _Inline(Executor):
         return fut
 
 
+class _RelaxedGc:
+    """The process's cyclic-GC setting, relaxed while any job of the process harvests."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._jobs = 0  # jobs of this process inside relaxed_gc
+        self._before = gc.get_threshold()
+
+    def enter(self, threshold: int) -> None:
+        with self._lock:
+            if self._jobs == 0:
+                self._before = gc.get_threshold()
+                gc.freeze()
+                gc.set_threshold(threshold, self._before[1], self._before[2])
+            self._jobs += 1
+
+    def leave(self) -> None:
+        with self._lock:
+            self._jobs -= 1
+            if self._jobs == 0:
+                gc.set_threshold(*self._before)
+                gc.unfreeze()
+
+
+_RELAXED_GC = _RelaxedGc()
+
+
 @contextmanager
 def relaxed_gc(threshold: int = 50_000) -> Iterator[None]:
     """Run the cyclic GC far less often while harvesting.
@@ -140,15 +167,16 @@ def relaxed_gc(threshold: int = 50_000) -> Iterator[None]:
     A harvest allocates millions of short-lived, acyclic objects (freed by reference
     counting); with the default threshold (700) the cyclic collector ran often enough to take
     ~13 % of the store process's CPU. Objects alive at the start are frozen out of its scans.
+
+    The setting is the process's, and the scheduler runs jobs of several sources at once in
+    threads: the first job in relaxes it, the last one out puts back what it found (jobs
+    overlap in any order, so no job restores a setting another job made).
     """
-    old = gc.get_threshold()
-    gc.freeze()
-    gc.set_threshold(threshold, old[1], old[2])
+    _RELAXED_GC.enter(threshold)
     try:
         yield
     finally:
-        gc.set_threshold(*old)
-        gc.unfreeze()
+        _RELAXED_GC.leave()
 
 
 def worker_signals(harvest_pid: int) -> None:
@@ -271,8 +299,7 @@ def _run_source(
         build_chain(src.validation)  # a schema that does not compile fails the job here
         harvester_class = None if opts.lister else harvesters.get(src.type)
         # this source's cookies and headers only, retried as its protocol allows
-        retry_statuses = harvester_class.retry_statuses if harvester_class else None
-        session = http.session(src, retry_statuses=retry_statuses)
+        session = harvester_class.open_session(http, src) if harvester_class else http.session(src)
         lister = opts.lister or harvesters.get(src.type)(src, session).list_records
         up_to_date = UpToDate(store.path / "state.sqlite3", src.name)
         shortcut = not opts.force  # forced runs map every record: they need every payload

@@ -1,6 +1,6 @@
 """End-to-end CKAN harvest benchmark (not a test): N generated CKAN packages served by the local
 CKAN peer (in its own process, like a remote portal), harvested into a fresh on-disk store
-through the real pipeline: the ckan harvester (package_search, anchored rows/start paging),
+through the real pipeline: the ckan harvester (package_search, paged by metadata_modified keys),
 the ckan mapper, the categorisation, SHACL, the journaled record store.
 
     python bench/harvest_ckan.py --records 50000

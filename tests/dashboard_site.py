@@ -106,34 +106,69 @@ def served_site(
         with RecordStore(settings.store_path, settings.base_iri) as store:
             for name in settings.sources:
                 run_source(settings, store, name, http=HttpClient(settings.http))
-        aggregate = create_app(StoreNames(settings.store_path, settings.base_iri), settings)
-        server = uvicorn.Server(
-            uvicorn.Config(
-                aggregate.asgi,
-                host="127.0.0.1",
-                port=port,
-                log_level="warning",
-                interface="asgi3",
-                lifespan="on",
-            )
-        )
-        thread = threading.Thread(target=server.run, daemon=True)
-        thread.start()
-        # the scheduler, as `aggregator serve` runs it beside the serving processes
-        stop = threading.Event()
-        runner = threading.Thread(
-            target=run_scheduler, args=(settings, stop, 0.2), name="scheduler", daemon=True
-        )
-        if scheduler:
-            runner.start()
-        deadline = time.monotonic() + 30
-        while not server.started and time.monotonic() < deadline:
-            time.sleep(0.05)
-        try:
+        with serving(settings, port, scheduler=scheduler):
             yield Site(f"http://127.0.0.1:{port}/", config, settings, urls)
-        finally:
-            stop.set()
-            if scheduler:
-                runner.join(timeout=30)
-            server.should_exit = True
-            thread.join(timeout=10)
+
+
+@contextmanager
+def serving(settings: Settings, port: int, *, scheduler: bool = True) -> Iterator[None]:
+    """The app on 127.0.0.1:port under uvicorn, reading the store as a serving process of
+    ``aggregator serve`` does, with the scheduler beside it as ``serve`` runs it. Serving the
+    same store twice (``scheduler=False`` the second time) is two serving processes."""
+    aggregate = create_app(StoreNames(settings.store_path, settings.base_iri), settings)
+    server = uvicorn.Server(
+        uvicorn.Config(
+            aggregate.asgi,
+            host="127.0.0.1",
+            port=port,
+            log_level="warning",
+            interface="asgi3",
+            lifespan="on",
+            proxy_headers=False,  # as the serving processes: the client is who connected
+        )
+    )
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    stop = threading.Event()
+    scheduling = threading.Thread(
+        target=run_scheduler, args=(settings, stop, 0.2), name="scheduler", daemon=True
+    )
+    if scheduler:
+        scheduling.start()
+    deadline = time.monotonic() + 30
+    while not server.started and time.monotonic() < deadline:
+        time.sleep(0.05)
+    try:
+        yield
+    finally:
+        stop.set()
+        if scheduler:
+            scheduling.join(timeout=30)
+        server.should_exit = True
+        thread.join(timeout=10)
+
+
+@contextmanager
+def admin_site(tmp: Path, serve: str = "", *, admin: bool = True) -> Iterator[Site]:
+    """The app with an administrator (password and token; none without ``admin``) over an
+    empty store: what the tests of logging in need, without harvesting anything first.
+    ``serve``: more lines of ``[serve]``."""
+    port = free_port()
+    config = tmp / "aggregator.toml"
+    secrets = (
+        f'admin_password_hash = "{hash_secret(PASSWORD)}"\n'
+        f'admin_token_hash = "{hash_secret(TOKEN)}"\n'
+        if admin
+        else ""
+    )
+    config.write_text(
+        "[store]\n"
+        'path = "data"\n'
+        f'base_iri = "http://127.0.0.1:{port}/"\n'
+        f"\n[serve]\n{secrets}{serve}\n",
+        encoding="utf-8",
+    )
+    settings = load_settings(config)
+    RecordStore(settings.store_path, settings.base_iri).close()
+    with serving(settings, port):
+        yield Site(f"http://127.0.0.1:{port}/", config, settings, {})

@@ -66,9 +66,10 @@ class MdrBench:
         options: dict[str, Any] | None = None,
         password: str = PASSWORD,
         retries: int = 0,
+        clock_skew: timedelta = timedelta(0),
     ) -> None:
         self.clock = Clock()
-        self.service = MdrService({USER: PASSWORD}, pages, clock=self.clock)
+        self.service = MdrService({USER: PASSWORD}, pages, clock=self.clock, clock_skew=clock_skew)
         self.server = PeerServer(self.service)
         self.url = f"{self.server.url}mdr/services/MdrService"
         opts: dict[str, Any] = {

@@ -199,7 +199,12 @@ def login(site: Site) -> requests.Session:
     s.headers.update(BROWSER)
     r = s.post(
         site.url + "login",
-        data={"user": "admin", "password": PASSWORD, "next": "/sources"},
+        data={
+            "csrf": login_csrf(s, site),
+            "user": "admin",
+            "password": PASSWORD,
+            "next": "/sources",
+        },
         timeout=30,
         allow_redirects=False,
     )
@@ -207,6 +212,17 @@ def login(site: Site) -> requests.Session:
     cookie = r.headers["set-cookie"].lower()
     assert "httponly" in cookie and "samesite=strict" in cookie
     return s
+
+
+def login_csrf(s: requests.Session, site: Site) -> str:
+    """The login form's CSRF token (its nonce goes into the session's cookies; a logged-in
+    page also has the logout form's token)."""
+    page = s.get(site.url + "login", timeout=30).text
+    found = re.search(
+        r'action="/login"[^>]*>\s*<input type="hidden" name="csrf" value="(\w+)"', page
+    )
+    assert found
+    return found.group(1)
 
 
 def csrf_of(page: requests.Response) -> str:
@@ -219,8 +235,11 @@ def test_admin_actions_need_the_administrator_and_csrf(site: Site) -> None:
     assert get(site, "admin/sources/new", allow_redirects=False).status_code == 303
     r = requests.post(site.url + "admin/sources/demo-oai/pause", timeout=30)
     assert r.status_code == 403
-    wrong = requests.post(
-        site.url + "login", data={"user": "admin", "password": "nope"}, timeout=30
+    anonymous = requests.Session()
+    wrong = anonymous.post(
+        site.url + "login",
+        data={"csrf": login_csrf(anonymous, site), "user": "admin", "password": "nope"},
+        timeout=30,
     )
     assert wrong.status_code == 401
     s = login(site)
@@ -232,7 +251,12 @@ def test_admin_actions_need_the_administrator_and_csrf(site: Site) -> None:
     # the next parameter never leads elsewhere
     r = s.post(
         site.url + "login",
-        data={"user": "admin", "password": PASSWORD, "next": "//evil.example/"},
+        data={
+            "csrf": login_csrf(s, site),
+            "user": "admin",
+            "password": PASSWORD,
+            "next": "//evil.example/",
+        },
         allow_redirects=False,
         timeout=30,
     )

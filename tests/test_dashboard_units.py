@@ -1,4 +1,5 @@
 """The dashboard's parts on their own: password and token hashes, sessions and CSRF tokens,
+the login state (sessions closed, attempts counted per client),
 spatial extents, the search index (catch-up, withdrawal, query text as plain words), rules
 and vocabulary terms in words."""
 
@@ -10,7 +11,23 @@ from pathlib import Path
 import pytest
 
 from aggregator.errors import ConfigError
-from aggregator.serve.dashboard.auth import Auth, check_hash_setting, hash_secret, verify_secret
+from aggregator.serve.dashboard.auth import (
+    SESSION_TTL,
+    Auth,
+    SessionCookie,
+    bearer_token,
+    check_hash_setting,
+    hash_secret,
+    new_id,
+    verify_secret,
+)
+from aggregator.serve.dashboard.auth_state import (
+    AuthState,
+    Refused,
+    client_key,
+    forwarded_client,
+    parse_networks,
+)
 from aggregator.serve.dashboard.geometry import from_geojson, from_wkt, parse_geometry
 from aggregator.serve.dashboard.job_errors import _defuse, rule_label
 from aggregator.serve.dashboard.labels import property_label, term_label
@@ -36,21 +53,70 @@ def test_hashes_verify_only_their_secret() -> None:
 
 def test_sessions_expire_and_csrf_tokens_belong_to_their_session() -> None:
     auth = Auth(b"k" * 32, "admin", hash_secret("pw"), hash_secret("tok"))
-    assert auth.login("admin", "wrong") is None and auth.login("root", "pw") is None
-    cookie = auth.login("admin", "pw", now=1000.0)
-    assert cookie is not None
-    assert auth.session_user(cookie, now=1001.0) == "admin"
-    assert auth.session_user(cookie, now=1000.0 + 9 * 3600) is None  # expired
-    user, expiry, sig = cookie.split("|")
-    assert auth.session_user(f"{user}|{int(expiry) + 9999}|{sig}", now=1001.0) is None  # forged
+    assert auth.password_ok("admin", "pw")
+    assert not auth.password_ok("admin", "wrong") and not auth.password_ok("root", "pw")
+    first, second = new_id(), new_id()
+    cookie = auth.session_cookie(first, 1000 + SESSION_TTL)
+    assert auth.read_session_cookie(cookie, now=1001.0) == SessionCookie(first, 1000 + SESSION_TTL)
+    assert auth.read_session_cookie(cookie, now=1000.0 + 9 * 3600) is None  # expired
+    sid, expiry, sig = cookie.split("|")
+    assert auth.read_session_cookie(f"{sid}|{int(expiry) + 9999}|{sig}", now=1001.0) is None
+    assert auth.read_session_cookie(f"{second}|{expiry}|{sig}", now=1001.0) is None  # forged
     other = Auth(b"x" * 32, "admin", auth.password_hash, auth.token_hash)
-    assert other.session_user(cookie, now=1001.0) is None  # another key
-    token = auth.csrf_token(cookie)
-    assert auth.csrf_ok(cookie, token) and not auth.csrf_ok(cookie, token[:-1] + "0")
-    second = auth.login("admin", "pw", now=2000.0)
-    assert second is not None and not auth.csrf_ok(second, token)
-    assert auth.bearer_ok("Bearer tok") and not auth.bearer_ok("Bearer pw")
-    assert not auth.bearer_ok("Basic tok") and not auth.bearer_ok(None)
+    assert other.read_session_cookie(cookie, now=1001.0) is None  # another key
+    for junk in ("", "|", "||", "é|1|é", f"é|{expiry}|{sig}", cookie + "é"):
+        assert auth.read_session_cookie(junk, now=1001.0) is None
+    token = auth.csrf_token(first)
+    assert auth.csrf_ok(first, token) and not auth.csrf_ok(first, token[:-1] + "0")
+    assert not auth.csrf_ok(second, token) and not auth.csrf_ok(first, "é" * 64)
+    assert not auth.csrf_ok(first, None) and not auth.csrf_ok(first, "")
+    assert auth.token_ok("tok") and not auth.token_ok("pw") and not auth.token_ok("é")
+    assert bearer_token("Bearer tok") == "tok" and bearer_token("bearer  tok ") == "tok"
+    assert bearer_token("Basic tok") is None and bearer_token(None) is None
+    assert bearer_token("Bearer ") is None
+
+
+def test_the_login_forms_token_belongs_to_its_nonce() -> None:
+    auth = Auth(b"k" * 32, "admin", hash_secret("pw"), "")
+    nonce = new_id()
+    token = auth.login_csrf_token(nonce)
+    assert auth.login_csrf_ok(nonce, token)
+    assert not auth.login_csrf_ok(new_id(), token) and not auth.login_csrf_ok(None, token)
+    assert not auth.login_csrf_ok(nonce, None) and not auth.login_csrf_ok(nonce, "é")
+    assert not auth.login_csrf_ok("é" * 32, token) and Auth.login_nonce("zz") is None
+    assert token != auth.csrf_token(nonce)  # a login token is no session's CSRF token
+
+
+def test_sessions_close_and_attempts_are_counted_per_client(tmp_path: Path) -> None:
+    state = AuthState(tmp_path)
+    state.open_session("a" * 32, "admin", expires=2000.0, now=1000.0)
+    assert state.session_user("a" * 32, now=1500.0) == "admin"
+    assert state.session_user("a" * 32, now=2001.0) is None
+    AuthState(tmp_path).close_session("a" * 32)  # another serving process
+    assert state.session_user("a" * 32, now=1500.0) is None
+    begun = [state.begin_attempt("10.0.0.1", 100.0 + i, limit=3, window=60) for i in range(3)]
+    assert all(isinstance(b, int) for b in begun)
+    refused = state.begin_attempt("10.0.0.1", 110.0, limit=3, window=60)
+    assert refused == Refused(retry_after=50)  # the first attempt leaves the window at 160
+    assert isinstance(state.begin_attempt("10.0.0.2", 110.0, limit=3, window=60), int)
+    state.succeeded(int(begun[0]))  # a success counts for nothing
+    assert isinstance(state.begin_attempt("10.0.0.1", 111.0, limit=3, window=60), int)
+    assert isinstance(state.begin_attempt("10.0.0.1", 200.0, limit=3, window=60), int)
+    assert client_key("2001:db8::1:2:3:4") == client_key("2001:db8::9") == "2001:db8::/64"
+    assert client_key("::ffff:10.0.0.1") == "10.0.0.1" and client_key(None) == "unknown"
+
+
+def test_the_client_behind_trusted_proxies() -> None:
+    proxies = parse_networks("127.0.0.1, 10.0.0.0/8 ,", "trusted_proxies")
+    assert forwarded_client("127.0.0.1", "192.0.2.1, 10.1.2.3", proxies) == "192.0.2.1"
+    assert forwarded_client("10.9.9.9", "forged, 192.0.2.1", proxies) == "192.0.2.1"
+    assert forwarded_client("10.9.9.9", "192.0.2.1, junk", proxies) == "10.9.9.9"
+    assert forwarded_client("10.9.9.9", "10.1.1.1", proxies) == "10.9.9.9"  # only proxies
+    assert forwarded_client("192.0.2.7", "192.0.2.1", proxies) == "192.0.2.7"  # not trusted
+    assert forwarded_client("127.0.0.1", None, proxies) == "127.0.0.1"
+    assert forwarded_client("127.0.0.1", "192.0.2.1", ()) == "127.0.0.1"
+    with pytest.raises(ConfigError, match=r"'proxy\.example' is not an address"):
+        parse_networks("127.0.0.1, proxy.example", "trusted_proxies")
 
 
 def test_extents_become_geojson_or_nothing() -> None:

@@ -30,6 +30,7 @@ from aggregator.jobs.journal import JobRow
 from aggregator.models import JobStatus, RawRecord
 from aggregator.peers.ckan import CkanPeer, MemoryCatalogue
 from aggregator.peers.ckan_data import generate_package, load_bundled_packages
+from aggregator.peers.ckan_query import Query
 from aggregator.peers.server import PeerServer
 from aggregator.pipeline import RunOptions, run_source
 from aggregator.store.records import RecordStore
@@ -74,17 +75,19 @@ def harvest(
     return list(harvester.list_records(request, listing)), listing
 
 
-def test_pages_with_a_stable_sort_and_an_anchor_row(
+def test_pages_by_key_with_a_stable_sort(
     http: HttpClient, server: PeerServer, peer: CkanPeer
 ) -> None:
     records, listing = harvest(http, server.url, rows=5)
     assert [r.local_id for r in records] == [package(i)["id"] for i in range(23)]
     assert listing.complete and not listing.incremental
     assert listing.expected_total == 23 and listing.seen == 23
-    assert listing.pages == 6  # 5 + 4 + 4 + 4 + 4 + 2: each page after the first re-reads one
+    assert listing.pages == 6  # 5 + 4 + 4 + 4 + 4 + 2: each page re-reads the bound's package
     first = peer.requests[0]
-    assert first["sort"] == "metadata_modified asc, id asc"
-    assert [int(r["start"]) for r in peer.requests] == [0, 4, 8, 12, 16, 20]
+    assert first["sort"] == "metadata_modified asc, id asc" and "fq" not in first
+    assert {r["start"] for r in peer.requests} == {"0"}  # never an offset
+    bounds = [solr_date(package(i)["metadata_modified"]) for i in (4, 8, 12, 16, 20)]
+    assert [r["fq"] for r in peer.requests[1:]] == [f"metadata_modified:[{b} TO *]" for b in bounds]
     assert json.loads(records[3].payload) == package(3)
     assert records[3].datestamp == datetime(2024, 1, 1, 0, 3, tzinfo=UTC)
     assert all(r.media_type == "application/json" and r.format == "ckan" for r in records)
@@ -105,8 +108,8 @@ def test_a_catalogue_changing_mid_listing_is_read_whole(
     http: HttpClient, server: PeerServer, peer: CkanPeer, catalogue: MemoryCatalogue
 ) -> None:
     """After the first page, one package read already is deleted and one is inserted: the
-    rows move left, so plain offsets would jump over a package. The anchor row shows it, the
-    harvester steps back, and every package of the catalogue is listed."""
+    rows move left, so plain offsets would jump over a package. Paging by key, nothing moves:
+    every package of the catalogue is listed, each once."""
 
     def change(number: int, params: dict[str, str]) -> None:
         if number == 2:
@@ -119,19 +122,17 @@ def test_a_catalogue_changing_mid_listing_is_read_whole(
     now = {p for p in catalogue.packages}
     assert now <= set(ids), now - set(ids)
     assert len(ids) == len(set(ids))  # nothing yielded twice
-    assert listing.complete
-    assert any("stepped back" in n for n in listing.notes)
-    assert any("deleted while we read" in n for n in listing.notes)
+    assert listing.complete and listing.truncated_reason is None
 
 
-def test_without_the_anchor_plain_offsets_would_skip(
+def test_plain_offsets_would_skip(
     http: HttpClient, server: PeerServer, peer: CkanPeer, catalogue: MemoryCatalogue
 ) -> None:
     """The same change, checked against the peer: offset 5 after the deletion holds what
     was at offset 6, so a harvester stepping by `rows` would never see package 5."""
     catalogue.delete(package(1)["id"])
     count, page = catalogue.search(
-        None, None, [("metadata_modified", True), ("id", True)], 5, 5, False
+        Query(), [("metadata_modified", True), ("id", True)], 5, 5, False
     )
     assert count == 22 and page[0]["id"] == package(6)["id"]
 
@@ -151,11 +152,13 @@ def test_an_updated_package_moves_to_the_end_and_its_newer_version_wins(
     assert listing.complete
 
 
-def test_a_repeated_page_truncates(http: HttpClient, server: PeerServer, peer: CkanPeer) -> None:
-    peer.fail("repeat", at_start=8)
+def test_a_server_ignoring_fq_truncates(
+    http: HttpClient, server: PeerServer, peer: CkanPeer
+) -> None:
+    peer.fail("repeat", from_request=3)  # the third page is the second again
     records, listing = harvest(http, server.url, rows=5)
     assert not listing.complete
-    assert "identical to the page before" in (listing.truncated_reason or "")
+    assert "the server does not apply fq" in (listing.truncated_reason or "")
     assert len(records) == 9  # the two pages read are still delivered (and stored)
 
 
@@ -168,9 +171,9 @@ def test_a_count_that_does_not_add_up_truncates(
             return count + 3, page
 
     peer.catalogue = Lying(catalogue.packages.values())
-    _records, listing = harvest(http, server.url, rows=5)
-    assert not listing.complete
-    assert "does not add up: 23 distinct packages read" in (listing.truncated_reason or "")
+    records, listing = harvest(http, server.url, rows=5)
+    assert not listing.complete and len(records) == 23
+    assert "an empty page although the server counts 3 more" in (listing.truncated_reason or "")
 
 
 @pytest.mark.parametrize(
@@ -190,7 +193,7 @@ def test_bad_answers_are_errors_with_the_response_excerpt(
     error: type[Exception],
     words: list[str],
 ) -> None:
-    peer.fail(kind, times=-1, at_start=4)
+    peer.fail(kind, times=-1, from_request=2)
     with pytest.raises(error) as caught:
         harvest(http, server.url, rows=5)
     for word in words:
@@ -198,11 +201,11 @@ def test_bad_answers_are_errors_with_the_response_excerpt(
 
 
 def test_a_slow_answer_is_waited_for_within_the_timeout(server: PeerServer, peer: CkanPeer) -> None:
-    peer.fail("slow", delay=0.6, at_start=4)
+    peer.fail("slow", delay=0.6, from_request=2)
     patient = HttpClient(HttpSettings(allow_private=True, timeout=3.0, retries=0))
     records, listing = harvest(patient, server.url, rows=5)
     assert len(records) == 23 and listing.complete
-    peer.fail("slow", delay=1.5, at_start=4, times=-1)
+    peer.fail("slow", delay=1.5, from_request=len(peer.requests) + 2, times=-1)
     hasty = HttpClient(HttpSettings(allow_private=True, timeout=0.4, retries=0))
     with pytest.raises(TransportError, match=r"(?i)timed? ?out|did not answer in time"):
         harvest(hasty, server.url, rows=5)
@@ -295,7 +298,7 @@ def test_pipeline_stores_withdraws_and_skips_unchanged(
     assert gone.status == JobStatus.SUCCEEDED.value
     assert gone.counters.get("withdrawn") == 1
     catalogue.delete(package(6)["id"])
-    peer.fail("repeat", at_start=9)
+    peer.fail("repeat", from_request=len(peer.requests) + 2)
     truncated = env.run(full=True)
     assert truncated.status == JobStatus.PARTIAL.value
     assert "nothing withdrawn" in truncated.message
@@ -304,7 +307,7 @@ def test_pipeline_stores_withdraws_and_skips_unchanged(
 
 
 def test_pipeline_job_fails_with_the_excerpt_of_an_html_page(env: Env, peer: CkanPeer) -> None:
-    peer.fail("html-500", times=-1, at_start=9)
+    peer.fail("html-500", times=-1, from_request=2)
     job = env.run()
     assert job.status == JobStatus.FAILED.value
     assert "Internal Server Error" in job.message and "HTTP 500" in job.message

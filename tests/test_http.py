@@ -295,6 +295,26 @@ def test_connection_refused_is_retried_then_transport_error(sleeps: Sleeps) -> N
     assert len(sleeps) == 2
 
 
+def test_a_session_without_transport_retries_sends_each_request_once(
+    server: PeerServer, app: FaultApp, raw: RawFaultServer, sleeps: Sleeps
+) -> None:
+    """For requests signed for one use (MDR): the caller retries whole calls, signed afresh,
+    with the session's rule, which keeps the configured attempts and backoff."""
+    client = client_for(sleeps, retries=3)
+    with client.session(transport_retries=False) as session:
+        assert session.retry.total == 3  # the rule a caller retries with
+        flaky = unique("/flaky/once")
+        resp = session.post(server.url + flaky.lstrip("/"), data=b"x", raise_for_status=False)
+        assert (resp.status, app.hits(flaky)) == (503, 1)
+        answer = session.session.post(server.url + flaky.lstrip("/"), data=b"x")  # as zeep
+        assert answer.status_code == 200
+        assert app.hits(flaky) == 2
+        with pytest.raises(TransportError, match="after 1 attempt"):
+            session.get(raw.url + "reset/once?fails=2")
+        assert raw.hits("/reset/once") == 1
+    assert sleeps == []
+
+
 def test_non_http_answer_is_a_transport_error(raw: RawFaultServer) -> None:
     with pytest.raises(TransportError):
         client_for(retries=0).get(raw.url + "garbage")

@@ -100,6 +100,8 @@ def test_an_unset_password_is_a_down_service_naming_the_variable(
         (", chunk_minutes = 0", "chunk_minutes must be 1 to 65535 minutes"),
         (', since = "yesterday"', "since 'yesterday' is not an ISO date-time"),
         (", rate = -1", "rate must be 0"),
+        (", end_margin_seconds = -1", "end_margin_seconds must be 0 to 86400 seconds"),
+        (", end_margin_seconds = 86401", "end_margin_seconds must be 0 to 86400 seconds"),
     ],
 )
 def test_mdr_options_are_checked_at_load(tmp_path: Path, options: str, message: str) -> None:

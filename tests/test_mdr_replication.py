@@ -47,8 +47,9 @@ def test_first_run_then_new_updated_and_exited_pages(
         job = bench.run()
         assert job.status == "succeeded", job.message
         assert (job.counters["added"], job.counters["rejected"]) == (5, 1)
-        assert bench.store.checkpoint("portal") == "2026-01-12T00:00:00Z"
-        assert job.listing["checkpoint_saved"] == "2026-01-12T00:00:00Z"
+        # up to now less the margin at the end (end_margin_seconds, 300 by default)
+        assert bench.store.checkpoint("portal") == "2026-01-11T23:55:00Z"
+        assert job.listing["checkpoint_saved"] == "2026-01-11T23:55:00Z"
         # 11 one-day windows, each asked for its size; the small ones fetched at once
         ops = bench.operations()
         assert ops[0] == "getStatus"
@@ -80,11 +81,11 @@ def test_first_run_then_new_updated_and_exited_pages(
         bench.heard.clear()
         job = bench.run()
         assert job.status == "succeeded", job.message
-        assert job.listing["checkpoint_used"] == "2026-01-12T00:00:00Z"
+        assert job.listing["checkpoint_used"] == "2026-01-11T23:55:00Z"
         c = job.counters
         assert (c["added"], c["updated"], c["withdrawn"]) == (1, 1, 1)
         windows = {(start, end) for op, start, end in bench.service.calls if start}
-        assert windows == {("2026-01-12T00:00:00Z", "2026-01-13T00:00:00Z")}  # only the new one
+        assert windows == {("2026-01-11T23:55:00Z", "2026-01-12T23:55:00Z")}  # only the new one
         assert bench.status(new.identifier) == "active"
         assert bench.status(ACT) == "withdrawn"
         row = bench.store.record("portal", HOSPITALS)
@@ -189,7 +190,7 @@ def test_replayed_stale_and_future_requests_are_refused(
     bench = bench_for(tmp_path, monkeypatch)
     secret = Secret("MDR_PASSWORD", PASSWORD)
     try:
-        with bench.http().session(bench.source) as http:
+        with MdrHarvester.open_session(bench.http(), bench.source) as http:
             replaying = MdrClient(bench.url, http, USER, secret, clock=bench.clock, nonce="n-1")
             assert replaying.status().healthy
             with pytest.raises(MdrFault, match="the nonce was used before"):
@@ -305,7 +306,7 @@ def test_get_webpage_metadata_returns_current_pages_only(
     try:
         bench.service.modify(HOSPITALS, T0 - timedelta(hours=1), title="Hospitals (revised)")
         bench.service.exit(ACT, T0 - timedelta(hours=1))
-        with bench.http().session(bench.source) as http:
+        with MdrHarvester.open_session(bench.http(), bench.source) as http:
             client = MdrClient(bench.url, http, USER, secret, clock=bench.clock)
             pages = client.pages([HOSPITALS, ACT, "https://portal.example.gov.in/none.html"])
         tns = "{http://mdc.npi.gov.in}"

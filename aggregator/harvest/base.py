@@ -21,7 +21,7 @@ from datetime import datetime
 from typing import Any, ClassVar
 
 from aggregator.config import SourceConfig
-from aggregator.http import HttpSession
+from aggregator.http import HttpClient, HttpSession
 from aggregator.models import RawRecord
 
 
@@ -109,12 +109,26 @@ class Harvester:
     Options: ClassVar[type[Any] | None] = None
     #: HTTP statuses this protocol's requests are retried on (``None``: the client's rule, 429
     #: and 5xx). A protocol whose error answers are final narrows it: SOAP answers a fault
-    #: with 500, and sending the same request again is a replay, not a retry.
+    #: with 500, and calling again would get the same fault.
     retry_statuses: ClassVar[frozenset[int] | None] = None
+    #: whether the source's session resends a failed request itself. False for a protocol
+    #: whose requests are signed for one use (a nonce and a timestamp, as WS-Security's
+    #: UsernameToken): resent as they are, a strict service refuses them as replays, so the
+    #: session sends each request once and the harvester retries whole calls, signed
+    #: afresh, with the session's :attr:`~aggregator.http.HttpSession.retry` rule.
+    transport_retries: ClassVar[bool] = True
 
     def __init__(self, source: SourceConfig, http: HttpSession) -> None:
         self.source = source
         self.http = http
+
+    @classmethod
+    def open_session(cls, http: HttpClient, source: SourceConfig) -> HttpSession:
+        """A new session for ``source``, retried as this protocol allows (the caller closes
+        it)."""
+        return http.session(
+            source, retry_statuses=cls.retry_statuses, transport_retries=cls.transport_retries
+        )
 
     @classmethod
     def options_of(cls, source: SourceConfig) -> Any:

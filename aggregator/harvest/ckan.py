@@ -1,24 +1,21 @@
 """Harvest a CKAN portal through its action API: ``package_search`` only.
 
-Paging is ``rows``/``start`` with a stable sort (``metadata_modified asc, id asc``: a package
-inserted or updated while we read goes to the end, where we still read it). Offsets are not
-safe on a catalogue that changes while it is read, so every page after the first starts one
-row early, on the last package of the page before (the *anchor*):
+Paging is by **keys**, not offsets (:mod:`.ckan_paging`): the listing is sorted
+``metadata_modified asc, id asc`` and each page after the first asks, with an ``fq`` range,
+for the packages from the last one read on (``metadata_modified:[T TO *]``, ``start`` always
+0). Edits while we read cannot push the listing back: an edited package moves to the end,
+where it is read again (the newest version wins), a deleted one simply is not there, a new
+one comes at the end. Packages of the bound's millisecond read already are skipped as seen;
+a page that is all one millisecond is drained by id. A page the server did not filter or sort
+as asked, or a page that would start the listing where the page before started, stops it as
+*truncated*; it is *complete* only when a page holds all the server counts from its key on
+(the end of the catalogue).
 
-* the page's first package is one we have seen: the rows did not move left, nothing was
-  skipped (packages seen on earlier pages are skipped again, unless their
-  ``metadata_modified`` is newer: then the newer version is yielded too, and the newest wins);
-* it is one we have not seen: packages before it were deleted (or moved to the end), so the
-  rows moved left and some may have been jumped over: we step back a page at a time until a
-  page starts on a package we have seen, and carry on from there;
-* a page equal to the one before (a server that ignores ``start``) stops the listing;
-* at the end the ids seen must add up to the ``count`` of the last page.
-
-A listing that does not add up is *truncated*: what was read is stored and nothing is
-withdrawn. Incremental runs add ``fq=metadata_modified:[since TO *]`` (``since`` is the newest
-``metadata_modified`` of the last successful run, the source's own clock); a full run is due
-every ``full_every_days`` (the checkpoint remembers when the last full run was), and only a
-complete full run withdraws packages that are gone. See docs/protocols/ckan.md.
+A truncated listing stores what was read and withdraws nothing. Incremental runs start from
+the checkpoint (``since``: the newest ``metadata_modified`` of the last successful run, the
+source's own clock); a full run is due every ``full_every_days`` (the checkpoint remembers
+when the last full run was), and only a complete full run withdraws packages that are gone.
+See docs/protocols/ckan.md.
 """
 
 from __future__ import annotations
@@ -34,14 +31,22 @@ from urllib.parse import urlsplit
 from aggregator.errors import HarvestError
 from aggregator.harvest.base import Harvester, HarvestRequest, Listing
 from aggregator.harvest.checkpoints import Checkpoint
+from aggregator.harvest.ckan_paging import (
+    SORT,
+    PageKey,
+    Row,
+    next_key,
+    page_problem,
+    solr_ms,
+    tiebreak_of,
+)
 from aggregator.http import Response
 from aggregator.models import RawRecord
 
 log = logging.getLogger(__name__)
 
 ACTION_PATH = "api/3/action/package_search"
-DEFAULT_SORT = "metadata_modified asc, id asc"
-MAX_STEPS_BACK = 50  # pages stepped back in one listing before it is given up as truncated
+DEFAULT_SORT = SORT
 MAX_PAGES = 1_000_000
 
 
@@ -51,15 +56,14 @@ class CkanOptions:
     fq: str | None = None  # a filter query of our own (an organisation, a type)
     include_private: bool = False  # with an API key: the private datasets it may read too
     full_every_days: int = 7  # a full run (which can withdraw) at least this often; 0: never
-    sort: str = DEFAULT_SORT
+    sort: str = DEFAULT_SORT  # the second key may be name instead of id; nothing else
 
     def __post_init__(self) -> None:
         if not 2 <= self.rows <= 1000:
             raise ValueError("rows must be from 2 to 1000")
         if self.full_every_days < 0:
             raise ValueError("full_every_days must be 0 (never) or more")
-        if not self.sort.strip():
-            raise ValueError("sort must not be empty")
+        tiebreak_of(self.sort)
 
 
 def action_url(url: str) -> str:
@@ -71,12 +75,12 @@ def action_url(url: str) -> str:
 
 def solr_date(value: str) -> str:
     """A CKAN ``metadata_modified`` (``2015-09-15T13:17:51.405474``, UTC without a zone) as a
-    Solr date (``2015-09-15T13:17:51.405Z``), truncated to milliseconds so the range still
-    holds the package itself."""
-    when = parse_datestamp(value)
-    if when is None:
+    Solr date (``2015-09-15T13:17:51.405Z``), truncated to milliseconds as Solr holds it, so
+    a range from it still holds the package itself."""
+    stamp = solr_ms(value)
+    if stamp is None:
         raise HarvestError(f"cannot read the date {value!r}")
-    return when.strftime("%Y-%m-%dT%H:%M:%S.") + f"{when.microsecond // 1000:03d}Z"
+    return stamp
 
 
 def parse_datestamp(value: Any) -> datetime | None:
@@ -129,14 +133,11 @@ def decode_page(response: Response) -> dict[str, Any]:
 
 
 class _Walk:
-    """The state of one listing: ids seen (with their ``metadata_modified``), the anchor."""
+    """The state of one listing: ids seen (with their ``metadata_modified``), the newest."""
 
     def __init__(self) -> None:
         self.seen: dict[str, str] = {}
         self.newest: str | None = None
-        self.previous_ids: list[str] | None = None
-        self.count: int | None = None
-        self.counts: set[int] = set()
 
 
 class CkanHarvester(Harvester):
@@ -168,27 +169,9 @@ class CkanHarvester(Harvester):
             listing.note(f"full run due (last full run: {previous.full_at or 'never'})")
             since = None
         listing.incremental = since is not None
-        filters = [
-            f
-            for f in (opts.fq, f"metadata_modified:[{solr_date(since)} TO *]" if since else None)
-            if f
-        ]
         walk = _Walk()
-        yield from self._walk(url, opts, filters, request, listing, walk)
-        if listing.truncated_reason is None and not request.cancel.is_set():
-            unique = len(walk.seen)
-            if walk.count is not None and unique < walk.count:
-                listing.mark_truncated(
-                    f"the listing does not add up: {unique} distinct packages read, the last page"
-                    f" says count = {walk.count}"
-                )
-            else:
-                if walk.count is not None and unique > walk.count:
-                    listing.note(
-                        f"{unique - walk.count} package(s) read that the final count no longer"
-                        " holds (deleted while we read): the next full run withdraws them"
-                    )
-                listing.mark_complete()
+        start = PageKey(solr_date(since)) if since else None
+        yield from self._walk(url, opts, start, request, listing, walk)
         full_at = (
             now.isoformat() if not listing.incremental else (previous.full_at if previous else None)
         )
@@ -204,57 +187,58 @@ class CkanHarvester(Harvester):
         self,
         url: str,
         opts: CkanOptions,
-        filters: list[str],
+        key: PageKey | None,
         request: HarvestRequest,
         listing: Listing,
         walk: _Walk,
     ) -> Iterator[RawRecord]:
-        params = {"q": "*:*", "sort": opts.sort, "rows": str(opts.rows)}
-        if filters:
-            params["fq"] = (
-                filters[0] if len(filters) == 1 else " AND ".join(f"({f})" for f in filters)
-            )
+        tiebreak = tiebreak_of(opts.sort)
+        params = {"q": "*:*", "sort": opts.sort, "rows": str(opts.rows), "start": "0"}
         if opts.include_private:
             params["include_private"] = "true"
-        start = 0  # where the page asked for starts (the anchor's row after the first page)
-        steps_back = 0
+        drained = 0  # milliseconds drained by id (a page all one millisecond)
         for _ in range(MAX_PAGES):
             if request.cancel.is_set():
                 listing.mark_truncated("cancelled")
                 return
-            result = self._fetch(url, {**params, "start": str(start)})
+            filters = [f for f in (opts.fq, key.filter(tiebreak) if key else None) if f]
+            fq = filters[0] if len(filters) == 1 else " AND ".join(f"({f})" for f in filters)
+            result = self._fetch(url, {**params, "fq": fq} if fq else params)
             listing.pages += 1
             count = result["count"]
-            walk.counts.add(count)
-            walk.count = count
             if listing.expected_total is None:
                 listing.expected_total = count
             packages = [p for p in result["results"] if isinstance(p, dict)]
             ids = [str(p.get("id") or p.get("name") or "") for p in packages]
-            if start > 0 and ids and walk.previous_ids == ids:
+            rows: list[Row] = [
+                (solr_ms(p.get("metadata_modified")), str(p.get(tiebreak) or "")) for p in packages
+            ]
+            last_page = len(packages) >= count
+            problem = page_problem(rows, key, last_page, tiebreak)
+            yield from self._records(packages, ids, url, request, listing, walk)
+            if problem is not None:
+                listing.mark_truncated(problem)
+                return
+            if last_page and key is not None and key.after is not None:
+                key = PageKey(key.stamp, inclusive=False)  # that millisecond is read: go past it
+                continue
+            if last_page:
+                if drained:
+                    listing.note(f"{drained} page(s) within one millisecond read by id")
+                listing.mark_complete()
+                return
+            if not packages:
                 listing.mark_truncated(
-                    f"page at start={start} is identical to the page before (the server ignores"
-                    " 'start'?)"
+                    f"an empty page although the server counts {count} more package(s)"
                 )
                 return
-            if start > 0 and ids and ids[0] not in walk.seen:
-                # rows moved left under us: step back until a page starts on a known package
-                steps_back += 1
-                if steps_back > MAX_STEPS_BACK:
-                    listing.mark_truncated(
-                        f"the catalogue kept changing under the listing ({MAX_STEPS_BACK} steps"
-                        " back)"
-                    )
-                    return
-                listing.note(f"rows moved at start={start}: stepped back a page")
-                walk.previous_ids = ids
-                start = max(0, start - (opts.rows - 1))
-                continue
-            walk.previous_ids = ids
-            yield from self._records(packages, ids, url, request, listing, walk)
-            if len(packages) < opts.rows or not packages:
+            following = next_key(key, rows)
+            if following == key:
+                listing.mark_truncated(f"the listing does not move on from {key}")
                 return
-            start += len(packages) - 1  # the next page starts on this page's last package
+            drained += following.after is not None
+            key = following
+        listing.mark_truncated(f"more than {MAX_PAGES} pages")
 
     def _records(
         self,
@@ -273,7 +257,7 @@ class CkanHarvester(Harvester):
                 raise HarvestError(f"package_search at {url} returned a package without id")
             known = walk.seen.get(local_id)
             if known is not None and known >= stamp:
-                continue  # read on an earlier page (rows moved right, or the anchor row)
+                continue  # read already (the bound's millisecond is read again on the next page)
             walk.seen[local_id] = stamp
             if stamp and (walk.newest is None or stamp > walk.newest):
                 walk.newest = stamp

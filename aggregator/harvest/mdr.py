@@ -3,17 +3,20 @@ specification 2.2), as the specification's Metadata Consolidator does.
 
 Per source, the checkpoint is the replication time: the time up to which the service's
 publishing events have been received and stored. A run fetches the window from there to now
-in chunks of ``chunk_minutes`` (ChunkTimeDuration). For each chunk it asks getMetadataSize,
-and then either one getAllMetadata or the per-event calls (getNewMetadata,
-getUpdatedMetadata, getExitedWebPages, each only when it has pages), whichever the expected
-round trip allows (MaxRoundTripTime, ``max_round_trip_minutes``; the transfer rate is
-``rate`` bytes/s, or measured on this run's answers when ``rate = 0``, 1 MB/s before the
-first). New and updated
-pages are yielded as records (format ``mdr``: the page's WebPageMetadataVO element as
-received), exited pages as deletions. After each chunk it marks the chunk's end with
-:meth:`Listing.checkpoint_at`: the pipeline saves it once the chunk's records are stored, so
-a service that goes down in the middle of a window costs only the chunk that failed, which
-the next run fetches again from the same point. Nothing is skipped.
+less ``end_margin_seconds`` in chunks of ``chunk_minutes`` (ChunkTimeDuration): the margin is
+for a service whose clock runs behind ours, which would otherwise stamp a change made after
+our request with a time before the end of the window we asked for, and for a service that
+stamps a change before it commits it; neither change would be in any window. For each
+chunk it asks getMetadataSize, and then either one getAllMetadata or the per-event calls
+(getNewMetadata, getUpdatedMetadata, getExitedWebPages, each only when it has pages),
+whichever the expected round trip allows (MaxRoundTripTime, ``max_round_trip_minutes``; the
+transfer rate is ``rate`` bytes/s, or measured on this run's answers when ``rate = 0``,
+1 MB/s before the first). New and updated pages are yielded as records (format ``mdr``:
+the page's WebPageMetadataVO element as received), exited pages as deletions. After each
+chunk it marks the chunk's end with :meth:`Listing.checkpoint_at`: the pipeline saves it
+once the chunk's records are stored, so a service that goes down in the middle of a window
+costs only the chunk that failed, which the next run fetches again from the same point.
+Nothing is skipped.
 
 The service must report itself, its CMS and its database up (getStatus) before a run starts.
 Requests carry a WS-Security UsernameToken with a PasswordDigest
@@ -26,6 +29,7 @@ Options (``[sources.NAME.options]``)::
     chunk_minutes = 1440           # ChunkTimeDuration
     max_round_trip_minutes = 5     # MaxRoundTripTime
     rate = 0                       # bytes/s the link carries; 0: measured on this run
+    end_margin_seconds = 300       # the last window ends this long before our now
     escalation_md_minutes = 60     # EscalationDurationMD: MD_REPL_FAILURE_ESCLTN after it
     escalation_status_minutes = 60 # EscalationDurationStatus: DOWN_TIME_ESCLTN after it
     status_period_minutes = 15     # how often `aggregator mdc-monitor` checks getStatus
@@ -53,6 +57,7 @@ if TYPE_CHECKING:
 
 MINUTES = (1, 65535)  # the specification's range: 1 to 64K
 ASSUMED_RATE = 1_000_000.0  # bytes/s, until this run's answers have been timed
+MAX_MARGIN = 86_400  # seconds: a margin of more than a day is a mistake
 
 
 def parse_time(text: str) -> datetime:
@@ -75,6 +80,7 @@ class MdrOptions:
     chunk_minutes: int = 1440
     max_round_trip_minutes: float = 5.0
     rate: int = 0
+    end_margin_seconds: int = 300
     escalation_md_minutes: int = 60
     escalation_status_minutes: int = 60
     status_period_minutes: int = 15
@@ -99,6 +105,8 @@ class MdrOptions:
             raise ValueError("max_round_trip_minutes must be 1 to 65535 minutes")
         if self.rate < 0:
             raise ValueError("rate must be 0 (measured) or a number of bytes/s")
+        if not 0 <= self.end_margin_seconds <= MAX_MARGIN:
+            raise ValueError(f"end_margin_seconds must be 0 to {MAX_MARGIN} seconds")
 
 
 class MdrHarvester(Harvester):
@@ -106,8 +114,12 @@ class MdrHarvester(Harvester):
     formats: ClassVar[tuple[str, ...]] = ("mdr",)
     supports_incremental: ClassVar[bool] = True
     Options: ClassVar[type[Any] | None] = MdrOptions
-    #: a SOAP fault comes with 500: final (a resent envelope would be refused as a replay)
+    #: a SOAP fault comes with 500: final (the service answered; calling again would fail
+    #: the same way)
     retry_statuses: ClassVar[frozenset[int] | None] = frozenset({429, 502, 503, 504})
+    #: every request is signed for one use (a nonce and Created): the client retries whole
+    #: calls, signed afresh (:mod:`aggregator.harvest.mdr_client`), never the session
+    transport_retries: ClassVar[bool] = False
     #: the time "now" of a run (the window's end and the UsernameToken's Created)
     clock: ClassVar[Callable[[], datetime]] = staticmethod(utc_now)
 
@@ -136,7 +148,11 @@ class MdrHarvester(Harvester):
         opts: MdrOptions = self.options_of(self.source)
         listing.incremental = True  # pages leave through exit events, never by absence
         since = request.checkpoint if request.checkpoint and not request.full else opts.since
-        start, now = parse_time(since), type(self).clock()
+        start = parse_time(since)
+        # not up to now: a change the service stamps later by a clock behind ours, or stamps
+        # before it commits, must still fall in a window not yet asked for (the next run's
+        # first window starts where this run's last one ends: no gap)
+        until = type(self).clock() - timedelta(seconds=opts.end_margin_seconds)
         client = self.client()
         status = client.status()
         if not status.healthy:
@@ -153,11 +169,11 @@ class MdrHarvester(Harvester):
         chunk = timedelta(minutes=opts.chunk_minutes)
         by_all = by_event = 0
         t = start
-        while t < now:
+        while t < until:
             if request.cancel.is_set():
                 listing.mark_truncated("cancelled")
                 return
-            end = min(t + chunk, now)
+            end = min(t + chunk, until)
             size = client.size(t, end)
             if size.total:
                 if self._all_at_once(size.total_bytes, client, opts):

@@ -4,10 +4,18 @@ zeep reads our WSDL (``schemas/mdr-service.wsdl``, never fetched from the servic
 each request and signs it with a WS-Security UsernameToken whose password is a
 PasswordDigest over a fresh nonce and ``Created`` (UTC, ``Z``) per request
 (:class:`DigestToken`); it posts through the source's :class:`~aggregator.http.HttpSession`
-(guard, timeouts, size cap, retries). The small answers (getStatus, getMetadataSize,
-notifyWebSiteAdmin) are read as zeep objects; the page sets are taken raw
-(``raw_response``) and read with the hardened parser, so that each page's
-``WebPageMetadataVO`` element is kept byte for byte as the record's payload.
+(guard, timeouts, size cap). The small answers (getStatus, getMetadataSize,
+notifyWebSiteAdmin) are read as zeep objects; the page sets are read with the hardened
+parser, so that each page's ``WebPageMetadataVO`` element is kept byte for byte as the
+record's payload.
+
+Retries are whole calls, each signed afresh: the session must send each request once
+(``transport_retries = False``, :meth:`MdrHarvester.open_session`), since an envelope resent
+as it is carries a nonce the service has seen and is refused as a replay. After a 429, 502,
+503 or 504, a dropped connection, a read timeout or an answer cut off mid-body, the client
+calls the operation again (a new nonce and ``Created``), with the session's retry rule
+(:attr:`HttpSession.retry <aggregator.http.HttpSession.retry>`: the ``[http]`` retries,
+backoff and ``Retry-After`` cap an operator configures, computed by urllib3's ``Retry``).
 
 The password is a :class:`~aggregator.config.Secret`, revealed only to build the digest; no
 error message of this module contains it.
@@ -15,6 +23,7 @@ error message of this module contains it.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -22,9 +31,11 @@ from datetime import UTC, datetime
 from typing import Any
 
 import requests
+import urllib3.exceptions
 import zeep
 import zeep.exceptions
 from lxml import etree
+from zeep.wsdl.bindings.soap import SoapBinding
 from zeep.wsse.username import UsernameToken
 
 from aggregator.config import Secret
@@ -32,6 +43,8 @@ from aggregator.errors import HarvestError, TransportError
 from aggregator.http import HttpSession
 from aggregator.resources import bundled
 from aggregator.xml import parse_xml
+
+log = logging.getLogger(__name__)
 
 TNS = "http://mdc.npi.gov.in"
 SOAP = "http://schemas.xmlsoap.org/soap/envelope/"
@@ -137,7 +150,13 @@ class MdrClient:
         clock: Callable[[], datetime] | None = None,
         nonce: str | None = None,
     ) -> None:
+        if http.transport_retries:
+            raise ValueError(
+                "an MDR client needs a session that sends each request once"
+                " (MdrHarvester.open_session): a resent envelope is a replay"
+            )
         self.url = url
+        self.retry = http.retry  # whole calls, each signed afresh
         self.clock = clock or (lambda: datetime.now(UTC))
         settings = zeep.Settings(strict=True, forbid_dtd=True, forbid_entities=True)
         transport = zeep.Transport(session=http.session, timeout=http.settings.timeout)
@@ -148,27 +167,70 @@ class MdrClient:
             settings=settings,
         )
         self.service = self.client.create_service(BINDING, url)
+        binding = self.client.wsdl.bindings[BINDING]
+        if not isinstance(binding, SoapBinding):
+            raise TypeError(f"{BINDING} is not a SOAP binding in {wsdl_path()}")
+        self.binding = binding
         self.seconds = 0.0  # time spent waiting for data answers
         self.received = 0  # bytes of data answers
 
+    # -- one call: signed, sent, retried ---------------------------------------------------
+    def _send(self, operation: str, *args: Any) -> tuple[requests.Response, float]:
+        """Call ``operation``; return the answer of the last attempt (its body read) and the
+        seconds that attempt took.
+
+        Each attempt is a new call through zeep, so :class:`DigestToken` signs it with a new
+        nonce and ``Created``; the session resends nothing itself. urllib3's ``Retry`` (the
+        session's rule) decides which failures are retried and how long to wait."""
+        retry = self.retry
+        while True:
+            began = time.monotonic()
+            try:
+                with self.client.settings(raw_response=True):
+                    response: requests.Response = getattr(self.service, operation)(*args)
+            except TransportError:
+                raise  # the size cap, the deadline, a blocked address: final
+            except zeep.exceptions.Error as err:  # the request could not be built
+                raise HarvestError(f"MDR {operation}: {err.message}", code="mdrAnswer") from None
+            except requests.RequestException as err:
+                cause = _cause(err)
+                try:
+                    retry = retry.increment("POST", self.url, error=cause)
+                except urllib3.exceptions.MaxRetryError:
+                    attempts = len(retry.history) + 1
+                    raise _unreachable(operation, self.url, err, attempts) from None
+                log.info("MDR %s: %s; calling again, signed afresh", operation, cause)
+                retry.sleep()
+                continue
+            status = response.status_code
+            if retry.is_retry("POST", status, bool(response.headers.get("Retry-After"))):
+                try:
+                    retry = retry.increment("POST", self.url, response=response.raw)
+                except urllib3.exceptions.MaxRetryError:
+                    return response, time.monotonic() - began  # the caller reports it
+                log.info("MDR %s: HTTP %s; calling again, signed afresh", operation, status)
+                retry.sleep(response.raw)
+                continue
+            return response, time.monotonic() - began
+
+    def _answered(self, operation: str, response: requests.Response) -> None:
+        """Raise unless the answer is a 200, or a 500 holding a SOAP fault."""
+        status = response.status_code
+        if status != 200 and not (status == 500 and b"Fault" in response.content):
+            raise TransportError(
+                f"MDR {operation}: HTTP {status} from {self.url}", url=self.url, status=status
+            )
+
     # -- small answers, read by zeep ---------------------------------------------------
     def _call(self, operation: str, *args: Any) -> Any:
+        response, _ = self._send(operation, *args)
+        self._answered(operation, response)
         try:
-            return getattr(self.service, operation)(*args)
+            return self.binding.process_reply(self.client, self.binding.get(operation), response)
         except zeep.exceptions.Fault as fault:
             raise MdrFault(operation, str(fault.code or "fault"), fault.message) from None
-        except zeep.exceptions.TransportError as err:
-            raise TransportError(
-                f"MDR {operation}: HTTP {err.status_code} from {self.url}",
-                url=self.url,
-                status=err.status_code,
-            ) from None
         except zeep.exceptions.Error as err:
             raise HarvestError(f"MDR {operation}: {err.message}", code="mdrAnswer") from None
-        except TransportError:
-            raise
-        except requests.RequestException as err:
-            raise _unreachable(operation, self.url, err) from None
 
     def status(self) -> ServiceStatus:
         vo = self._call("getStatus")
@@ -201,22 +263,11 @@ class MdrClient:
 
     # -- page sets, read raw -------------------------------------------------------------
     def _raw(self, operation: str, *args: Any) -> etree._Element:
-        began = time.monotonic()
-        with self.client.settings(raw_response=True):
-            try:
-                response = getattr(self.service, operation)(*args)
-            except TransportError:
-                raise
-            except requests.RequestException as err:
-                raise _unreachable(operation, self.url, err) from None
+        response, seconds = self._send(operation, *args)
         body = response.content
-        self.seconds += time.monotonic() - began
+        self.seconds += seconds
         self.received += len(body)
-        status = response.status_code
-        if status != 200 and not (status == 500 and b"Fault" in body):
-            raise TransportError(
-                f"MDR {operation}: HTTP {status} from {self.url}", url=self.url, status=status
-            )
+        self._answered(operation, response)
         root = parse_xml(body, url=self.url)
         fault = root.find(f"{{{SOAP}}}Body/{{{SOAP}}}Fault")
         if fault is not None:
@@ -286,7 +337,17 @@ def _exited(vo: etree._Element) -> list[str]:
     ]
 
 
-def _unreachable(operation: str, url: str, err: requests.RequestException) -> TransportError:
-    inner = err.args[0] if err.args else err
-    reason = getattr(inner, "reason", inner)
-    return TransportError(f"MDR {operation}: cannot reach {url}: {reason}", url=url)
+def _cause(err: requests.RequestException) -> Exception:
+    """urllib3's error under requests' wrapper (which calls a read timeout a ConnectionError
+    and a cut-off body a ChunkedEncodingError): what ``Retry`` classifies."""
+    inner = err.args[0] if err.args else None
+    if isinstance(inner, urllib3.exceptions.MaxRetryError) and inner.reason is not None:
+        return inner.reason
+    return inner if isinstance(inner, urllib3.exceptions.HTTPError) else err
+
+
+def _unreachable(
+    operation: str, url: str, err: requests.RequestException, attempts: int
+) -> TransportError:
+    tried = f" after {attempts} attempts" if attempts > 1 else ""
+    return TransportError(f"MDR {operation}: cannot reach {url}{tried}: {_cause(err)}", url=url)

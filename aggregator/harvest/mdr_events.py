@@ -156,9 +156,7 @@ class Translator:
             from aggregator.http import HttpClient
 
             self._http = HttpClient(self.settings.http)
-            self._session = self._http.session(
-                self.source, retry_statuses=MdrHarvester.retry_statuses
-            )
+            self._session = MdrHarvester.open_session(self._http, self.source)
             self._client = MdrHarvester(self.source, self._session).client()
         return self._client
 

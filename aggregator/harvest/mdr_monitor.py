@@ -40,7 +40,7 @@ def check_source(
 
     try:
         source.require_secrets()
-        with http.session(source, retry_statuses=MdrHarvester.retry_statuses) as session:
+        with MdrHarvester.open_session(http, source) as session:
             harvester = MdrHarvester(source, session)
             status = harvester.client(clock).status()
     except AggregatorError as err:

@@ -1,150 +1,224 @@
 """A local CKAN-like action API: the peer of the ``ckan`` harvester (tests, demo, benchmark).
 
 Only ``/api/3/action/package_search`` is served, as a CKAN 2.9+ portal serves it: ``q``
-(``*:*``), ``fq`` (``metadata_modified:[FROM TO *]`` and ``organization:NAME``, joined with
-``AND``), ``sort`` (any of ``metadata_modified``, ``id``, ``name`` asc/desc; ``score`` is
-ignored), ``rows`` (capped at ``rows_max``, as ``ckan.search.rows_max``) and ``start``; the
-answer is ``{"help", "success", "result": {"count", "sort", "facets", "results",
-"search_facets"}}``. A wrong sort is a 409 with ``success: false``, as CKAN answers it.
+(``*:*``), ``fq`` (conjunctions of ranges and terms in Solr's syntax, read by
+:mod:`aggregator.peers.ckan_query`: ``metadata_modified:[2024-01-01T00:00:00.000Z TO *]``,
+``{A TO *]``, ``id:{"abc" TO *]``, ``organization:NAME``, joined with ``AND``), ``sort`` (any
+of ``metadata_modified``, ``metadata_created``, ``id``, ``name`` asc/desc; ``score`` is
+ignored; dates at millisecond precision as Solr holds them), ``rows`` (capped at
+``rows_max``, as ``ckan.search.rows_max``) and ``start``; the answer is ``{"help",
+"success", "result": {"count", "sort", "facets", "results", "search_facets"}}``. A sort or a
+filter it cannot read is a 409 with ``success: false``, as CKAN answers it.
 
 The catalogue is either a :class:`MemoryCatalogue` (packages a test changes while the server
-runs: ``put``, ``delete``, ``touch``) or a :class:`GeneratedCatalogue` (N packages made by
+runs, even between two pages of a listing: ``put``, ``delete``, ``touch``) or a
+:class:`GeneratedCatalogue` (N packages made by
 :func:`aggregator.peers.ckan_data.generate_package` on request, for the benchmark).
 
-Faults (:meth:`CkanPeer.fail`, each for ``times`` requests, ``at_start`` to pick one page):
-``success-false`` (HTTP 200, ``success: false``), ``html-500`` (an HTML error page),
-``not-json`` (HTTP 200, a body that is not JSON), ``slow`` (``delay`` seconds before the
-answer), ``repeat`` (the page before, again: a server that ignores ``start``), ``status``
-(``status`` with a plain body). ``on_request`` is called with the request's number and
-parameters before it is answered (tests change the catalogue mid-listing there). With
-``api_key`` set, a request without ``Authorization: <key>`` gets a 403 ``success: false``;
-private packages are listed only with the key and ``include_private=true``.
+Faults (:meth:`CkanPeer.fail`, each for ``times`` requests, from request number
+``from_request`` on): ``success-false`` (HTTP 200, ``success: false``), ``html-500`` (an
+HTML error page), ``not-json`` (HTTP 200, a body that is not JSON), ``slow`` (``delay``
+seconds before the answer), ``repeat`` (the answer before, again: a server that ignores
+``fq``), ``status`` (``status`` with a plain body). ``on_request`` is called with the
+request's number and parameters before it is answered (tests change the catalogue
+mid-listing there). With ``api_key`` set, a request without ``Authorization: <key>`` gets a
+403 ``success: false``; private packages are listed only with the key and
+``include_private=true``.
 """
 
 from __future__ import annotations
 
 import bisect
 import json
-import re
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from operator import itemgetter
 from typing import Any, Protocol
 from urllib.parse import parse_qs
 
+from aggregator.peers.ckan_query import (
+    Clause,
+    Query,
+    QueryError,
+    field_values,
+    parse_fq,
+    parse_sort,
+    solr_time,
+    sort_packages,
+)
 from aggregator.peers.server import respond
 
 PATH = "/api/3/action/package_search"
-_RANGE = re.compile(r"metadata_modified:\[(\S+) TO (\S+)\]")
-_ORG = re.compile(r"organization:([\w.-]+)")
-_SORT_FIELDS = ("metadata_modified", "id", "name", "score")
-
-
-def ckan_stamp(solr: str) -> str:
-    """A Solr date (``2015-09-15T13:17:51.405Z``) in CKAN's ``metadata_modified`` form."""
-    return solr.rstrip("Z").replace(" ", "T")
+DEFAULT_SORT = "score desc, metadata_modified desc"
 
 
 class Catalogue(Protocol):
     def search(
-        self, since: str | None, organization: str | None, sort: Sequence[tuple[str, bool]],
-        start: int, rows: int, private: bool,
+        self, query: Query, sort: Sequence[tuple[str, bool]], start: int, rows: int,
+        private: bool,
     ) -> tuple[int, list[dict[str, Any]]]: ...  # fmt: skip
 
 
-def _key(package: dict[str, Any], field: str) -> str:
-    return str(package.get(field) or "")
-
-
-def _when(stamp: str) -> datetime:
-    """A CKAN/Solr date as a comparable datetime (fractions of any length, with or without Z)."""
-    try:
-        return datetime.fromisoformat(stamp.rstrip("Z"))
-    except ValueError:
-        return datetime.min
-
-
 class MemoryCatalogue:
-    """Packages held as dicts; thread-safe; changed by tests while the server runs."""
+    """Packages held as dicts; thread-safe; changed by tests while the server runs.
+
+    The harvesting order (``metadata_modified asc, id asc``) is kept as a sorted index, so a
+    listing of tens of thousands of packages that change between its pages is answered
+    without sorting the catalogue for each page; other sorts and filters are answered by
+    filtering and sorting every package."""
 
     def __init__(self, packages: Iterable[dict[str, Any]] = ()) -> None:
         self._lock = threading.Lock()
         self.packages: dict[str, dict[str, Any]] = {}
+        self._order: list[tuple[datetime, str]] = []  # (Solr's metadata_modified, id), sorted
+        self._key: dict[str, tuple[datetime, str]] = {}
+        self._undated: set[str] = set()  # packages outside the index (no readable date)
+        self._private: set[str] = set()
         for p in packages:
             self.put(p)
 
     def put(self, package: dict[str, Any]) -> None:
         with self._lock:
-            self.packages[str(package["id"])] = package
+            self._put(package)
 
     def delete(self, package_id: str) -> None:
         with self._lock:
             del self.packages[package_id]
+            self._unindex(package_id)
 
     def touch(self, package_id: str, modified: str) -> None:
         """Change a package's ``metadata_modified`` (and its title, so its content changes)."""
         with self._lock:
             old = self.packages[package_id]
-            self.packages[package_id] = {
-                **old,
-                "metadata_modified": modified,
-                "title": f"{old.get('title', '')} (revised {modified})",
-            }
+            self._put(
+                {
+                    **old,
+                    "metadata_modified": modified,
+                    "title": f"{old.get('title', '')} (revised {modified})",
+                }
+            )
+
+    def _put(self, package: dict[str, Any]) -> None:
+        pid = str(package["id"])
+        self._unindex(pid)
+        self.packages[pid] = package
+        if package.get("private"):
+            self._private.add(pid)
+        dates = field_values(package, "metadata_modified")
+        if not dates:
+            self._undated.add(pid)
+            return
+        key = (dates[0], pid)
+        bisect.insort(self._order, key)
+        self._key[pid] = key
+
+    def _unindex(self, pid: str) -> None:
+        self._private.discard(pid)
+        self._undated.discard(pid)
+        key = self._key.pop(pid, None)
+        if key is not None:
+            del self._order[bisect.bisect_left(self._order, key)]
 
     def search(
-        self, since: str | None, organization: str | None, sort: Sequence[tuple[str, bool]],
-        start: int, rows: int, private: bool,
+        self, query: Query, sort: Sequence[tuple[str, bool]], start: int, rows: int,
+        private: bool,
     ) -> tuple[int, list[dict[str, Any]]]:  # fmt: skip
         with self._lock:
-            low = None if since is None else _when(since)
+            if self._indexed(query, sort, private):
+                keys = self._by_index(query)
+                return len(keys), [self.packages[pid] for _, pid in keys[start : start + rows]]
             found = [
                 p
                 for p in self.packages.values()
-                if (low is None or _when(_key(p, "metadata_modified")) >= low)
-                and (
-                    organization is None
-                    or (p.get("organization") or {}).get("name") == organization
-                )
-                and (private or not p.get("private"))
+                if (private or not p.get("private")) and query.matches(p)
             ]
-        for field, ascending in reversed(sort):
-            if field != "score":
-                found.sort(key=lambda p, f=field: _key(p, f), reverse=not ascending)  # type: ignore[misc]
+        found = sort_packages(found, sort)
         return len(found), found[start : start + rows]
+
+    def _indexed(self, query: Query, sort: Sequence[tuple[str, bool]], private: bool) -> bool:
+        """Whether the index answers: the harvesting order, ranges on its two fields only."""
+        return (
+            [s for s in sort if s[0] != "score"] == [("metadata_modified", True), ("id", True)]
+            and not self._undated
+            and (private or not self._private)
+            and all(c.everything or c.field in ("metadata_modified", "id") for c in query.clauses)
+        )
+
+    def _by_index(self, query: Query) -> list[tuple[datetime, str]]:
+        first, end = 0, len(self._order)
+        for clause in query.ranges("metadata_modified"):
+            first, end = _narrow(self._order, itemgetter(0), clause, first, end)
+        keys = self._order[first:end]
+        for clause in query.ranges("id"):
+            keys = [k for k in keys if clause.admits(k[1])]
+        return keys
 
 
 class GeneratedCatalogue:
-    """``count`` generated packages, in ``metadata_modified`` (= index) order, made on request."""
+    """``count`` generated packages, made on request. Their ``metadata_modified``,
+    ``metadata_created`` and ``id`` all grow with the index (as
+    :func:`~aggregator.peers.ckan_data.generate_package` makes them), so a range on those
+    fields is a binary search over the index and either sort is the index order; other
+    filters and sorts are refused (QueryError)."""
+
+    _ORDERED = ("metadata_modified", "metadata_created", "id")
 
     def __init__(self, count: int, make: Callable[[int], dict[str, Any]]) -> None:
         self.count = count
         self.make = make
 
-    def _stamp_of(self, index: int) -> str:
-        return _key(self.make(index), "metadata_modified")
+    def _key(self, field: str) -> Callable[[int], Any]:
+        if field == "id":
+            return lambda i: str(self.make(i)["id"])
+        return lambda i: solr_time(str(self.make(i)[field]))
 
     def search(
-        self, since: str | None, organization: str | None, sort: Sequence[tuple[str, bool]],
-        start: int, rows: int, private: bool,
+        self, query: Query, sort: Sequence[tuple[str, bool]], start: int, rows: int,
+        private: bool,
     ) -> tuple[int, list[dict[str, Any]]]:  # fmt: skip
-        first = 0
-        if since is not None:  # stamps grow with the index: binary search over the index
-            first = bisect.bisect_left(range(self.count), since, key=self._stamp_of)
-        total = self.count - first
-        descending = bool(sort) and sort[0][0] == "metadata_modified" and not sort[0][1]
-        indexes = range(first, self.count)
-        if descending:
-            indexes = indexes[::-1]
-        return total, [self.make(i) for i in indexes[start : start + rows]]
+        first, end = 0, self.count
+        indexes = range(self.count)
+        for clause in query.clauses:
+            if clause.everything:
+                continue
+            if clause.field not in self._ORDERED:
+                raise QueryError(f"the generated catalogue cannot filter by {clause.field}")
+            first, end = _narrow(indexes, self._key(clause.field), clause, first, end)
+        chosen = range(first, max(first, end))
+        ordering = [(f, asc) for f, asc in sort if f != "score"]
+        if ordering and ordering[0][0] not in self._ORDERED:
+            raise QueryError(f"the generated catalogue cannot sort by {ordering[0][0]}")
+        if ordering and not ordering[0][1]:
+            chosen = chosen[::-1]
+        return len(chosen), [self.make(i) for i in chosen[start : start + rows]]
+
+
+def _narrow(
+    ordered: Sequence[Any], key: Callable[[Any], Any], clause: Clause, first: int, end: int
+) -> tuple[int, int]:
+    """``[first, end)`` of ``ordered`` (sorted by ``key``) narrowed to the range ``clause``."""
+    low, high = clause.low, clause.high
+    low_inclusive, high_inclusive = clause.low_inclusive, clause.high_inclusive
+    if clause.equals is not None:
+        low = high = clause.equals
+        low_inclusive = high_inclusive = True
+    if low is not None:
+        find = bisect.bisect_left if low_inclusive else bisect.bisect_right
+        first = max(first, find(ordered, low, key=key))
+    if high is not None:
+        find = bisect.bisect_right if high_inclusive else bisect.bisect_left
+        end = min(end, find(ordered, high, key=key))
+    return first, end
 
 
 @dataclass(slots=True)
 class PeerFault:
     kind: str  # success-false, html-500, not-json, slow, repeat, status
     times: int = 1  # -1: for ever
-    at_start: int | None = None  # only the page starting there
+    from_request: int = 1  # not before this request (numbered from 1, retries included)
     delay: float = 0.0
     status: int = 503
 
@@ -176,10 +250,10 @@ class CkanPeer:
             self.faults.append(fault)
         return fault
 
-    def _fault(self, start: int) -> PeerFault | None:
+    def _fault(self, number: int) -> PeerFault | None:
         with self._lock:
             for fault in self.faults:
-                if fault.times == 0 or (fault.at_start is not None and fault.at_start != start):
+                if fault.times == 0 or number < fault.from_request:
                     continue
                 if fault.times > 0:
                     fault.times -= 1
@@ -204,33 +278,29 @@ class CkanPeer:
         try:
             start = max(0, int(params.get("start", "0")))
             rows = min(self.rows_max, max(0, int(params.get("rows", "10"))))
-            sort = _sort(params.get("sort", "score desc, metadata_modified desc"))
+            sort = parse_sort(params.get("sort", DEFAULT_SORT))
         except ValueError as err:
             error = {"__type": "Validation Error", "message": f"Search Query is invalid: {err}"}
             return _json(start_response, 409, {"success": False, "error": error})
-        fault = self._fault(start)
+        fault = self._fault(number)
         if fault is not None:
             answered = self._faulty(fault, start_response)
             if answered is not None:
                 return answered
-        fq = params.get("fq", "")
-        since_m = _RANGE.search(fq)
-        org_m = _ORG.search(fq)
-        count, results = self.catalogue.search(
-            ckan_stamp(since_m.group(1)) if since_m else None,
-            org_m.group(1) if org_m else None,
-            sort,
-            start,
-            rows,
-            self.api_key is not None and params.get("include_private") == "true",
-        )
+        private = self.api_key is not None and params.get("include_private") == "true"
+        try:
+            query = parse_fq(params.get("fq", ""))
+            count, results = self.catalogue.search(query, sort, start, rows, private)
+        except QueryError as err:  # what CKAN answers when Solr cannot run the query
+            error = {"__type": "Search Error", "message": f"Search error: {err}"}
+            return _json(start_response, 409, {"success": False, "error": error})
         body = json.dumps(
             {
                 "help": f"{self.base_url}api/3/action/help_show?name=package_search",
                 "success": True,
                 "result": {
                     "count": count,
-                    "sort": params.get("sort", "score desc, metadata_modified desc"),
+                    "sort": params.get("sort", DEFAULT_SORT),
                     "facets": {},
                     "results": results,
                     "search_facets": {},
@@ -265,20 +335,6 @@ class CkanPeer:
         if fault.kind == "not-json":
             return respond(start_response, 200, b"Service temporarily in maintenance mode")
         return respond(start_response, fault.status, f"status {fault.status}".encode())
-
-
-def _sort(text: str) -> list[tuple[str, bool]]:
-    out = []
-    for part in text.split(","):
-        words = part.split()
-        if not words:
-            continue
-        field = words[0]
-        direction = words[1].lower() if len(words) > 1 else "asc"
-        if field not in _SORT_FIELDS or direction not in ("asc", "desc") or len(words) > 2:
-            raise ValueError(f"cannot sort by {part.strip()!r}")
-        out.append((field, direction == "asc"))
-    return out
 
 
 def _json(start_response: Callable[..., Any], status: int, doc: dict[str, Any]) -> list[bytes]:

@@ -5,6 +5,9 @@
   third one multilingual in the ckanext-fluent way), deterministic from ``(index,
   revision)``; ``metadata_modified`` grows with the index (one minute apart from
   2024-01-01), so the ``metadata_modified asc`` order is the index order.
+* :func:`small_package` writes a minimal package (title, notes, one resource) with the id and
+  ``metadata_modified`` it is given: cheap to map, for listings of tens of thousands of
+  packages that change while they are read (tests).
 * :func:`load_bundled_packages` is ``data/ckan/packages.json``: the example of the
   data.europa.eu harvesting requirements, a plain CKAN package with extras, one with every
   field of the extended data.europa.eu schema, a multilingual one and one with values the
@@ -137,6 +140,28 @@ def generate_package(index: int, revision: int = 0) -> dict[str, Any]:
     package["resources"] = resources
     package["num_resources"] = len(resources)
     return package
+
+
+def small_package(package_id: str, modified: str, revision: int = 0) -> dict[str, Any]:
+    """A minimal package ``package_id`` at ``metadata_modified`` ``modified``."""
+    return {
+        "id": package_id,
+        "name": f"p-{package_id}",
+        "title": f"Dataset {package_id}" + (f" (rev. {revision})" if revision else ""),
+        "notes": f"Counts for dataset {package_id}.",
+        "type": "dataset",
+        "state": "active",
+        "private": False,
+        "metadata_modified": modified,
+        "license_id": "cc-by",
+        "resources": [
+            {
+                "id": f"{package_id}-r0",
+                "url": f"https://data.example.org/files/{package_id}.csv",
+                "format": "CSV",
+            }
+        ],
+    }
 
 
 @lru_cache(maxsize=1)

@@ -14,6 +14,17 @@ service is down); ``cms_up``/``db_up = False`` are reported by ``getStatus`` and
 data operations answer ``ERR_CMS_DOWN`` (the database: a ``soapenv:Server`` fault).
 ``down_after_calls`` takes the service down after that many data calls (a service failing in
 the middle of a replication window). Windows are ``[startTime, endTime)``.
+
+Transient failures: :meth:`MdrService.fail_next` makes the next requests (of one operation,
+or of any) fail *after* their token was accepted (its nonce is spent), as a busy gateway or
+a dropped connection would: with 502, 503 (``Retry-After: 1``) or 504, with the connection
+closed before any answer (``"drop"``), or with the answer cut off in the middle of its body
+(``"cut"``). A client that resends such a request as it is gets the replay refusal.
+``accepted`` lists (operation, nonce) of every request whose token was accepted.
+
+``clock_skew`` sets the service's clock apart from ``clock`` (negative: it runs behind); the
+service checks ``Created`` and stamps the changes made through :meth:`modify` and
+:meth:`exit` (without an explicit time) by its own clock.
 """
 
 from __future__ import annotations
@@ -21,16 +32,17 @@ from __future__ import annotations
 import base64
 import hashlib
 import threading
+from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, Literal
 
 from lxml import etree
 
 from aggregator.errors import AggregatorError
 from aggregator.peers.mdr_pages import MdrPage, iso, parse_time
-from aggregator.peers.server import respond
+from aggregator.peers.server import DropConnection, respond
 from aggregator.resources import bundled
 from aggregator.xml import parse_xml
 
@@ -82,6 +94,10 @@ DATA_OPERATIONS = (
 )
 
 
+#: how a request fails after its token was accepted (see :meth:`MdrService.fail_next`)
+Fault = Literal[502, 503, 504, "drop", "cut"]
+
+
 @dataclass(slots=True)
 class Notification:
     event_id: str
@@ -106,10 +122,12 @@ class MdrService:
         pages: Iterable[MdrPage] = (),
         *,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        clock_skew: timedelta = timedelta(0),
         base_url: str = "",
     ) -> None:
         self.users = dict(users)
         self.clock = clock
+        self.clock_skew = clock_skew
         self.base_url = base_url
         self.pages: dict[str, MdrPage] = {p.identifier: p for p in pages}
         self.service_up = True
@@ -120,23 +138,46 @@ class MdrService:
         self.notifications: list[Notification] = []
         self.refused: list[str] = []  # why each refused request was refused
         self.repl_time: datetime | None = None
+        self.accepted: list[tuple[str, str]] = []  # (operation, nonce) of accepted tokens
+        self._faults: dict[str | None, deque[Fault]] = {}  # operation (None: any) -> faults
         self._nonces: dict[str, datetime] = {}
         self._lock = threading.Lock()
         self._wsdl = bundled("schemas", "mdr-service.wsdl").read_bytes()
+
+    def now(self) -> datetime:
+        """The service's time: ``clock`` plus ``clock_skew``."""
+        return self.clock() + self.clock_skew
+
+    def fail_next(self, *faults: Fault, operation: str | None = None) -> None:
+        """Fail the next requests whose token is accepted (of ``operation`` only, if given),
+        one fault each, in order."""
+        with self._lock:
+            self._faults.setdefault(operation, deque()).extend(faults)
+
+    def _next_fault(self, operation: str) -> Fault | None:
+        with self._lock:
+            for key in (operation, None):
+                queued = self._faults.get(key)
+                if queued:
+                    return queued.popleft()
+        return None
 
     # -- the portal's content ----------------------------------------------------------
     def publish(self, page: MdrPage) -> None:
         with self._lock:
             self.pages[page.identifier] = page
 
-    def modify(self, identifier: str, at: datetime, **changes: Any) -> None:
+    def modify(self, identifier: str, at: datetime | None = None, **changes: Any) -> None:
+        """Change a page, stamped ``at`` (default: the service's now)."""
+        at = self.now() if at is None else at
         with self._lock:
             page = self.pages[identifier]
             page.metadata.update(changes)
             page.metadata["dateModified"] = iso(at)
             page.modified = at
 
-    def exit(self, identifier: str, at: datetime) -> None:
+    def exit(self, identifier: str, at: datetime | None = None) -> None:
+        at = self.now() if at is None else at
         with self._lock:
             self.pages[identifier].exited = at
 
@@ -156,11 +197,18 @@ class MdrService:
         data = environ["wsgi.input"].read(length)
         try:
             envelope = parse_xml(data)
-            user = self._authenticate(envelope)
             request = envelope.find(f"{{{SOAP}}}Body/*")
+            operation = etree.QName(request).localname if request is not None else ""
+            user = self._authenticate(envelope, operation)
             if request is None or etree.QName(request).namespace != TNS:
                 raise SoapFault("soapenv:Client", "no operation of http://mdc.npi.gov.in")
-            answer = self._operation(etree.QName(request).localname, request, user)
+            fault = self._next_fault(operation)
+            if isinstance(fault, int):  # a gateway's answer: the service never ran
+                retry_after = [("Retry-After", "1")] if fault == 503 else []
+                return respond(start_response, fault, b"busy", "text/plain", retry_after)
+            if fault == "drop":
+                raise DropConnection("the MDR service dropped the connection")
+            answer = self._operation(operation, request, user)
         except SoapFault as refused:
             return respond(start_response, 500, _fault(refused), "text/xml; charset=utf-8")
         except AggregatorError as err:  # the request did not parse
@@ -168,10 +216,17 @@ class MdrService:
             return respond(start_response, 500, _fault(unreadable), "text/xml; charset=utf-8")
         if answer is None:  # went down during the call
             return respond(start_response, 503, b"MDR service unavailable", "text/plain")
-        return respond(start_response, 200, _envelope(answer), "text/xml; charset=utf-8")
+        body = _envelope(answer)
+        if fault == "cut":  # the length of the whole answer, half of it sent, then closed
+            start_response(
+                "200 OK",
+                [("Content-Type", "text/xml; charset=utf-8"), ("Content-Length", str(len(body)))],
+            )
+            return [body[: len(body) // 2]]
+        return respond(start_response, 200, body, "text/xml; charset=utf-8")
 
     # -- message-level security (section 2.3) ----------------------------------------------
-    def _authenticate(self, envelope: etree._Element) -> str:
+    def _authenticate(self, envelope: etree._Element, operation: str) -> str:
         token = envelope.find(f"{{{SOAP}}}Header/{{{WSSE}}}Security/{{{WSSE}}}UsernameToken")
         if token is None:
             return self._refuse("no wsse:UsernameToken in the SOAP header")
@@ -190,7 +245,7 @@ class MdrService:
             raw_nonce = base64.b64decode(nonce, validate=True)
         except ValueError:
             return self._refuse("unreadable Created or Nonce")
-        now = self.clock()
+        now = self.now()
         if now - when > MAX_AGE:
             return self._refuse(f"Created {created} is older than 300 s")
         if when - now > MAX_AHEAD:
@@ -208,6 +263,7 @@ class MdrService:
             if nonce in self._nonces:
                 return self._refuse("the nonce was used before (a replayed request)")
             self._nonces[nonce] = now
+            self.accepted.append((operation, nonce))
         return user
 
     def _refuse(self, why: str) -> str:

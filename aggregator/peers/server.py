@@ -39,6 +39,12 @@ class _ThreadingWSGIServer(ThreadingMixIn, WSGIServer):
                 conn.shutdown(socket.SHUT_RDWR)
 
 
+class DropConnection(ConnectionAbortedError):
+    """Raised by a WSGI app (before it starts its answer): the server closes the connection
+    without sending a byte, as a server that crashed or a proxy that gave up would. The
+    client sees the connection dropped after it sent its request."""
+
+
 class _Http11Handler(ServerHandler):
     http_version = "1.1"  # wsgiref answers HTTP/1.0, which a client takes as "no keep-alive"
 
@@ -100,6 +106,7 @@ class _QuietHandler(WSGIRequestHandler):
                 body = io.BytesIO(self.rfile.read(length) if length > 0 else b"")
             app = self.server.get_app()  # type: ignore[attr-defined]
             framed = [False]  # the answer's length is known: the connection can stay open
+            dropped = [False]  # the app raised DropConnection: close without an answer
 
             def watched(environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
                 declared: list[str] = []
@@ -108,7 +115,11 @@ class _QuietHandler(WSGIRequestHandler):
                     declared[:] = [v for k, v in headers if k.lower() == "content-length"]
                     return start_response(status, headers, *exc)
 
-                result = app(environ, start)
+                try:
+                    result = app(environ, start)
+                except DropConnection:
+                    dropped[0] = True
+                    raise  # wsgiref's handler ends the exchange without writing
                 if environ.get("REQUEST_METHOD") == "HEAD":  # headers only, length as for GET
                     if hasattr(result, "close"):
                         result.close()
@@ -124,6 +135,9 @@ class _QuietHandler(WSGIRequestHandler):
             )
             handler.request_handler = self  # type: ignore[attr-defined]  # for wsgiref's log
             handler.run(watched)
+            if dropped[0]:
+                self.close_connection = True
+                return
             self.wfile.flush()  # wsgiref flushes after body writes only: not an empty body
             if not framed[0]:
                 self.close_connection = True
@@ -209,6 +223,7 @@ def respond(
         501: "Not Implemented",
         502: "Bad Gateway",
         503: "Service Unavailable",
+        504: "Gateway Timeout",
     }
     start_response(
         f"{status} {reasons.get(status, 'Status')}",

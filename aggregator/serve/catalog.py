@@ -69,6 +69,7 @@ from aggregator.serve.rdf_formats import (
     split_suffix,
     with_format,
 )
+from aggregator.store.commit_barrier import wait_for_commits
 from aggregator.store.state import RecordRow
 
 _SHA = re.compile(r"^[0-9a-f]{64}$")
@@ -143,6 +144,7 @@ def routes(ctx: ServeContext, dataset_html: DatasetHtml | None = None) -> list[B
             raise BadRequestError(f"limit must be between 1 and {MAX_LIMIT}")
         since_raw = params.get("modified_since")
         req = PageRequest(decode_cursor(params.get("page")), parse_since(since_raw), limit)
+        wait_for_commits(ctx.store.path)  # a commit in flight shows in this page
         page = load_page(ctx.read_db(), req, web.counter)
         path = f"{ctx.base_url}catalog" + (f".{suffix}" if suffix else "")
         fixed: dict[str, str] = {}

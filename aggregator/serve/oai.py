@@ -181,7 +181,7 @@ class OaiProvider:
         item = None
         if key is not None:
             conn = self.ctx.read_db()
-            with db.snapshot(conn):
+            with db.snapshot(conn, self.ctx.store.path):
                 item = db.record(conn, *key, with_graph=with_graph)
                 self._read.generation = read_generation(conn)
         if item is None:
@@ -298,7 +298,7 @@ class OaiProvider:
         sel = db.Selection(set_spec or "source", prefix == ISO19139.prefix, lo, hi)
         full = verb == "ListRecords"
         after = (state.after_modified, state.after_id) if state else None
-        with db.snapshot(conn):
+        with db.snapshot(conn, self.ctx.store.path):
             self._read.generation = read_generation(conn)
             total = state.total if state else db.count(conn, sel)
             items = (

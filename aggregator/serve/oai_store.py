@@ -17,8 +17,10 @@ import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 
 from aggregator.serve.oai_formats import ISO_FORMAT
+from aggregator.store.commit_barrier import wait_for_commits
 from aggregator.store.packing import unpack, unpack_graph
 
 PUBLISHED = ("active", "withdrawn")
@@ -87,8 +89,11 @@ def _item(row: tuple[object, ...]) -> Item:
 
 
 @contextmanager
-def snapshot(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
-    """One read transaction: a count and a page see the same state of the store."""
+def snapshot(conn: sqlite3.Connection, store_path: Path) -> Iterator[sqlite3.Connection]:
+    """One read transaction: a count and a page see the same state of the store. It begins
+    after any commit in flight (``commit_barrier.py``): the request's ``responseDate``, taken
+    before, is then a safe ``from`` for the harvester's next request."""
+    wait_for_commits(store_path)
     conn.execute("BEGIN")
     try:
         yield conn

@@ -21,7 +21,10 @@ is journalled already, and its marks are deleted only once its graphs are loaded
 After each load it calls ``on_applied(generation)`` with the last batch's generation: the
 graph store then holds exactly the committed state of that generation (batches are applied
 in commit order and nothing else writes the graphs meanwhile), which is when the record store
-publishes a snapshot for the readers.
+publishes a snapshot for the readers. ``applied`` says that generation at any time; a
+snapshot taken by another thread (a job's end, while another job's batches are loading) is
+taken under ``loading`` and named by ``applied``, never by the state database's generation,
+which may count batches still on their way here.
 """
 
 from __future__ import annotations
@@ -72,7 +75,9 @@ class GraphApplier:
         gather_records: int = GATHER_RECORDS,
         gather_seconds: float = GATHER_SECONDS,
         gather: Callable[[], bool] = lambda: True,
+        applied_generation: int = 0,
     ) -> None:
+        """``applied_generation``: the generation the graph store holds at the start."""
         self.graphs = graphs
         self.db_path = db_path
         self.on_applied = on_applied
@@ -81,6 +86,11 @@ class GraphApplier:
         self.gather = gather
         self._q: queue.Queue[Batch | None] = queue.Queue(maxsize=max_batches)
         self._error: BaseException | None = None
+        # the generation the graph store holds: set, with on_applied called, under
+        # ``loading``, which a snapshot taken from another thread holds too (it must never
+        # catch a load half done, nor be named after a batch not loaded yet)
+        self.applied = applied_generation
+        self.loading = threading.Lock()
         self._thread = threading.Thread(target=self._run, name="graph-applier", daemon=True)
         self._thread.start()
 
@@ -119,13 +129,15 @@ class GraphApplier:
         if not batches or self._error is not None:
             return  # a failed applier drains without applying: the journal keeps the rest
         try:
-            self.graphs.replace(merged(batches))
-            conn.execute("BEGIN IMMEDIATE")
-            for _, ids, generation in batches:
-                clear_pending(conn, generation, ids)
-            conn.execute("COMMIT")
-            if self.on_applied is not None:
-                self.on_applied(batches[-1][2])
+            with self.loading:
+                self.graphs.replace(merged(batches))
+                conn.execute("BEGIN IMMEDIATE")
+                for _, ids, generation in batches:
+                    clear_pending(conn, generation, ids)
+                conn.execute("COMMIT")
+                self.applied = batches[-1][2]
+                if self.on_applied is not None:
+                    self.on_applied(self.applied)
         except BaseException as err:  # kept and raised in the writer's thread
             log.exception("applying journalled writes to the graph store failed")
             self._error = err

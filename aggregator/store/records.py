@@ -43,6 +43,7 @@ from pyoxigraph import Literal, NamedNode
 
 from aggregator.jobs.journal import JobLog, Jobs, now_iso
 from aggregator.store.applier import GATHER_RECORDS, GraphApplier
+from aggregator.store.commit_barrier import CommitStamper
 from aggregator.store.graphs import GraphBackend, GraphContent, OxigraphGraphs, stale_contents
 from aggregator.store.rejections import DeadLetter, close_rejections, keep_dead_letters
 from aggregator.store.snapshots import SnapshotShelf, remove_stale_shelves
@@ -248,6 +249,7 @@ class RecordStore(StoreReads):
             self._writer.release()
             raise
         self.jobs = Jobs(self.db)
+        self._stamper = CommitStamper(path, self.db.last_modified())
         # readers of an embedded graph store read snapshots; a server backend serves itself
         self.shelf = snapshot_shelf(path) if isinstance(self.graphs, OxigraphGraphs) else None
         self.recovery = self.recover()
@@ -257,6 +259,7 @@ class RecordStore(StoreReads):
             on_applied=self._publish_for_readers,
             gather_records=gather_records,
             gather=self._nobody_reads,
+            applied_generation=self.db.generation(),  # recover() replayed every pending write
         )
         stale = self.jobs.fail_stale()
         if stale:
@@ -268,10 +271,11 @@ class RecordStore(StoreReads):
         try:
             self._applier.stop()
             if self._applier.failed is None:
-                self._publish(self.db.generation())
+                self._publish(self._applier.applied)
         finally:
             self.graphs.close()
             self.db.close()
+            self._stamper.close()
             self._writer.release()
 
     def __enter__(self) -> RecordStore:
@@ -324,16 +328,22 @@ class RecordStore(StoreReads):
             try:
                 for sha, (data, media_type, packed) in (payloads or {}).items():
                     db.put_payload(data, media_type, sha=sha, packed=packed)
-                generation = db.next_generation() if writes else 0
-                ids = db.upsert(writes, generation)
-                close_rejections(db.conn, job.id, writes)
-                if dead_letters:
-                    keep_dead_letters(db.conn, dead_letters, now_iso())
-                if versions:
-                    put_versions(db.conn, job.source, versions)
-                db.mark_seen(job.source, seen, job.id)
-                job.flush(db)
-                db.commit()
+                # the datestamps are drawn under the commit barrier and committed before it
+                # is let go, so no reader misses a record by its datestamp
+                with self._stamper.stamping() as stamp:
+                    for w in writes:
+                        if w.modified_at_commit:
+                            w.modified = stamp
+                    generation = db.next_generation() if writes else 0
+                    ids = db.upsert(writes, generation)
+                    close_rejections(db.conn, job.id, writes)
+                    if dead_letters:
+                        keep_dead_letters(db.conn, dead_letters, now_iso())
+                    if versions:
+                        put_versions(db.conn, job.source, versions)
+                    db.mark_seen(job.source, seen, job.id)
+                    job.flush(db)
+                    db.commit()
             except BaseException:
                 db.rollback()
                 raise
@@ -355,20 +365,29 @@ class RecordStore(StoreReads):
         """Wait until the graph store and the readers' snapshot hold every journalled write;
         raise what the applier hit."""
         self._applier.wait()
-        self._publish(self.db.generation())
+        self._publish_applied()
+
+    def _publish_applied(self) -> None:
+        """Publish what the graph store holds, named by the generation it holds (other jobs'
+        batches may be committed and not loaded yet: they are published once loaded)."""
+        with self._applier.loading:
+            self._publish(self._applier.applied)
 
     def graphs_changed(self) -> None:
         """Count a change made to the graph store outside :meth:`write` (the quality
-        measurements) as a generation of its own, and publish it."""
-        self._applier.wait()
-        self.db.begin()
-        try:
-            generation = self.db.next_generation()
-            self.db.commit()
-        except BaseException:
-            self.db.rollback()
-            raise
-        self._publish(generation)
+        measurements) as a generation of its own, and publish it: the generation goes to the
+        applier as an empty batch, in commit order with the other jobs' batches."""
+        db = self.db
+        with db.serial:
+            db.begin()
+            try:
+                generation = db.next_generation()
+                db.commit()
+            except BaseException:
+                db.rollback()
+                raise
+            self._applier.submit([], [], generation)
+        self.sync()
 
     def _nobody_reads(self) -> bool:
         """Whether the graph store may be loaded in gathered batches: an embedded store whose

@@ -93,13 +93,40 @@ class RecordWrite:
     packed_ntriples: bytes = b""  # stored forms prepared by the worker (else packed here)
     packed_catalog: bytes = b""
     nquads: bytes = b""  # dataset + catalogue facts as N-Quads in record_iri, prepared
+    # ``modified`` is replaced by the commit's stamp (``commit_barrier.py``): set for every
+    # write that changes what readers see (new, changed, withdrawn, status changed)
+    modified_at_commit: bool = False
+
+
+class SerialCursor(sqlite3.Cursor):
+    """A cursor of a :class:`SerialConnection` that reads each row under ``serial``: a query
+    whose rows are read after another thread began a transaction on the shared connection
+    waits for that transaction to end, instead of reading its uncommitted writes."""
+
+    connection: SerialConnection
+
+    def __next__(self) -> Any:
+        with self.connection.serial:
+            return super().__next__()
+
+    def fetchone(self) -> Any:
+        with self.connection.serial:
+            return super().fetchone()
+
+    def fetchmany(self, size: int | None = 1) -> list[Any]:
+        with self.connection.serial:
+            return super().fetchmany(self.arraysize if size is None else size)
+
+    def fetchall(self) -> list[Any]:
+        with self.connection.serial:
+            return super().fetchall()
 
 
 class SerialConnection(sqlite3.Connection):
     """A connection several threads of the writer share (the scheduler runs jobs of several
     sources at once): each statement runs under ``serial``, and :meth:`StateDB.begin` holds it
     until the transaction ends, so one thread's statements never land inside another's
-    transaction."""
+    transaction, and its rows are read under it too (:class:`SerialCursor`)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -107,7 +134,7 @@ class SerialConnection(sqlite3.Connection):
 
     def execute(self, sql: str, parameters: Any = (), /) -> sqlite3.Cursor:
         with self.serial:
-            return super().execute(sql, parameters)
+            return self.cursor(SerialCursor).execute(sql, parameters)
 
     def executemany(self, sql: str, parameters: Iterable[Any], /) -> sqlite3.Cursor:
         with self.serial:
@@ -356,6 +383,11 @@ class StateDB:
             rows = rows_in_chunks(self.conn, local_ids, query, source)
             out.update(((source, str(lid)), int(rid)) for lid, rid in rows)
         return out
+
+    def last_modified(self) -> str | None:
+        """The latest ``modified`` of any record (the index ``records_modified`` answers)."""
+        row = self.conn.execute("SELECT max(modified) FROM records").fetchone()
+        return str(row[0]) if row and row[0] is not None else None
 
     def _max_record_id(self) -> int:
         row = self.conn.execute("SELECT max(id) FROM records").fetchone()

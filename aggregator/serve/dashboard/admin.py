@@ -1,11 +1,13 @@
 """Admin actions: log in and out, register, edit, pause and resume a source, preview a new one,
 harvest now. Every POST needs the administrator (a session with its CSRF token, or a bearer
-token); source changes go through :mod:`aggregator.sources_file`, the code behind
+token), checked before its body is read: without them it is 403 whatever it carries.
+Source changes go through :mod:`aggregator.sources_file`, the code behind
 ``aggregator source add/edit``, so the file is checked before it is written and keeps its
 comments."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 from urllib.parse import quote
@@ -20,7 +22,14 @@ from aggregator.config import SOURCE_NAME, SourceConfig, parse_source
 from aggregator.errors import AggregatorError, ConfigError
 from aggregator.plugins import harvesters, mappers
 from aggregator.schedule.status import request_harvest
-from aggregator.serve.dashboard.auth import SESSION_COOKIE, SESSION_TTL
+from aggregator.serve.dashboard.attempts import TooManyAttemptsError
+from aggregator.serve.dashboard.auth import (
+    LOGIN_COOKIE,
+    SESSION_COOKIE,
+    SESSION_TTL,
+    Auth,
+    new_id,
+)
 from aggregator.serve.dashboard.preview import preview_source
 from aggregator.serve.dashboard.sources_file_form import SourceForm
 from aggregator.serve.dashboard.sources_state import configured_sources, current_settings
@@ -62,11 +71,23 @@ def routes(dash: Dashboard) -> list[BaseRoute]:
 
     def admin_post(handler: Callable[[Request, FormData], Response]) -> AsyncHandler:
         async def run(request: Request) -> Response:
-            form = await request.form()
+            if not dash.auth.enabled:
+                return dash.error(request, 403, "no administrator is configured (see [serve])")
             try:
-                if not dash.auth.enabled:
-                    raise ConfigError("no administrator is configured (see [serve])")
-                dash.check_admin_post(request, form)
+                caller = await dash.caller(request)
+            except TooManyAttemptsError as err:
+                return dash.refused(request, err)
+            if caller is None:
+                return dash.error(request, 403, "log in as the administrator first")
+            form = await request.form()
+            token = form.get("csrf")
+            if caller.session is not None and not dash.auth.csrf_ok(
+                caller.session.id, token if isinstance(token, str) else None
+            ):
+                return dash.error(
+                    request, 403, "the form's CSRF token is missing or wrong; reload the page"
+                )
+            try:
                 return await run_in_threadpool(handler, request, form)
             except AggregatorError as err:
                 return dash.error(request, err.http_status, err.message)
@@ -74,37 +95,79 @@ def routes(dash: Dashboard) -> list[BaseRoute]:
         return run
 
     # -- login --------------------------------------------------------------------------------
+    def login_page(
+        request: Request,
+        status: int = 200,
+        *,
+        next: str = "",
+        failed: bool = False,
+        expired: bool = False,
+    ) -> Response:
+        """The login form, with its CSRF token: an HMAC of the nonce in its own cookie (kept
+        when the browser has one already, so two open tabs both work)."""
+        nonce = Auth.login_nonce(request.cookies.get(LOGIN_COOKIE)) or new_id()
+        response = dash.render(
+            request,
+            "login.html",
+            status,
+            failed=failed,
+            expired=expired,
+            next=next,
+            password_login=bool(dash.auth.password_hash),
+            login_csrf=dash.auth.login_csrf_token(nonce),
+        )
+        dash.set_cookie(response, LOGIN_COOKIE, nonce, None)
+        return response
+
     def login_form(request: Request) -> Response:
-        return dash.render(request, "login.html", failed=False, next=_next(request.query_params))
+        return login_page(request, next=_next(request.query_params))
 
     async def login(request: Request) -> Response:
+        if not dash.auth.password_hash:
+            return await run_in_threadpool(login_page, request, 403)
         form = await request.form()
+        token = form.get("csrf")
+        if not dash.auth.login_csrf_ok(
+            request.cookies.get(LOGIN_COOKIE), token if isinstance(token, str) else None
+        ):
+            return await run_in_threadpool(
+                lambda: login_page(request, 403, next=_next(form), expired=True)
+            )
         user, password = _text(form, "user"), form.get("password")
-        cookie = await run_in_threadpool(
-            dash.auth.login, user, password if isinstance(password, str) else ""
-        )
-        if cookie is None:
-            return dash.render(request, "login.html", 401, failed=True, next=_next(form))
+        secret = password if isinstance(password, str) else ""
+        try:
+            right = await dash.checks.check(
+                dash.client(request), lambda: dash.auth.password_ok(user, secret)
+            )
+        except TooManyAttemptsError as err:
+            return await run_in_threadpool(dash.refused, request, err)
+        if not right:
+            return await run_in_threadpool(
+                lambda: login_page(request, 401, next=_next(form), failed=True)
+            )
+        # a new session id at every login (nothing a visitor had before becomes a session)
+        session_id, now = new_id(), time.time()
+        expiry = int(now + SESSION_TTL)
+        await run_in_threadpool(dash.state.open_session, session_id, dash.auth.user, expiry, now)
         response = dash.redirect(_next(form) or "/")
-        response.set_cookie(
-            SESSION_COOKIE,
-            cookie,
-            max_age=SESSION_TTL,
-            path=dash.base,
-            httponly=True,
-            samesite="strict",
-            secure=request.url.scheme == "https",
+        dash.set_cookie(
+            response, SESSION_COOKIE, dash.auth.session_cookie(session_id, expiry), SESSION_TTL
         )
+        dash.delete_cookie(response, LOGIN_COOKIE)
         return response
 
     async def logout(request: Request) -> Response:
-        form = await request.form()
-        cookie = request.cookies.get(SESSION_COOKIE)
-        token = form.get("csrf")
-        if not dash.auth.csrf_ok(cookie, token if isinstance(token, str) else None):
-            return dash.error(request, 403, "the form's CSRF token is missing or wrong")
+        """Closes the session on the server (its cookie, copied or not, opens nothing after);
+        needs the session's CSRF token, so that another site cannot log a visitor out."""
+        session = await run_in_threadpool(dash.session, request)
+        if session is not None:
+            form = await request.form()
+            token = form.get("csrf")
+            if not dash.auth.csrf_ok(session.id, token if isinstance(token, str) else None):
+                return dash.error(request, 403, "the form's CSRF token is missing or wrong")
+            await run_in_threadpool(dash.state.close_session, session.id)
         response = dash.redirect("")
-        response.delete_cookie(SESSION_COOKIE, path=dash.base)
+        dash.delete_cookie(response, SESSION_COOKIE)
         return response
 
     # -- sources ------------------------------------------------------------------------------

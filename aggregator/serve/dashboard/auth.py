@@ -1,13 +1,22 @@
 """Who may change things: the admin's password or API token (kept as scrypt hashes), a signed
-session cookie after logging in, and CSRF tokens on every admin form.
+session cookie after logging in, and CSRF tokens on every form that changes something.
 
 - A hash is ``scrypt$N$r$p$salt$digest`` (hex salt and digest), made by :func:`hash_secret`
   (``aggregator dashboard-hash``) and checked in constant time by :func:`verify_secret`.
-- A session is ``user|expiry|hmac`` signed with a key kept in the store folder
-  (``dashboard.key``, created once with O_EXCL so every serving process shares it).
-- A CSRF token is an HMAC of the session cookie: a page of another site can make the browser
-  send the cookie (SameSite=Strict stops most of that) but cannot read the token.
+  Checking costs one scrypt (~30 ms, 16 MiB): the web layer runs it off the event loop, a few
+  at a time, and only for addresses under their limit of failures (:mod:`.attempts`).
+- A session cookie is ``id|expiry|hmac`` signed with a key kept in the store folder
+  (``dashboard.key``, created once with O_EXCL so every serving process shares it); the id
+  must also be open in :mod:`.auth_state`, which logging out closes (a copied cookie then
+  opens nothing).
+- A CSRF token is an HMAC of the session id: a page of another site can make the browser
+  send the cookie (SameSite=Strict stops most of that) but cannot read the token. The login
+  form, before any session, carries an HMAC of a random nonce kept in a cookie of its own
+  (a signed double submit), so another site cannot log a browser in under its own account.
 - Scripts send ``Authorization: Bearer <token>`` instead (no cookie, so no CSRF token needed).
+
+Every comparison of something a client sent is in constant time, and a value that is not
+ASCII simply does not match (``hmac.compare_digest`` raises on non-ASCII text).
 """
 
 from __future__ import annotations
@@ -15,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import os
+import re
 import secrets
 import time
 from dataclasses import dataclass
@@ -23,8 +33,10 @@ from pathlib import Path
 from aggregator.errors import ConfigError
 
 SESSION_COOKIE = "agg_session"
+LOGIN_COOKIE = "agg_login"  # the login form's nonce (login CSRF)
 SESSION_TTL = 8 * 3600  # seconds
-_N, _R, _P = 2**14, 8, 1  # scrypt cost: ~16 MiB, ~50 ms per check
+_N, _R, _P = 2**14, 8, 1  # scrypt cost: ~16 MiB, ~30-50 ms per check
+_HEX_ID = re.compile(r"[0-9a-f]{32}")
 
 
 def hash_secret(secret: str, *, salt: bytes | None = None) -> str:
@@ -43,7 +55,7 @@ def verify_secret(secret: str, stored: str) -> bool:
             return False
         expected = bytes.fromhex(digest)
         got = hashlib.scrypt(
-            secret.encode(),
+            secret.encode("utf-8", "surrogatepass"),
             salt=bytes.fromhex(salt),
             n=int(n),
             r=int(r),
@@ -54,6 +66,11 @@ def verify_secret(secret: str, stored: str) -> bool:
     except (ValueError, MemoryError):
         return False
     return hmac.compare_digest(got, expected)
+
+
+def same(given: str, expected: str) -> bool:
+    """``given == expected`` in constant time; text that is not ASCII never matches."""
+    return given.isascii() and expected.isascii() and hmac.compare_digest(given, expected)
 
 
 def check_hash_setting(value: str, name: str) -> None:
@@ -80,6 +97,17 @@ def load_key(folder: Path) -> bytes:
     raise ConfigError(f"{path}: not a dashboard key (delete it to make a new one)")
 
 
+def new_id() -> str:
+    """A session id or login nonce: 128 random bits in hex."""
+    return secrets.token_hex(16)
+
+
+@dataclass(frozen=True, slots=True)
+class SessionCookie:
+    id: str
+    expiry: int
+
+
 @dataclass(frozen=True, slots=True)
 class Auth:
     key: bytes
@@ -94,41 +122,70 @@ class Auth:
     def _sign(self, text: str) -> str:
         return hmac.new(self.key, text.encode(), hashlib.sha256).hexdigest()
 
-    def login(self, user: str, password: str, now: float | None = None) -> str | None:
-        """A session cookie value for the right user and password, else None."""
-        if not self.password_hash or not hmac.compare_digest(user.encode(), self.user.encode()):
-            verify_secret(password, hash_secret("x", salt=b"0" * 16))  # same time either way
-            return None
-        if not verify_secret(password, self.password_hash):
-            return None
-        expiry = int((now or time.time()) + SESSION_TTL)
-        body = f"{user}|{expiry}"
+    # -- secrets (slow: call off the event loop) ----------------------------------------------
+    def password_ok(self, user: str, password: str) -> bool:
+        """The right user and password. The same work whichever is wrong: the password is
+        always checked against the configured hash, the user name compared in constant
+        time, so the time taken tells nothing about which user names exist."""
+        if not self.password_hash:
+            return False
+        password_right = verify_secret(password, self.password_hash)
+        user_right = hmac.compare_digest(
+            user.encode("utf-8", "surrogatepass"), self.user.encode("utf-8", "surrogatepass")
+        )
+        return password_right and user_right
+
+    def token_ok(self, token: str) -> bool:
+        return bool(self.token_hash) and verify_secret(token, self.token_hash)
+
+    # -- sessions -----------------------------------------------------------------------------
+    def session_cookie(self, session_id: str, expiry: int) -> str:
+        body = f"{session_id}|{expiry}"
         return f"{body}|{self._sign(body)}"
 
-    def session_user(self, cookie: str | None, now: float | None = None) -> str | None:
+    def read_session_cookie(
+        self, cookie: str | None, now: float | None = None
+    ) -> SessionCookie | None:
+        """The session a cookie names when it is ours, well formed and not expired (whether
+        it is still open is for :mod:`.auth_state` to say)."""
         if not cookie or not self.password_hash:
             return None
         body, _, sig = cookie.rpartition("|")
-        user, _, expiry = body.partition("|")
-        if not hmac.compare_digest(sig, self._sign(body)):
+        session_id, _, expiry = body.partition("|")
+        if not same(sig, self._sign(body)) or not _HEX_ID.fullmatch(session_id):
             return None
         try:
-            if int(expiry) < (now or time.time()):
-                return None
+            ends = int(expiry)
         except ValueError:
             return None
-        return user if user == self.user else None
+        if ends < (now or time.time()):
+            return None
+        return SessionCookie(session_id, ends)
 
-    def bearer_ok(self, header: str | None) -> bool:
-        if not header or not self.token_hash:
-            return False
-        scheme, _, token = header.partition(" ")
-        return scheme.lower() == "bearer" and verify_secret(token.strip(), self.token_hash)
+    def csrf_token(self, session_id: str) -> str:
+        return self._sign("csrf|" + session_id)
 
-    def csrf_token(self, cookie: str) -> str:
-        return self._sign("csrf|" + cookie)
+    def csrf_ok(self, session_id: str, token: str | None) -> bool:
+        return bool(token) and same(token or "", self.csrf_token(session_id))
 
-    def csrf_ok(self, cookie: str | None, token: str | None) -> bool:
-        if not cookie or not token:
-            return False
-        return hmac.compare_digest(token, self.csrf_token(cookie))
+    # -- the login form (before any session) --------------------------------------------------
+    @staticmethod
+    def login_nonce(cookie: str | None) -> str | None:
+        """The login form's nonce from its cookie, when it is one of ours in shape."""
+        return cookie if cookie and _HEX_ID.fullmatch(cookie) else None
+
+    def login_csrf_token(self, nonce: str) -> str:
+        return self._sign("login|" + nonce)
+
+    def login_csrf_ok(self, cookie: str | None, token: str | None) -> bool:
+        nonce = self.login_nonce(cookie)
+        return nonce is not None and bool(token) and same(token or "", self.login_csrf_token(nonce))
+
+
+def bearer_token(header: str | None) -> str | None:
+    """The token of an ``Authorization: Bearer <token>`` header (None: no such header)."""
+    if not header:
+        return None
+    scheme, _, token = header.partition(" ")
+    token = token.strip()
+    return token if scheme.lower() == "bearer" and token else None

@@ -94,7 +94,8 @@ def preview_source(settings: Settings, src: SourceConfig, limit: int = LIMIT) ->
     ctx = MappingContext(base_iri=settings.base_iri, source=src.name, publisher=src.publisher)
     http = HttpClient(settings.http)
     try:
-        harvester = harvesters.get(src.type)(src, http.session(src))
+        harvester_class = harvesters.get(src.type)
+        harvester = harvester_class(src, harvester_class.open_session(http, src))
         records = harvester.list_records(request, listing)
         try:
             for raw in _first_page(records, listing, limit):

@@ -7,8 +7,9 @@ process (which only reads the state database) can keep it, and a deleted index i
 the next search. Catching up reads the ``records_modified`` index from the watermark
 ``(modified, id)`` on, 500 rows at a time: a search after a harvest pays for the changed
 records only. Several serving processes share the file; ``BEGIN IMMEDIATE`` lets one of them
-catch up while the others wait, then find nothing left to do. The single-writer store commits
-records in ``modified`` order, so the watermark never passes a record not yet visible.
+catch up while the others wait, then find nothing left to do. The store stamps ``modified``
+inside each commit, strictly increasing from commit to commit (``store/commit_barrier.py``), so
+the watermark never passes a record not yet visible.
 
 Indexed: titles, descriptions and keywords (every language), with the ``unicode61`` tokenizer
 (diacritics folded). Facets: source, theme, format (dct:format, else dcat:mediaType) and licence

@@ -13,10 +13,12 @@ import json
 from dataclasses import dataclass, field
 
 from pyoxigraph import RdfFormat, parse
+from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
 
 from aggregator.serve.accept import media_ranges
+from aggregator.serve.dashboard.attempts import TooManyAttemptsError
 from aggregator.serve.dashboard.web import Dashboard
 from aggregator.serve.sparql import SparqlEndpoint
 
@@ -114,7 +116,11 @@ def _triples(data: bytes) -> Results:
 
 def page_handler(dash: Dashboard, endpoint: SparqlEndpoint):  # type: ignore[no-untyped-def]
     async def page(request: Request) -> Response:
-        if not dash.may_read(request):
+        try:
+            allowed = await dash.may_read(request)
+        except TooManyAttemptsError as err:
+            return await run_in_threadpool(dash.refused, request, err)
+        if not allowed:
             return dash.redirect("login?next=/sparql")
         query = request.query_params.get("query", "")
         results = None
@@ -129,7 +135,8 @@ def page_handler(dash: Dashboard, endpoint: SparqlEndpoint):  # type: ignore[no-
                 results = _cells(body)
             else:
                 results = _triples(body)
-        response = dash.render(
+        response = await run_in_threadpool(
+            dash.render,
             request,
             "sparql.html",
             results.status if results else 200,

@@ -3,9 +3,10 @@ quality, dataset search and the SPARQL page. Admin actions are in :mod:`.admin`.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from urllib.parse import quote
 
+from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
@@ -13,6 +14,7 @@ from starlette.routing import BaseRoute, Route
 from aggregator.errors import AggregatorError
 from aggregator.schedule.liveness import scheduler_pid
 from aggregator.serve.dashboard import job_errors, rejections_view, status
+from aggregator.serve.dashboard.attempts import TooManyAttemptsError
 from aggregator.serve.dashboard.quality_view import QualityCache
 from aggregator.serve.dashboard.schedule_view import schedules
 from aggregator.serve.dashboard.search import FACETS, SearchIndex, snippet_parts
@@ -30,12 +32,22 @@ def _int(value: str | None, default: int, low: int = 0, high: int = 10**12) -> i
         return default
 
 
-def guard(dash: Dashboard, handler: Callable[[Request], Response]) -> Callable[[Request], Response]:
-    """Readers only when the pages are public (or the reader is logged in); errors as pages."""
+def guard(
+    dash: Dashboard, handler: Callable[[Request], Response]
+) -> Callable[[Request], Awaitable[Response]]:
+    """Readers only when the pages are public (or the reader is logged in or holds the token,
+    checked off the event loop); the page in a worker thread; errors as pages."""
 
-    def run(request: Request) -> Response:
-        if not dash.may_read(request):
+    async def run(request: Request) -> Response:
+        try:
+            allowed = await dash.may_read(request)
+        except TooManyAttemptsError as err:
+            return await run_in_threadpool(dash.refused, request, err)
+        if not allowed:
             return dash.redirect(f"login?next={quote(request.url.path)}")
+        return await run_in_threadpool(_page, request)
+
+    def _page(request: Request) -> Response:
         try:
             return handler(request)
         except AggregatorError as err:
@@ -204,7 +216,7 @@ def routes(dash: Dashboard) -> list[BaseRoute]:
             return ctx.base_url + iri[len(base) :]
         return f"{ctx.base_url}dataset?{urlencode({'iri': iri})}"
 
-    def g(handler: Callable[[Request], Response]) -> Callable[[Request], Response]:
+    def g(handler: Callable[[Request], Response]) -> Callable[[Request], Awaitable[Response]]:
         return guard(dash, handler)
 
     return [
