@@ -4,6 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 
 LEAFLET := aggregator/serve/dashboard/static/vendor/leaflet/leaflet.js
+WORLD := aggregator/serve/dashboard/static/vendor/world/world-110m.geojson
 
 $(BIN)/aggregator: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -15,8 +16,12 @@ $(BIN)/aggregator: pyproject.toml
 $(LEAFLET): tools/vendor_leaflet.py
 	$(PY) tools/vendor_leaflet.py
 
+# the map's world outline (Natural Earth 1:110m via world-atlas), checked the same way
+$(WORLD): tools/vendor_world.py
+	$(PY) tools/vendor_world.py
+
 .PHONY: install demo test lint bench
-install: $(BIN)/aggregator $(LEAFLET)
+install: $(BIN)/aggregator $(LEAFLET) $(WORLD)
 
 demo: install
 	$(BIN)/aggregator demo

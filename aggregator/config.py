@@ -177,6 +177,11 @@ class ServeSettings:
     # reverse proxies (addresses or networks, comma-separated) whose X-Forwarded-For names
     # the client whose failures are counted; empty: the address that connected is the client
     trusted_proxies: str = ""
+    # the dataset page's map: a world outline is drawn offline; with a tile server URL
+    # ("https://{s}.tile.example.org/{z}/{x}/{y}.png") its tiles are drawn instead, with the
+    # attribution text its terms ask for (required with a URL)
+    map_tiles: str = ""
+    map_attribution: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -524,6 +529,7 @@ def load_settings(path: Path, environ: Mapping[str, str] | None = None) -> Setti
     http = _dataclass_from(HttpSettings, doc.get("http", {}), "http")
     harvest = _dataclass_from(HarvestSettings, doc.get("harvest", {}), "harvest")
     serve = _dataclass_from(ServeSettings, doc.get("serve", {}), "serve")
+    _check_map_tiles(serve)
     from aggregator.config_validation import validation_settings
 
     validation = validation_settings(doc.get("validation", {}), root)
@@ -547,6 +553,35 @@ def load_settings(path: Path, environ: Mapping[str, str] | None = None) -> Setti
         schedule=schedule,
         retention=_dataclass_from(RetentionSettings, doc.get("retention", {}), "retention"),
     )
+
+
+#: a tile URL template: http(s), a host (``{s}.`` for the server's subdomains), an optional
+#: port, then a path with {z}, {x} and {y}; no character that could end a CSP source or an
+#: attribute (the origin goes into the dataset page's Content-Security-Policy)
+_TILES = re.compile(r"^(https?)://((?:\{s\}\.)?[A-Za-z0-9.-]+(?::\d{1,5})?)/[^\s;,'\"<>\\]*$")
+
+
+def tile_origin(template: str) -> str:
+    """The CSP source of a tile URL template (``{s}.`` becomes ``*.``); ConfigError if it is
+    not one."""
+    found = _TILES.match(template)
+    if not found or not all(p in template for p in ("{z}", "{x}", "{y}")):
+        raise ConfigError(
+            f"serve.map_tiles = {template!r}: must be an http(s) URL template with {{z}}, {{x}}"
+            " and {y}, e.g. https://tile.example.org/{z}/{x}/{y}.png"
+        )
+    return f"{found.group(1)}://{found.group(2).replace('{s}.', '*.')}"
+
+
+def _check_map_tiles(serve: ServeSettings) -> None:
+    if not serve.map_tiles:
+        return
+    tile_origin(serve.map_tiles)
+    if not serve.map_attribution.strip():
+        raise ConfigError(
+            "serve.map_attribution is needed with serve.map_tiles: the attribution text the"
+            " tile server's terms ask for"
+        )
 
 
 def _schedule_settings(table: Mapping[str, Any]) -> ScheduleSettings:

@@ -66,7 +66,11 @@ class Site:
 
 
 @contextmanager
-def served_site(tmp: Path, *, public: bool = True) -> Iterator[Site]:
+def served_site(
+    tmp: Path, *, public: bool = True, scheduler: bool = True, serve_extra: str = ""
+) -> Iterator[Site]:
+    """``scheduler=False``: served like ``aggregator serve --no-scheduler`` (nothing takes
+    "harvest now"); ``serve_extra``: more lines for the ``[serve]`` table."""
     port = free_port()
     config = tmp / "aggregator.toml"
     text = CONFIG.format(config=config, port=port)
@@ -90,6 +94,7 @@ def served_site(tmp: Path, *, public: bool = True) -> Iterator[Site]:
             f"dashboard_public = {'true' if public else 'false'}\n"
             f'admin_password_hash = "{hash_secret(PASSWORD)}"\n'
             f'admin_token_hash = "{hash_secret(TOKEN)}"\n'
+            f"{serve_extra}"
         )
         body = config.read_text(encoding="utf-8")
         if "[serve]" in body:  # the demo's table: add our keys to it
@@ -101,7 +106,7 @@ def served_site(tmp: Path, *, public: bool = True) -> Iterator[Site]:
         with RecordStore(settings.store_path, settings.base_iri) as store:
             for name in settings.sources:
                 run_source(settings, store, name, http=HttpClient(settings.http))
-        with serving(settings, port):
+        with serving(settings, port, scheduler=scheduler):
             yield Site(f"http://127.0.0.1:{port}/", config, settings, urls)
 
 

@@ -109,6 +109,7 @@ MAIN_PAGES = {
     "overview": "",
     "sources": "sources",
     "jobs": "jobs",
+    "rejections": "rejections",
     "quality": "quality",
     "datasets": "datasets",
     "sparql": "sparql",
@@ -119,7 +120,7 @@ def test_pages_render_without_csp_violations(site: Site, tab: Watched) -> None:
     for name, path in MAIN_PAGES.items():
         tab.page.goto(site.url + path)
         assert tab.page.locator("h1").count() >= 1, name
-        assert tab.page.locator("header.top nav a").count() == 6
+        assert tab.page.locator("header.top nav a").count() == 7
     # the stylesheet applied (an external file, allowed by the CSP)
     color = tab.page.eval_on_selector("header.top", "e => getComputedStyle(e).backgroundColor")
     assert color == "rgb(246, 248, 250)"
@@ -269,3 +270,165 @@ def test_main_pages_keep_their_layout(
             data = json.loads(BASELINE.read_text(encoding="utf-8")) if BASELINE.exists() else {}
             data[device] = found
             BASELINE.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+
+
+WORLD = Path(__file__).parent.parent / "aggregator/serve/dashboard/static/vendor/world"
+
+
+def _dataset_with_extent(site: Site, page: Page) -> None:
+    page.goto(f"{site.url}datasets?q=injection")
+    page.locator("ol.hits a.title").first.click()
+    page.wait_for_selector("#map[data-drawn='1']", timeout=15_000)
+
+
+def test_the_map_draws_the_world_outline_under_the_extent(site: Site, tab: Watched) -> None:
+    assert (WORLD / "world-110m.geojson").is_file(), "run make (tools/vendor_world.py)"
+    p = tab.page
+    _dataset_with_extent(site, p)
+    p.wait_for_selector("#map[data-world-drawn='2']", timeout=15_000)  # land and borders
+    land = p.locator(".leaflet-world-pane path.world-land")
+    borders = p.locator(".leaflet-world-pane path.world-border")
+    assert land.count() == 1 and borders.count() == 1
+    # real coastlines, not an empty path: thousands of points across the view
+    assert len(land.get_attribute("d") or "") > 2000
+    assert len(borders.get_attribute("d") or "") > 500
+    # under the extent: the outline's pane is below Leaflet's overlay pane
+    z = p.evaluate(
+        "[getComputedStyle(document.querySelector('.leaflet-world-pane')).zIndex,"
+        " getComputedStyle(document.querySelector('.leaflet-overlay-pane')).zIndex]"
+    )
+    assert int(z[0]) < int(z[1])
+    assert p.locator(".leaflet-tile").count() == 0  # nothing fetched from elsewhere
+    assert tab.errors == []
+
+
+def _png(width: int = 256, height: int = 256) -> bytes:
+    import zlib
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        body = kind + data
+        return struct.pack(">I", len(data)) + body + struct.pack(">I", zlib.crc32(body))
+
+    rows = b"".join(b"\x00" + b"\xaa\xdd\xaa" * width for _ in range(height))
+    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", header)
+        + chunk(b"IDAT", zlib.compress(rows))
+        + chunk(b"IEND", b"")
+    )
+
+
+def test_a_configured_tile_server_draws_its_tiles(browser: Browser, tmp_path: Path) -> None:
+    from aggregator.peers.server import PeerServer
+
+    tile = _png()
+    asked: list[str] = []
+
+    def tiles(environ: dict[str, object], start_response: object) -> list[bytes]:
+        path = str(environ.get("PATH_INFO", ""))
+        asked.append(path)
+        ok = re.fullmatch(r"/tiles/\d+/\d+/\d+\.png", path) is not None
+        start_response(  # type: ignore[operator]
+            "200 OK" if ok else "404 Not Found",
+            [("Content-Type", "image/png" if ok else "text/plain")],
+        )
+        return [tile if ok else b"no"]
+
+    with PeerServer(tiles) as server:  # type: ignore[arg-type]
+        extra = (
+            f'map_tiles = "{server.url}tiles/{{z}}/{{x}}/{{y}}.png"\n'
+            'map_attribution = "Test tiles, loopback only"\n'
+        )
+        with served_site(tmp_path, scheduler=False, serve_extra=extra) as tiled:
+            context = browser.new_context(viewport={"width": 1280, "height": 800})
+            try:
+                tab = Watched(context.new_page())
+                _dataset_with_extent(tiled, tab.page)
+                tab.page.wait_for_function(
+                    "document.querySelectorAll('img.leaflet-tile-loaded').length > 0",
+                    timeout=15_000,
+                )
+                assert "Test tiles, loopback only" in tab.page.inner_text(
+                    ".leaflet-control-attribution"
+                )
+                assert tab.page.locator(".leaflet-world-pane path").count() == 0
+                assert tab.errors == [], tab.errors  # the CSP admits the tile server's images
+            finally:
+                context.close()
+    assert any(a.startswith("/tiles/") for a in asked)
+
+
+def test_search_results_come_first_on_a_phone(site: Site, browser: Browser) -> None:
+    for viewport, phone in (
+        ({"width": 390, "height": 844}, True),
+        ({"width": 1280, "height": 800}, False),
+    ):
+        context = browser.new_context(viewport=viewport)  # type: ignore[arg-type]
+        try:
+            page = context.new_page()
+            page.goto(f"{site.url}datasets")
+            first = page.locator("ol.hits li").first.bounding_box()
+            facets = page.locator("aside.facets").bounding_box()
+            assert first and facets
+            if phone:  # the first result on the first screen, the facets after the results
+                assert first["y"] + first["height"] <= viewport["height"], first
+                assert facets["y"] > first["y"]
+                assert page.locator("a.to-facets").is_visible()
+            else:  # a column of facets left of the results
+                assert facets["x"] + facets["width"] <= first["x"]
+                assert not page.locator("a.to-facets").is_visible()
+        finally:
+            context.close()
+
+
+#: (JS) the words of the page's table cells that the browser broke across two lines (a
+#: break after a hyphen is a break between words); words longer than 24 characters (URLs,
+#: ids, hashes) may break, and so may cells marked .url or .id
+BROKEN_WORDS = r"""() => {
+  const broken = [];
+  for (const td of document.querySelectorAll("main td")) {
+    if (td.closest(".url, .id")) continue;
+    const walker = document.createTreeWalker(td, NodeFilter.SHOW_TEXT);
+    for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+      if (node.parentElement.closest(".url, .id")) continue;
+      const re = /[^\s-]+/g;
+      let m;
+      while ((m = re.exec(node.data)) !== null) {
+        if (m[0].length > 24) continue;
+        const range = document.createRange();
+        range.setStart(node, m.index);
+        range.setEnd(node, m.index + m[0].length);
+        const lines = new Set(Array.from(range.getClientRects()).map(r => Math.round(r.top)));
+        if (lines.size > 1) broken.push(m[0]);
+      }
+    }
+  }
+  return broken;
+}"""
+
+
+def test_table_cells_keep_their_words_whole(site: Site, browser: Browser) -> None:
+    context = browser.new_context(viewport={"width": 360, "height": 740})
+    page = context.new_page()
+    try:
+        page.goto(f"{site.url}jobs?source=demo-dump")
+        job = page.locator("table.jobs tbody tr td:first-child a").last.get_attribute("href")
+        page.goto(site.url.rstrip("/") + str(job))
+        rejection = page.locator("table.errors a").first.get_attribute("href")
+        for path in (str(job), str(rejection), "/jobs", "/quality", "/rejections", "/sources"):
+            page.goto(site.url.rstrip("/") + path)
+            assert page.evaluate(BROKEN_WORDS) == [], path
+            overflow = page.evaluate("document.scrollingElement.scrollWidth - window.innerWidth")
+            assert overflow <= 1, f"{path} is {overflow}px too wide for a phone"
+    finally:
+        context.close()
+
+
+def test_one_h1_on_every_page(site: Site, tab: Watched) -> None:
+    p = tab.page
+    p.goto(f"{site.url}datasets?q=rhine")  # titled in English and in Dutch
+    p.locator("ol.hits a.title").first.click()
+    p.wait_for_selector("main h1")
+    assert p.locator("h1").count() == 1
+    assert p.locator("ul.other-titles li[lang=nl]").count() == 1

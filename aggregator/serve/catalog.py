@@ -29,6 +29,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
+from aggregator.config import tile_origin
 from aggregator.errors import AggregatorError, NotFoundError
 from aggregator.serve import pages
 from aggregator.serve.catalog_data import (
@@ -59,6 +60,7 @@ from aggregator.serve.rdf_formats import (
     Format,
     choose,
     etag,
+    html_csp,
     not_modified,
     parse_ntriples,
     respond,
@@ -114,6 +116,9 @@ def routes(ctx: ServeContext, dataset_html: DatasetHtml | None = None) -> list[B
     """The catalogue, dataset, record and payload routes, for the app to mount at its root."""
     web = _Web(ctx, CatalogInfo.from_context(ctx))
     base_iri = ctx.store.base_iri
+    tiles = ctx.settings.serve.map_tiles
+    # the dashboard's dataset page may draw the configured tile server's images
+    dataset_csp = html_csp(tile_origin(tiles)) if tiles and dataset_html else HTML_CSP
 
     def guarded(handler: Callable[[Request], Response]) -> Callable[[Request], Response]:
         def run(request: Request) -> Response:
@@ -236,6 +241,7 @@ def routes(ctx: ServeContext, dataset_html: DatasetHtml | None = None) -> list[B
             negotiated=choice.negotiated,
             location=with_format(web.local(iri), choice.fmt),
             extra={"Link": f'<{record_link}>; rel="describedby"'},
+            csp=dataset_csp,
         )
 
     def dataset(request: Request) -> Response:

@@ -232,12 +232,15 @@ def dataset_page(iri: str, row: RecordRow, triples: Sequence[Triple], links: Lin
     ds = NamedNode(iri)
     titles = g.literals(ds, DCT + "title")
     main = g.label(ds)
+    # one <h1> (the preferred title); the title in other languages below it
+    first = next((t for t in titles if t.value == main), titles[0] if titles else None)
     title_html = (
         "".join(
-            f"<h1{_lang_attr(t)}>{esc(t.value)}"
+            (f"<h1{_lang_attr(t)}>" if t is first else f'<p class="also-titled"{_lang_attr(t)}>')
+            + esc(t.value)
             + (f' <span class="lang">[{esc(t.language)}]</span>' if t.language else "")
-            + "</h1>"
-            for t in titles
+            + ("</h1>" if t is first else "</p>")
+            for t in sorted(titles, key=lambda t: t is not first)
         )
         or f"<h1>{esc(main)}</h1>"
     )

@@ -227,11 +227,20 @@ PAGE_STYLE = (
     " .4rem;vertical-align:top;text-align:left}.desc{white-space:pre-line}nav a{margin-right:1rem}"
 )
 _STYLE_HASH = base64.b64encode(hashlib.sha256(PAGE_STYLE.encode()).digest()).decode()
-HTML_CSP = (
-    "default-src 'none'; script-src 'self'; "
-    f"style-src 'self' 'sha256-{_STYLE_HASH}'; img-src 'self' data:; connect-src 'self'; "
-    "form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
-)
+
+
+def html_csp(images_from: str = "") -> str:
+    """The pages' Content-Security-Policy; ``images_from``: one more source of images (the
+    configured map tile server's origin, on the dataset page)."""
+    img = f"'self' data: {images_from}" if images_from else "'self' data:"
+    return (
+        "default-src 'none'; script-src 'self'; "
+        f"style-src 'self' 'sha256-{_STYLE_HASH}'; img-src {img}; connect-src 'self'; "
+        "form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+    )
+
+
+HTML_CSP = html_csp()
 
 
 class BadRequestError(AggregatorError):
@@ -276,6 +285,7 @@ def respond(
     negotiated: bool,
     location: str | None = None,
     extra: Mapping[str, str] | None = None,
+    csp: str = HTML_CSP,
 ) -> Response:
     """A 200 with validators and caching headers, or a 304 (``body`` is then never built).
 
@@ -296,6 +306,6 @@ def respond(
     ):
         return Response(None, 304, headers)
     if fmt is HTML:
-        headers["Content-Security-Policy"] = HTML_CSP
+        headers["Content-Security-Policy"] = csp
         headers["X-Content-Type-Options"] = "nosniff"
     return Response(body(), 200, headers, media_type=fmt.content_type)

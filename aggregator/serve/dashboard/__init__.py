@@ -23,6 +23,9 @@ from aggregator.store.state import RecordRow
 
 __all__ = ["Dashboard", "DashboardApp", "wants_html"]
 
+#: vendored by tools/vendor_world.py (make): without it the map has its grid only
+WORLD_OUTLINE = STATIC / "vendor" / "world" / "world-110m.geojson"
+
 
 class DashboardApp:
     def __init__(self, ctx: ServeContext, endpoint: SparqlEndpoint) -> None:
@@ -46,4 +49,12 @@ class DashboardApp:
         links: Links,
     ) -> str:
         view = build(iri, row, ntriples, triples, links.local, links.payload)
-        return self.dash.render_string(request, "dataset.html", d=view)
+        serve = self.dash.ctx.settings.serve
+        return self.dash.render_string(
+            request,
+            "dataset.html",
+            d=view,
+            world_outline=WORLD_OUTLINE.is_file(),
+            map_tiles=serve.map_tiles,
+            map_attribution=serve.map_attribution,
+        )

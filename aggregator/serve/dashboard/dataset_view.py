@@ -18,12 +18,14 @@ from aggregator.quality.indicators import INDICATORS_BY_KEY
 from aggregator.quality.mqa import QualityError, assess
 from aggregator.serve.dashboard.geometry import Geometry, parse_geometry
 from aggregator.serve.dashboard.labels import property_label, term_label
+from aggregator.serve.dashboard.quality_view import NOT_CHECKED_HERE
 from aggregator.serve.pages import _LANG, Graph, safe_href
 from aggregator.store.state import RecordRow
 from aggregator.vocab import DCAT, DCT, FOAF, RDF_TYPE, VCARD
 
 LOCN = "http://www.w3.org/ns/locn#"
 _GEO_PROPS = (DCAT + "bbox", LOCN + "geometry", DCAT + "centroid")
+_NOT_CHECKED = frozenset(i.key for i in NOT_CHECKED_HERE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,6 +33,7 @@ class Value:
     text: str
     href: str | None = None
     lang: str | None = None  # a well-formed tag, else None
+    moment: bool = False  # a timestamp: shown for people, the full value in a <time> element
 
     @classmethod
     def literal(cls, lit: Literal) -> Value:
@@ -57,6 +60,7 @@ class QualityView:
     rating: str
     dimensions: tuple[tuple[str, int, int], ...]  # (dimension, earned, possible)
     missing: tuple[tuple[str, int], ...]  # (indicator label, points lost), checked and failed
+    not_checked: tuple[tuple[str, int], ...]  # (indicator label, points): need link checks
 
 
 @dataclass
@@ -72,6 +76,18 @@ class DatasetView:
     extents: list[Geometry] = field(default_factory=list)
     extent_texts: list[str] = field(default_factory=list)
     quality: QualityView | None = None
+
+    @property
+    def main_title(self) -> Value:
+        """The page's one heading: the preferred title (English, else without a language,
+        else the first), in its language."""
+        found = next((t for t in self.titles if t.text == self.title), None)
+        return found or Value(self.title)
+
+    @property
+    def other_titles(self) -> list[Value]:
+        main = self.main_title
+        return [t for t in self.titles if t is not main]
 
     @property
     def extents_json(self) -> str:
@@ -161,10 +177,11 @@ def _quality(ntriples: bytes, iri: str, findings: str) -> QualityView | None:
     missing = tuple(
         (INDICATORS_BY_KEY[r.key].label, r.lost)
         for r in sorted(q.indicators, key=lambda r: -r.lost)
-        if r.checked and not r.met and r.lost
+        if r.checked and not r.met and r.lost and r.key not in _NOT_CHECKED
     )
     dims = tuple((str(d.dimension).capitalize(), d.earned, d.possible) for d in q.dimensions)
-    return QualityView(q.total, q.possible, str(q.rating), dims, missing)
+    not_checked = tuple((i.label, i.points) for i in NOT_CHECKED_HERE)
+    return QualityView(q.total, q.possible, str(q.rating), dims, missing, not_checked)
 
 
 def build(
@@ -243,9 +260,12 @@ def build(
     provenance = [
         fact("Harvested from source", [Value(row.source)]),
         fact("Fetched from", [Value(row.url, safe_href(row.url))] if row.url else []),
-        fact("Source datestamp", [Value(row.source_datestamp)] if row.source_datestamp else []),
-        fact("In this catalogue since", [Value(row.first_seen)]),
-        fact("Last changed here", [Value(row.modified)]),
+        fact(
+            "Source datestamp",
+            [Value(row.source_datestamp, moment=True)] if row.source_datestamp else [],
+        ),
+        fact("In this catalogue since", [Value(row.first_seen, moment=True)]),
+        fact("Last changed here", [Value(row.modified, moment=True)]),
         fact("Harvest job", [Value(str(row.job_id))] if row.job_id is not None else []),
         fact("Catalogue record", [Value(row.record_iri, record_url)]),
         fact(

@@ -7,6 +7,11 @@ and kept until the store's generation changes (a harvest or a quality run wrote 
 but at most every ``REFRESH`` seconds: a harvest changes the generation with every batch, and a
 pass costs ~15 s of CPU at 100,000 records (bench/dashboard_search.py --quality). The page says
 when its scores were computed. A pass reads the records 500 at a time (memory stays flat).
+
+The dashboard runs no link check, so the indicators that need one (:data:`NOT_CHECKED_HERE`)
+are not measured here: they are never a shortcoming on these pages (a dataset without a
+download URL fails "Download URL" already), and the pages list them as not checked. Scores
+are shown on the MQA's scale (``x / 405``, a dimension ``x / its points``).
 """
 
 from __future__ import annotations
@@ -18,14 +23,31 @@ import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from aggregator.quality.aggregate import CatalogueAccumulator, QualityAggregate
-from aggregator.quality.indicators import INDICATORS_BY_KEY
+from aggregator.quality.aggregate import CatalogueAccumulator, QualityAggregate, Shortcoming
+from aggregator.quality.indicators import (
+    DIMENSION_POINTS,
+    INDICATORS_BY_KEY,
+    MAX_POINTS,
+    RATING_BANDS,
+    Dimension,
+    Indicator,
+)
 from aggregator.quality.mqa import QualityError, assess
 from aggregator.store.packing import unpack_graph
 from aggregator.store.state import read_generation
 
 BATCH = 500
 REFRESH = 600.0  # seconds a report is kept while the store changes under it
+#: indicators measured by a link check (``aggregator quality --check-links``), not run here
+NOT_CHECKED_HERE: tuple[Indicator, ...] = tuple(
+    INDICATORS_BY_KEY[k] for k in ("accessUrlReachable", "downloadUrlReachable")
+)
+_NOT_CHECKED_KEYS = frozenset(i.key for i in NOT_CHECKED_HERE)
+
+
+def measured(shortcomings: tuple[Shortcoming, ...]) -> list[Shortcoming]:
+    """The shortcomings of what the dashboard measures (no link-check indicator)."""
+    return [s for s in shortcomings if s.key not in _NOT_CHECKED_KEYS]
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,10 +58,27 @@ class QualityReport:
     catalogue: QualityAggregate
     errors: int  # records that could not be assessed
 
+    max_points = MAX_POINTS
+    bands = RATING_BANDS  # (lowest score, rating), best first
+    not_checked = NOT_CHECKED_HERE
+
     @staticmethod
     def label(key: str) -> str:
         found = INDICATORS_BY_KEY.get(key)
         return found.label if found else key
+
+    @staticmethod
+    def dimension_points(dimension: Dimension) -> int:
+        return DIMENSION_POINTS[dimension]
+
+    @staticmethod
+    def shortcomings(aggregate: QualityAggregate) -> list[Shortcoming]:
+        return measured(aggregate.shortcomings)
+
+    @property
+    def best_here(self) -> int:
+        """The best score a dataset can reach without link checks."""
+        return MAX_POINTS - sum(i.points for i in NOT_CHECKED_HERE)
 
 
 def compute(db: sqlite3.Connection) -> QualityReport:

@@ -11,7 +11,10 @@ import json
 import sqlite3
 from collections import defaultdict
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
+
+from markupsafe import Markup
 
 from aggregator.config import SourceConfig
 
@@ -20,11 +23,36 @@ TREND_KEYS = ("added", "updated", "unchanged", "withdrawn", "rejected")
 _JOB_COLS = "id, source, started, ended, status, full, counters, listing, message"
 
 
+def _parsed(stamp: str) -> datetime | None:
+    try:
+        moment = datetime.fromisoformat(stamp.strip())
+    except ValueError:
+        return None
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+
+
 def when(stamp: str | None) -> str:
-    """A stored UTC stamp for people: ``2026-11-26 08:05 UTC``."""
+    """A stamp for people, in UTC to the minute: ``2026-11-26 08:05 UTC`` (a stamp without
+    a zone is UTC, as every stamp we store is; a date alone stays a date; what is not an ISO
+    8601 stamp stays as it is)."""
     if not stamp:
         return ""
-    return f"{stamp[:10]} {stamp[11:16]} UTC" if len(stamp) >= 16 and stamp[10] == "T" else stamp
+    text = stamp.strip()
+    if len(text) == 10:  # a date: no time to show, no zone to convert
+        return text
+    moment = _parsed(text)
+    return moment.strftime("%Y-%m-%d %H:%M UTC") if moment else text
+
+
+def stamp_html(stamp: str | None) -> Markup:
+    """:func:`when` in a ``<time>`` element carrying the full value (``datetime`` attribute,
+    and ``title`` for a pointer's hover)."""
+    if not stamp:
+        return Markup("")
+    shown = when(stamp)
+    if _parsed(stamp.strip()) is None:
+        return Markup("{}").format(shown)
+    return Markup('<time datetime="{0}" title="{0}">{1}</time>').format(stamp.strip(), shown)
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +87,45 @@ class Job:
         parts = [f"{n} {k}" for k, n in self.counters.items() if n]
         return ", ".join(parts) if parts else "no records"
 
+    @property
+    def message_is_error(self) -> bool:
+        """The message says what went wrong (a failed or incomplete job), rather than being a
+        note on a job that succeeded ("incremental run: absent records are not withdrawn")."""
+        return self.status in ("failed", "partial")
+
+    @property
+    def incremental(self) -> bool | None:
+        """Whether the job listed only what changed since its checkpoint: the listing's own
+        fact (the one source of truth, also the scheduler's), None while it is not known yet
+        (a running job; a job that ended before its listing was recorded)."""
+        value = self.listing.get("incremental")
+        return value if isinstance(value, bool) else None
+
+    @property
+    def is_full(self) -> bool:
+        """A full harvest: asked for, or listed in full (no checkpoint to start from)."""
+        return self.full or self.incremental is False
+
+    @property
+    def kind(self) -> str:
+        """What kind of harvest this was, in words."""
+        if self.incremental:
+            return "incremental harvest (only what changed since the last checkpoint)"
+        if self.full:
+            return "full re-harvest (asked for)"
+        if self.incremental is False:
+            return "full harvest (no checkpoint to start from, or the source lists everything)"
+        return "harvest (whether incremental is known when its listing ends)"
+
+    @property
+    def listing_facts(self) -> list[tuple[str, Any]]:
+        """The listing's facts worth showing, in order; ``incremental`` is shown as the kind."""
+        return [
+            (k, v)
+            for k, v in self.listing.items()
+            if k != "incremental" and v not in (None, "", [], {})
+        ]
+
 
 @dataclass(frozen=True, slots=True)
 class TrendBar:
@@ -82,11 +149,6 @@ class SourceStatus:
     @property
     def last_job(self) -> Job | None:
         return self.jobs[0] if self.jobs else None
-
-    @property
-    def rejecting_job(self) -> Job | None:
-        """The newest of the recent jobs that rejected records (where to read why)."""
-        return next((j for j in self.jobs if j.counters.get("rejected")), None)
 
     @property
     def paused(self) -> bool:

@@ -12,7 +12,8 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
 
 from aggregator.errors import AggregatorError
-from aggregator.serve.dashboard import job_errors, status
+from aggregator.schedule.liveness import scheduler_pid
+from aggregator.serve.dashboard import job_errors, rejections_view, status
 from aggregator.serve.dashboard.attempts import TooManyAttemptsError
 from aggregator.serve.dashboard.quality_view import QualityCache
 from aggregator.serve.dashboard.schedule_view import schedules
@@ -87,8 +88,16 @@ def routes(dash: Dashboard) -> list[BaseRoute]:
         if not found:
             return dash.error(request, 404, f"no source named {name!r}")
         jobs = status.recent_jobs(db, source=name, limit=50)
-        sched = schedules(current_settings(ctx.settings)).get(name)
-        return dash.render(request, "source.html", s=found[0], jobs=jobs, schedule=sched)
+        settings = current_settings(ctx.settings)
+        return dash.render(
+            request,
+            "source.html",
+            s=found[0],
+            jobs=jobs,
+            schedule=schedules(settings).get(name),
+            scheduler_pid=scheduler_pid(settings.store_path),
+            config_path=settings.config_path,
+        )
 
     def jobs_page(request: Request) -> Response:
         db = ctx.read_db()
@@ -147,6 +156,24 @@ def routes(dash: Dashboard) -> list[BaseRoute]:
             return dash.error(request, 404, f"no rejected record {rid}")
         return dash.render(request, "rejection.html", r=found)
 
+    def rejections_page(request: Request) -> Response:
+        p = request.query_params
+        db = ctx.read_db()
+        before = _int(p.get("before"), 0, 1) or None
+        source, stage = p.get("source", ""), p.get("stage", "")
+        found = rejections_view.open_rejections(db, source=source, stage=stage, before=before)
+        sources, stages = rejections_view.open_facets(db)
+        return dash.render(
+            request,
+            "rejections.html",
+            page=found,
+            source=source,
+            stage=stage,
+            before=before,
+            sources=sources,
+            stages=stages,
+        )
+
     def quality_page(request: Request) -> Response:
         db = ctx.read_db()
         report = quality.report(db)
@@ -199,6 +226,7 @@ def routes(dash: Dashboard) -> list[BaseRoute]:
         Route("/jobs", g(jobs_page), methods=["GET"]),
         Route("/jobs/{id}", g(job_page), methods=["GET"]),
         Route("/jobs/{id}/errors.csv", g(job_csv), methods=["GET"]),
+        Route("/rejections", g(rejections_page), methods=["GET"]),
         Route("/rejections/{id}", g(rejection_page), methods=["GET"]),
         Route("/quality", g(quality_page), methods=["GET"]),
         Route("/datasets", g(datasets_page), methods=["GET"]),

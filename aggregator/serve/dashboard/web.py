@@ -35,7 +35,7 @@ from aggregator.serve.dashboard.auth_state import (
 )
 from aggregator.serve.dashboard.job_errors import rule_label
 from aggregator.serve.dashboard.schedule_view import breaker, next_run
-from aggregator.serve.dashboard.status import when
+from aggregator.serve.dashboard.status import stamp_html, when
 from aggregator.serve.rdf_formats import HTML_CSP
 
 HERE = Path(__file__).parent
@@ -84,6 +84,7 @@ class Dashboard:
         )
         env.globals["query"] = _query
         env.filters["when"] = when
+        env.filters["stamp"] = stamp_html
         env.filters["next_run"] = next_run
         env.filters["breaker"] = breaker
         env.filters["rule"] = rule_label
