@@ -148,12 +148,10 @@ def process(
     """Payload validators in chain order, mapping, then graph validators.
 
     The first payload step that fails stops the payload steps. Without ``lenient`` the record
-    fails there; it is still mapped and its datasets validated by the graph steps, so that its
-    failure (kept with the rejection) holds every finding: the failing step's, the mapping's
-    and the graph steps' (nothing of it is stored). With ``lenient`` it is mapped and the
-    failing step's findings are added to every dataset it yields, which the lifecycle stores
-    with the record (and lists on the job). A payload that cannot be parsed fails the record
-    in either case: there is nothing to map.
+    fails there (its findings are the record's failure). With ``lenient`` it is mapped anyway
+    and the failing step's findings are added to every dataset it yields, which the lifecycle
+    stores with the record (and lists on the job). A payload that cannot be parsed fails the
+    record in either case: there is nothing to map.
     """
     checked, failure = _run(raw, ctx, _steps(chain), lenient, lean=False)
     return Processed(raw, checked, failure, *_payload_forms(raw))
@@ -181,7 +179,6 @@ def _run(
         return (), raw.findings
     payload = ParsedPayload(raw)
     carried: tuple[Finding, ...] = ()
-    rejected = False  # a payload step failed: the record is rejected whatever follows
     for step, v in chain:
         if v.target != "payload":
             continue
@@ -191,7 +188,8 @@ def _run(
             return (), (_record_error(err, step),)
         carried += _labelled(report.findings, step)  # a passing step's warnings come along
         if not report.conforms:
-            rejected = not lenient
+            if not lenient:
+                return (), carried
             break
     try:
         datasets = _mapper(raw.format).map_payload(payload, ctx)
@@ -203,21 +201,15 @@ def _run(
     if ctx.categorisation is not None:  # after the format mapping, whatever the format
         datasets = [categorise(ds, ctx.categorisation) for ds in datasets]
     checked = []
-    every: list[Finding] = [*carried]  # a rejected record's findings, of every step
     for ds in datasets:
         findings: list[Finding] = [*carried, *ds.findings]
         for step, v in chain:
             if v.target == "graph":
                 findings.extend(_labelled(v.validate_graph(ds).findings, step))
-        if rejected:
-            every.extend(findings[len(carried) :])
-            continue
         prepared = prepare(ds, ctx)
         if lean:
             ds = replace(ds, ntriples=b"", catalog_ntriples=b"")
         checked.append(Checked(ds, tuple(findings), prepared))
-    if rejected:
-        return (), tuple(every)
     return tuple(checked), ()
 
 
