@@ -33,8 +33,8 @@ from aggregator.serve.dashboard.job_errors import _defuse, rule_label
 from aggregator.serve.dashboard.labels import property_label, term_label
 from aggregator.serve.dashboard.search import SearchIndex, fts_query, make_snippet
 from aggregator.serve.dashboard.sparql_page import wants_html
+from aggregator.store.migrations import upgrade
 from aggregator.store.packing import pack_graph
-from aggregator.store.schema import SCHEMA
 
 
 def test_hashes_verify_only_their_secret() -> None:
@@ -147,7 +147,7 @@ def test_search_text_is_words_never_syntax() -> None:
 
 def _state(path: Path) -> sqlite3.Connection:
     db = sqlite3.connect(path, isolation_level=None)
-    db.executescript(SCHEMA)
+    upgrade(db)
     return db
 
 
