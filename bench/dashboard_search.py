@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 from aggregator.serve.dashboard.search import SearchIndex
-from aggregator.store.schema import SCHEMA
+from aggregator.store.migrations import upgrade
 
 WORDS = [
     "river",
@@ -141,7 +141,7 @@ def main() -> None:
             (folder / (name + suffix)).unlink(missing_ok=True)
     rng = random.Random(7)
     db = sqlite3.connect(folder / "state.sqlite3", isolation_level=None)
-    db.executescript(SCHEMA)
+    upgrade(db)
     fill(db, 1, args.records + 1, "2026-01-01T00:00:00.0000000Z", rng)
     index = SearchIndex(folder, folder / "state.sqlite3")
     done, first = timed(index.catch_up, db)
