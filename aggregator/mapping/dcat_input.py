@@ -42,7 +42,7 @@ from typing import Any
 
 from pyoxigraph import DefaultGraph, Literal, NamedNode, Quad, RdfFormat, parse
 
-from aggregator.errors import ParseError, UnsafeInputError
+from aggregator.errors import ParseError
 from aggregator.mapping.dcat_contexts import known_context
 from aggregator.mapping.rdf_xml import DroppedNode, read_rdf_xml
 from aggregator.xml import expand_internal_entities
@@ -67,7 +67,6 @@ _EXTENSIONS: dict[str, RdfFormat] = {
     "nt": RdfFormat.N_TRIPLES,
 }
 _XML_START = re.compile(rb"<(?:\?xml|!--|[A-Za-z_][\w.-]*(?::[A-Za-z_][\w.-]*)?[\s/>])")
-_DOCTYPE = re.compile(rb"<!\s*(?:DOCTYPE|ENTITY)", re.IGNORECASE)
 _XML_DECL = re.compile(rb"^<\?xml[^>]*?encoding\s*=\s*[\"']([A-Za-z0-9._-]+)[\"']")
 _ROOT = re.compile(rb"<([A-Za-z_][\w.-]*(?::[A-Za-z_][\w.-]*)?)")
 _BOM_UTF8 = b"\xef\xbb\xbf"
@@ -125,12 +124,9 @@ def _to_utf8(payload: bytes, where: str) -> bytes:
 
 def check_rdf_xml(payload: bytes, where: str = "") -> bytes:
     """UTF-8 bytes with internal entities expanded; refuse unsafe DOCTYPEs and truncation."""
-    data = _to_utf8(payload, where)
-    if _DOCTYPE.search(data):
-        expanded = expand_internal_entities(data, where)
-        if expanded is data:  # an ENTITY declaration outside any DOCTYPE
-            raise UnsafeInputError(f"RDF/XML{where} with an ENTITY declaration is refused")
-        data = expanded
+    # a DOCTYPE in the prolog only (aggregator.xml.scan_prolog): "<!DOCTYPE html>" inside a
+    # literal is content, kept as it is
+    data = expand_internal_entities(_to_utf8(payload, where), where)
     # The root element's name, after the prolog (declaration, comments, PIs, whitespace).
     pos = 0
     while True:
