@@ -224,20 +224,21 @@ class CkanPeer:
             rows,
             self.api_key is not None and params.get("include_private") == "true",
         )
-        body = json.dumps(
-            {
-                "help": f"{self.base_url}api/3/action/help_show?name=package_search",
-                "success": True,
-                "result": {
-                    "count": count,
-                    "sort": params.get("sort", "score desc, metadata_modified desc"),
-                    "facets": {},
-                    "results": results,
-                    "search_facets": {},
-                },
+        doc = {
+            "help": f"{self.base_url}api/3/action/help_show?name=package_search",
+            "success": True,
+            "result": {
+                "count": count,
+                "sort": params.get("sort", "score desc, metadata_modified desc"),
+                "facets": {},
+                "results": results,
+                "search_facets": {},
             },
-            ensure_ascii=False,
-        ).encode("utf-8")
+        }
+        try:
+            body = json.dumps(doc, ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate in a field: sent as its \ud800 escape
+            body = json.dumps(doc).encode("ascii")
         with self._lock:
             self._last_body = body
         return respond(start_response, 200, body, "application/json;charset=utf-8")
