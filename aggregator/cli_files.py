@@ -11,9 +11,7 @@ import click
 from aggregator.cli_context import Ctx, pass_ctx
 
 
-def _raw_from_file(
-    path: Path, fmt: str, media_type: str | None, collection: bool = True
-) -> Any:
+def _raw_from_file(path: Path, fmt: str, media_type: str | None, collection: bool = True) -> Any:
     from aggregator.models import RawRecord
 
     guessed = {

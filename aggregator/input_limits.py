@@ -37,7 +37,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from aggregator.errors import UnsafeInputError
+from aggregator.errors import ParseError, UnsafeInputError
 
 if TYPE_CHECKING:
     from lxml import etree
@@ -77,8 +77,6 @@ class InputLimits:
         where: str | None = None,
     ) -> Any:
         """``json.loads`` of UTF-8 bytes within the limits; ParseError if it is not JSON."""
-        from aggregator.errors import ParseError
-
         where = _where(url) if where is None else where
         try:
             text = payload.decode("utf-8")
@@ -144,11 +142,11 @@ class InputLimits:
                         f"{element.sourceline}) is {len(text):,} characters long, more than "
                         f"the input limit max_text_length = {limit:,}"
                     )
-            for name, text in element.attrib.items():
-                if len(text) > limit:
+            for name, value in element.attrib.items():
+                if len(value) > limit:
                     raise InputLimitError(
-                        f"XML{_where(url)}: the attribute {name} of <{_tag(element)}> (line "
-                        f"{element.sourceline}) is {len(text):,} characters long, more than "
+                        f"XML{_where(url)}: the attribute {name!s} of <{_tag(element)}> (line "
+                        f"{element.sourceline}) is {len(value):,} characters long, more than "
                         f"the input limit max_text_length = {limit:,}"
                     )
 
@@ -264,12 +262,14 @@ def dump_record(value: Any) -> bytes:
     (which UTF-8 cannot hold) as its ``\\ud800`` escape: the record's payload carries them as
     the source sent them, and :meth:`InputLimits.load_json` refuses that record alone."""
     longs: list[str] = []
-    nonce = secrets.token_hex(8)
+    nonce: list[str] = []  # made when first needed (most records hold no long integer)
 
     def placeholder(obj: Any) -> str:
         if isinstance(obj, _LongInteger):
+            if not nonce:
+                nonce.append(secrets.token_hex(8))
             longs.append(obj.digits)
-            return f"{nonce}:{len(longs) - 1}"
+            return f"{nonce[0]}:{len(longs) - 1}"
         raise TypeError(f"{type(obj).__name__} is not JSON serializable")
 
     text = json.dumps(value, ensure_ascii=False, default=placeholder)
@@ -279,5 +279,5 @@ def dump_record(value: Any) -> bytes:
         longs.clear()
         data = json.dumps(value, ensure_ascii=True, default=placeholder).encode("ascii")
     for number, digits in enumerate(longs):
-        data = data.replace(f'"{nonce}:{number}"'.encode(), digits.encode(), 1)
+        data = data.replace(f'"{nonce[0]}:{number}"'.encode(), digits.encode(), 1)
     return data
