@@ -11,7 +11,7 @@ import click
 from aggregator.cli_context import Ctx, pass_ctx
 
 
-def _raw_from_file(path: Path, fmt: str, media_type: str | None) -> Any:
+def _raw_from_file(path: Path, fmt: str, media_type: str | None, collection: bool = True) -> Any:
     from aggregator.models import RawRecord
 
     guessed = {
@@ -30,7 +30,7 @@ def _raw_from_file(path: Path, fmt: str, media_type: str | None) -> Any:
         payload=path.read_bytes(),
         media_type=media_type or guessed,
         url=path.resolve().as_uri(),
-        is_collection=True,
+        is_collection=collection,
     )
 
 
@@ -108,8 +108,10 @@ def map_file(fmt: str, media_type: str | None, base_iri: str, syntax: str, file:
     from aggregator.mapping.base import MappingContext
     from aggregator.plugins import mappers
 
-    raw = _raw_from_file(file, fmt, media_type)
-    datasets = mappers.get(fmt)().map(raw, MappingContext(base_iri=base_iri, source="file"))
+    mapper = mappers.get(fmt)()
+    # a file of a format that describes one dataset is one record, within the input limits
+    raw = _raw_from_file(file, fmt, media_type, collection=mapper.reads_collections)
+    datasets = mapper.map(raw, MappingContext(base_iri=base_iri, source="file"))
     rdf_format = getattr(RdfFormat, MAP_SYNTAXES[syntax][0])
     graphs = MAP_SYNTAXES[syntax][1]
     comments = syntax in _COMMENTS

@@ -17,6 +17,9 @@ Example::
     [harvest]
     withdraw_brake = 0.2                # refuse to withdraw more than 20 % of a source
 
+    [input]
+    max_record_bytes = 16777216         # one record's payload (aggregator.input_limits)
+
     [sources.portal]
     type = "oai-pmh"
     url = "https://portal.example.org/oai"
@@ -38,6 +41,7 @@ from urllib.parse import urlsplit
 
 from aggregator.categorisation import CategorisationConfig, parse_categorisation
 from aggregator.errors import ConfigError
+from aggregator.input_limits import InputLimits
 
 if TYPE_CHECKING:
     from aggregator.notify.settings import NotifySettings
@@ -259,6 +263,8 @@ class Settings:
     base_iri: str
     http: HttpSettings = field(default_factory=HttpSettings)
     harvest: HarvestSettings = field(default_factory=HarvestSettings)
+    #: ``[input]``: the size and content limits of every payload (aggregator.input_limits)
+    input: InputLimits = field(default_factory=InputLimits)
     sources: Mapping[str, SourceConfig] = field(default_factory=dict)
     serve: ServeSettings = field(default_factory=ServeSettings)
     validation: ValidationSettings = field(default_factory=ValidationSettings)
@@ -302,6 +308,10 @@ RANGES: dict[str, tuple[float, float | None, bool]] = {
     "http.backoff": (0, None, False),
     "http.max_backoff": (0, None, False),
     "http.per_host_concurrency": (1, None, False),
+    "input.max_record_bytes": (1, None, False),
+    "input.max_text_length": (1, None, False),
+    "input.max_json_depth": (1, 900, False),  # the json module recurses ~1,000 deep at most
+    "input.max_triples": (1, None, False),
     "harvest.withdraw_brake": (0, 1, False),
     "harvest.batch_size": (1, None, False),
     "harvest.workers": (0, 256, False),
@@ -513,8 +523,18 @@ def load_settings(path: Path, environ: Mapping[str, str] | None = None) -> Setti
         raise ConfigError(f"{path}: is a directory, not a configuration file") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as err:
         raise ConfigError(f"{path}: {err}") from err
-    known = {"store", "http", "harvest", "sources", "serve", "validation", "notify", "schedule"}
-    known.add("retention")
+    known = {
+        "store",
+        "http",
+        "harvest",
+        "input",
+        "sources",
+        "serve",
+        "validation",
+        "notify",
+        "schedule",
+        "retention",
+    }
     unknown = set(doc) - known
     if unknown:
         raise ConfigError(f"{path}: unknown section(s) {', '.join(sorted(unknown))}")
@@ -528,6 +548,7 @@ def load_settings(path: Path, environ: Mapping[str, str] | None = None) -> Setti
         raise ConfigError(f"[store]: unknown key(s) {', '.join(sorted(store))}")
     http = _dataclass_from(HttpSettings, doc.get("http", {}), "http")
     harvest = _dataclass_from(HarvestSettings, doc.get("harvest", {}), "harvest")
+    input_limits = _dataclass_from(InputLimits, doc.get("input", {}), "input")
     serve = _dataclass_from(ServeSettings, doc.get("serve", {}), "serve")
     _check_map_tiles(serve)
     from aggregator.config_validation import validation_settings
@@ -546,6 +567,7 @@ def load_settings(path: Path, environ: Mapping[str, str] | None = None) -> Setti
         base_iri=base_iri,
         http=http,
         harvest=harvest,
+        input=input_limits,
         sources=sources,
         serve=serve,
         validation=validation,

@@ -10,6 +10,11 @@ later one gets the same object::
     payload.rdf()       # quads, via aggregator.mapping.dcat_input.parse_document
     payload.json()      # a JSON value (json.loads on the UTF-8 bytes)
 
+Every form is read within the input limits (:mod:`aggregator.input_limits`, given by the
+mapping context): the payload's size is checked before any parse, and the parsed form's
+content (text lengths, JSON nesting, integers, lone surrogates) before it is handed out; a
+payload over a limit raises :class:`~aggregator.input_limits.InputLimitError`.
+
 A parse that fails raises :class:`~aggregator.errors.ParseError` or
 :class:`~aggregator.errors.UnsafeInputError` and the failure is cached too: asking again
 raises the same error without parsing again. The parsed forms are shared, not copied:
@@ -22,12 +27,12 @@ guarantee is tested on.
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from aggregator.errors import AggregatorError, ParseError
+from aggregator.errors import AggregatorError
+from aggregator.input_limits import DEFAULT_LIMITS, InputLimits
 from aggregator.models import RawRecord
 from aggregator.xml import parse_xml
 
@@ -42,10 +47,11 @@ T = TypeVar("T")
 class ParsedPayload:
     """A raw record with lazily made, cached parses of its payload (one per form)."""
 
-    __slots__ = ("_cache", "parses", "raw")
+    __slots__ = ("_cache", "limits", "parses", "raw")
 
-    def __init__(self, raw: RawRecord) -> None:
+    def __init__(self, raw: RawRecord, limits: InputLimits = DEFAULT_LIMITS) -> None:
         self.raw = raw
+        self.limits = limits
         self.parses: Counter[str] = Counter()
         self._cache: dict[str, Any] = {}
 
@@ -63,24 +69,34 @@ class ParsedPayload:
 
     def xml(self) -> etree._Element:
         """The payload as an XML element tree (hardened parse, DOCTYPE refused)."""
-        raw = self.raw
-        return self._once("xml", lambda: parse_xml(raw.payload, url=raw.url))
+        raw, limits = self.raw, self.limits
+
+        def parse() -> etree._Element:
+            limits.check_size(raw)
+            root = parse_xml(raw.payload, url=raw.url)
+            limits.check_xml(root, len(raw.payload), raw.url)
+            return root
+
+        return self._once("xml", parse)
 
     def rdf(self) -> ParsedDocument:
         """The payload as RDF quads in the default graph (syntax from media type or bytes)."""
         from aggregator.mapping.dcat_input import parse_document
 
-        raw = self.raw
-        return self._once("rdf", lambda: parse_document(raw.payload, raw.media_type, raw.url))
+        raw, limits = self.raw, self.limits
+
+        def parse() -> ParsedDocument:
+            limits.check_size(raw)
+            return parse_document(raw.payload, raw.media_type, raw.url, limits)
+
+        return self._once("rdf", parse)
 
     def json(self) -> Any:
         """The payload as a JSON value."""
+        raw, limits = self.raw, self.limits
 
         def load() -> Any:
-            try:
-                return json.loads(self.raw.payload.decode("utf-8"))
-            except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as err:
-                where = f" ({self.raw.url})" if self.raw.url else ""
-                raise ParseError(f"malformed JSON{where}: {err}") from err
+            limits.check_size(raw)
+            return limits.load_json(raw.payload, raw.url)
 
         return self._once("json", load)

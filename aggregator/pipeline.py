@@ -258,6 +258,7 @@ def _run_source(
         source=src.name,
         publisher=src.publisher,
         categorisation=src.categorisation,
+        limits=settings.input,
     )
     writer = BatchWriter(
         store,

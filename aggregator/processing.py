@@ -76,7 +76,7 @@ def _labelled(findings: Sequence[Finding], step: ValidationStep) -> tuple[Findin
 
 
 def _record_error(err: AggregatorError, step: ValidationStep | None) -> Finding:
-    stage = Stage.PARSE if err.code in ("parseError", "unsafeInput") else Stage.MAP
+    stage = Stage.PARSE if err.code in ("parseError", "unsafeInput", "inputLimit") else Stage.MAP
     label = step.label if step else None
     return Finding(stage, Severity.VIOLATION, err.code, err.message, step=label)
 
@@ -177,7 +177,7 @@ def _run(
     datasets come without their unpacked N-Triples (the prepared forms carry them)."""
     if any(f.severity is Severity.VIOLATION for f in raw.findings):  # the harvester's own
         return (), raw.findings
-    payload = ParsedPayload(raw)
+    payload = ParsedPayload(raw, ctx.limits)
     carried: tuple[Finding, ...] = ()
     for step, v in chain:
         if v.target != "payload":

@@ -100,23 +100,40 @@ _SPACES = (b" ", b"\t", b"\r", b"\n")
 _BYTE_ENCODINGS = frozenset({b"utf-8", b"utf8", b"us-ascii", b"ascii"})
 
 
-def _prolog_has_doctype(data: bytes) -> bool | None:
-    """Whether the prolog holds a DOCTYPE, read from the bytes; None when they do not decide.
+@dataclass(frozen=True, slots=True)
+class Prolog:
+    """What the bytes before the root element hold, as far as the bytes decide it.
 
-    Only for UTF-8 (or ASCII) input, undeclared or declared, with or without a BOM: the XML
-    declaration, white space, comments and processing instructions are skipped; then
-    ``<!DOCTYPE`` is a DOCTYPE, and ``<`` followed by a name's first character is the root
-    element (nothing after it can be a DOCTYPE). Anything else (another encoding, UTF-16 or
-    -32, an unterminated comment, a lower-case ``<!doctype``, any odd byte) is None, and the
-    parser's scan decides: the bytes only ever short-cut a verdict the parser would give."""
+    ``kind`` is ``"doctype"`` (``<!DOCTYPE`` and white space), ``"declaration"`` (any other
+    ``<!`` that is not a comment: a lower-case ``<!doctype``, ``<!ENTITY``, ``<![CDATA[``...),
+    ``"root"`` (the root element's ``<``) or ``"undecided"``; ``offset`` is where that
+    construct starts (-1 when undecided)."""
+
+    kind: str
+    offset: int = -1
+
+
+_UNDECIDED = Prolog("undecided")
+
+
+def scan_prolog(data: bytes) -> Prolog:
+    """The one DOCTYPE pre-scan: walk the prolog of UTF-8 (or ASCII) bytes, never past it.
+
+    The BOM, the XML declaration, white space, comments and processing instructions are
+    skipped; the first other construct decides. Only a DOCTYPE *in the prolog* is a DOCTYPE:
+    ``<!DOCTYPE html>`` inside the document (in CDATA, or escaped in text) is content. Another
+    encoding than UTF-8 (declared, or UTF-16/-32), an unterminated comment or instruction, a
+    misplaced XML declaration or any odd byte is undecided: the caller decides otherwise (a
+    parser scan, or a conservative search). Costs microseconds whatever the document's size.
+    """
     if type(data) is not bytes:
-        return None
+        return _UNDECIDED
     pos = 3 if data.startswith(_BOM_UTF8) else 0
     declaration = _DECLARATION.match(data, pos)
     if declaration is not None:
         encoding = _DECLARED_ENCODING.search(declaration.group())
         if encoding is not None and encoding.group(1).lower() not in _BYTE_ENCODINGS:
-            return None  # the parser decodes it (ISO-2022-JP may hide "-->" in a comment)
+            return _UNDECIDED  # the parser decodes it (ISO-2022-JP may hide "-->" in a comment)
         pos = declaration.end()
     size = len(data)
     while True:
@@ -125,21 +142,39 @@ def _prolog_has_doctype(data: bytes) -> bool | None:
         if data.startswith(b"<!--", pos):
             end = data.find(b"-->", pos + 4)
             if end < 0:
-                return None
+                return _UNDECIDED
             pos = end + 3
         elif data.startswith(b"<?", pos):
             if _XML_TARGET.match(data, pos):
-                return None  # a misplaced XML declaration: the parser reports it
+                return _UNDECIDED  # a misplaced XML declaration: the parser reports it
             end = data.find(b"?>", pos + 2)
             if end < 0:
-                return None
+                return _UNDECIDED
             pos = end + 2
-        elif data.startswith(b"<!DOCTYPE", pos) and data[pos + 9 : pos + 10] in _SPACES:
-            return True
+        elif data.startswith(b"<!", pos):
+            if data.startswith(b"<!DOCTYPE", pos) and data[pos + 9 : pos + 10] in _SPACES:
+                return Prolog("doctype", pos)
+            return Prolog("declaration", pos)
         elif pos + 1 < size and data[pos] == 0x3C and data[pos + 1] in _ROOT_START:
-            return False
+            return Prolog("root", pos)
         else:
-            return None
+            return _UNDECIDED
+
+
+def _prolog_has_doctype(data: bytes) -> bool | None:
+    """Whether the prolog holds a DOCTYPE, read from the bytes; None when they do not decide.
+
+    :func:`scan_prolog` for UTF-8 (or ASCII) input: ``<!DOCTYPE`` is a DOCTYPE, and ``<``
+    followed by a name's first character is the root element (nothing after it can be a
+    DOCTYPE). Anything else (another encoding, an unterminated comment, a lower-case
+    ``<!doctype``, any odd byte) is None, and the parser's scan decides: the bytes only ever
+    short-cut a verdict the parser would give."""
+    kind = scan_prolog(data).kind
+    if kind == "doctype":
+        return True
+    if kind == "root":
+        return False
+    return None
 
 
 def _parser_finds_doctype(data: bytes) -> bool:
@@ -200,6 +235,7 @@ MAX_SUBSET = 65_536  # bytes of the internal subset
 EXPANSION_SLACK = 1 << 20  # bytes all references may add, besides 4x the document
 
 _DOCTYPE_START = re.compile(rb"<!DOCTYPE\s+([^\s\[>]+)\s*", re.IGNORECASE)
+_ANY_DECLARATION = re.compile(rb"<!\s*(?:DOCTYPE|ENTITY)", re.IGNORECASE)
 _ENTITY_DECL = re.compile(rb"<!ENTITY\s+(%\s*)?([^\s%;&<>\"']+)\s+")
 _REFERENCE = re.compile(rb"&([^\s&;#<>\"']+);")
 _BARE_AMPERSAND = re.compile(rb"&(?![^\s&;#<>\"']+;|#x[0-9A-Fa-f]+;|#[0-9]+;)")
@@ -215,15 +251,41 @@ class Doctype:
     entities: dict[bytes, bytes]  # name -> literal value (references not expanded)
 
 
+def _prolog_doctype(data: bytes, where: str) -> re.Match[bytes] | None:
+    """The DOCTYPE's opening ``<!DOCTYPE name`` in the prolog (:func:`scan_prolog`), or None.
+
+    Only the prolog is read: ``<!DOCTYPE html>`` quoted in a literal (in CDATA, or escaped as
+    text) is content, left as it is. Another ``<!`` declaration before the root element (an
+    ``<!ENTITY`` outside any DOCTYPE...) is refused. A prolog the bytes do not decide (not
+    UTF-8, unterminated, odd bytes: the document is broken anyway) falls back to a search of
+    the whole document, so that no DOCTYPE reaches a parser that would expand it unchecked."""
+    prolog = scan_prolog(data)
+    if prolog.kind == "root":
+        return None
+    if prolog.kind == "undecided":
+        found = _DOCTYPE_START.search(data)
+        if found is None and _ANY_DECLARATION.search(data):
+            raise UnsafeInputError(f"XML{where} with an ENTITY declaration is refused")
+        return found
+    found = _DOCTYPE_START.match(data, prolog.offset)
+    if found is None:
+        text = data[prolog.offset : prolog.offset + 40].decode("utf-8", "replace")
+        raise UnsafeInputError(
+            f"XML{where}: the declaration {text!r}... before the root element is refused"
+        )
+    return found
+
+
 def read_doctype(data: bytes, where: str = "") -> Doctype | None:
     """The document's DOCTYPE, if it has one that only declares internal string entities.
 
-    None when there is no DOCTYPE. :class:`UnsafeInputError` for anything else: an external
+    None when the prolog holds no DOCTYPE (one quoted in the document's content is content).
+    :class:`UnsafeInputError` for anything else: an external
     DTD (``SYSTEM``/``PUBLIC``), an external or parameter entity, markup inside an entity
     value, any other declaration (``ELEMENT``, ``ATTLIST``, ``NOTATION``), more than
     ``MAX_ENTITIES`` entities or an internal subset over ``MAX_SUBSET`` bytes.
     """
-    found = _DOCTYPE_START.search(data)
+    found = _prolog_doctype(data, where)
     if found is None:
         return None
     pos = found.end()

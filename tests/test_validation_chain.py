@@ -179,9 +179,9 @@ def test_rdf_payloads_are_parsed_once_too(monkeypatch: pytest.MonkeyPatch) -> No
     calls: list[int] = []
     real = dcat_input.parse_document
 
-    def counting(payload: bytes, media_type: str | None, url: str | None) -> Any:
+    def counting(payload: bytes, media_type: str | None, url: str | None, *limits: Any) -> Any:
         calls.append(len(payload))
-        return real(payload, media_type, url)
+        return real(payload, media_type, url, *limits)
 
     monkeypatch.setattr(dcat_input, "parse_document", counting)
     record = RawRecord("s", "d1", "dcat", generate_dataset(1), "application/rdf+xml")

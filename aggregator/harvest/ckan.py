@@ -41,6 +41,7 @@ from aggregator.harvest.ckan_paging import (
     tiebreak_of,
 )
 from aggregator.http import Response
+from aggregator.input_limits import dump_record, load_page
 from aggregator.models import RawRecord
 
 log = logging.getLogger(__name__)
@@ -113,7 +114,7 @@ def decode_page(response: Response) -> dict[str, Any]:
             raise HarvestError(f"{where} returned HTTP {response.status}: {detail}")
         raise response.status_error(where)
     try:
-        doc = json.loads(response.content)
+        doc = load_page(response.content)  # an over-long integer stays in its record
     except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as err:
         raise HarvestError(f"{where} did not answer JSON ({err}): {response.excerpt}") from err
     if not isinstance(doc, dict):
@@ -268,7 +269,7 @@ class CkanHarvester(Harvester):
         for local_id, package, stamp in fresh:
             listing.seen += 1
             omitted = local_id in held
-            payload = b"" if omitted else json.dumps(package, ensure_ascii=False).encode("utf-8")
+            payload = b"" if omitted else dump_record(package)
             yield RawRecord(
                 source=self.source.name,
                 local_id=local_id,

@@ -33,6 +33,7 @@ from aggregator.harvest.base import Harvester, HarvestRequest, Listing
 from aggregator.harvest.checkpoints import Checkpoint
 from aggregator.harvest.ckan import parse_datestamp
 from aggregator.http import Response
+from aggregator.input_limits import dump_record, load_page
 from aggregator.models import RawRecord
 
 GEOJSON = "application/geo+json"
@@ -60,7 +61,7 @@ def decode(response: Response, what: str) -> dict[str, Any]:
     if response.status >= 400:
         raise response.status_error(what)
     try:
-        doc = json.loads(response.content)
+        doc = load_page(response.content)  # an over-long integer stays in its record
     except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as err:
         raise HarvestError(f"{what} did not answer JSON ({err}): {response.excerpt}") from err
     if not isinstance(doc, dict):
@@ -256,7 +257,7 @@ class OgcRecordsHarvester(Harvester):
     ) -> Iterator[RawRecord]:
         batch: list[tuple[str, datetime | None, bytes]] = []
         for feature in features:
-            body = json.dumps(feature, ensure_ascii=False).encode("utf-8")
+            body = dump_record(feature)
             fid = feature.get("id") if isinstance(feature, dict) else None
             if isinstance(fid, int) and not isinstance(fid, bool):
                 fid = str(fid)

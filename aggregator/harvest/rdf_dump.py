@@ -219,6 +219,12 @@ def scan_page(payload: bytes, syntax: RdfSyntax, base_url: str) -> PageFacts:
         raise HarvestError(
             f"cannot parse {base_url} as {syntax.key}: {err}", code="parseError"
         ) from err
+    except MemoryError as err:  # pyoxigraph: "Reached the buffer maximal size of 16777216"
+        raise HarvestError(
+            f"cannot parse {base_url} as {syntax.key}: one token (a literal, an IRI) is longer "
+            f"than the parser reads ({err})",
+            code="inputLimit",
+        ) from err
     facts.blank_datasets = len(blank_datasets)
     candidates = {url for subj, url in nexts if subj in view_nodes}
     ignored = {url for subj, url in nexts if subj not in view_nodes}

@@ -20,6 +20,7 @@ from pyoxigraph import (
     serialize,
 )
 
+from aggregator.input_limits import DEFAULT_LIMITS, InputLimits
 from aggregator.models import MappedDataset, RawRecord
 from aggregator.payload import ParsedPayload
 
@@ -38,6 +39,8 @@ class MappingContext:
     publisher: str | None = None
     #: the source's EU data-theme categorisation, applied after the mapper (processing.py)
     categorisation: CategorisationConfig | None = None
+    #: the size and content limits of the payload (``[input]``, aggregator.input_limits)
+    limits: InputLimits = DEFAULT_LIMITS
 
 
 def mint_iri(ctx: MappingContext, kind: str, key: str) -> str:
@@ -86,6 +89,9 @@ class Mapper:
     """
 
     name: ClassVar[str]
+    #: whether one payload may describe many datasets (an RDF dump): ``aggregator map`` reads
+    #: a file as one collection then, and as one record (within ``max_record_bytes``) else
+    reads_collections: ClassVar[bool] = False
 
     def map_payload(self, payload: ParsedPayload, ctx: MappingContext) -> list[MappedDataset]:
         """Return one MappedDataset per dataset the record describes.
@@ -101,4 +107,4 @@ class Mapper:
         """Map one raw record (parses it): ``map_payload`` on a fresh ParsedPayload."""
         if type(self).map_payload is Mapper.map_payload:
             raise NotImplementedError(f"{type(self).__name__}: implement map_payload or map")
-        return self.map_payload(ParsedPayload(raw), ctx)
+        return self.map_payload(ParsedPayload(raw, ctx.limits), ctx)

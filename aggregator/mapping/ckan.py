@@ -140,7 +140,7 @@ def _extra_value(text: Any) -> Any:
     if isinstance(text, str) and text[:1] in "[{":
         try:
             return json.loads(text)
-        except json.JSONDecodeError:
+        except (ValueError, RecursionError):  # not JSON, an over-long integer, too deep
             return text
     return text
 

@@ -230,6 +230,7 @@ class DcatMapper(Mapper):
     """DCAT-AP RDF (Turtle, RDF/XML, JSON-LD, N-Triples) -> one DCAT-AP 3 graph per dataset."""
 
     name = "dcat"
+    reads_collections = True
 
     def __init__(self, rules_path: Path | None = None) -> None:
         self.rules: RuleSet = load_rules(rules_path or DEFAULT_RULES_PATH)

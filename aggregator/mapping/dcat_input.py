@@ -42,7 +42,8 @@ from typing import Any
 
 from pyoxigraph import DefaultGraph, Literal, NamedNode, Quad, RdfFormat, parse
 
-from aggregator.errors import ParseError, UnsafeInputError
+from aggregator.errors import ParseError
+from aggregator.input_limits import DEFAULT_LIMITS, InputLimitError, InputLimits
 from aggregator.mapping.dcat_contexts import known_context
 from aggregator.mapping.rdf_xml import DroppedNode, read_rdf_xml
 from aggregator.xml import expand_internal_entities
@@ -67,7 +68,6 @@ _EXTENSIONS: dict[str, RdfFormat] = {
     "nt": RdfFormat.N_TRIPLES,
 }
 _XML_START = re.compile(rb"<(?:\?xml|!--|[A-Za-z_][\w.-]*(?::[A-Za-z_][\w.-]*)?[\s/>])")
-_DOCTYPE = re.compile(rb"<!\s*(?:DOCTYPE|ENTITY)", re.IGNORECASE)
 _XML_DECL = re.compile(rb"^<\?xml[^>]*?encoding\s*=\s*[\"']([A-Za-z0-9._-]+)[\"']")
 _ROOT = re.compile(rb"<([A-Za-z_][\w.-]*(?::[A-Za-z_][\w.-]*)?)")
 _BOM_UTF8 = b"\xef\xbb\xbf"
@@ -125,12 +125,9 @@ def _to_utf8(payload: bytes, where: str) -> bytes:
 
 def check_rdf_xml(payload: bytes, where: str = "") -> bytes:
     """UTF-8 bytes with internal entities expanded; refuse unsafe DOCTYPEs and truncation."""
-    data = _to_utf8(payload, where)
-    if _DOCTYPE.search(data):
-        expanded = expand_internal_entities(data, where)
-        if expanded is data:  # an ENTITY declaration outside any DOCTYPE
-            raise UnsafeInputError(f"RDF/XML{where} with an ENTITY declaration is refused")
-        data = expanded
+    # a DOCTYPE in the prolog only (aggregator.xml.scan_prolog): "<!DOCTYPE html>" inside a
+    # literal is content, kept as it is
+    data = expand_internal_entities(_to_utf8(payload, where), where)
     # The root element's name, after the prolog (declaration, comments, PIs, whitespace).
     pos = 0
     while True:
@@ -236,20 +233,15 @@ def _resolve_contexts(tree: Any) -> tuple[bool, str | None, set[str], bool, list
     return changed, unknown, terms, vocab, nodes
 
 
-def check_json_ld(payload: bytes, where: str = "") -> tuple[bytes, tuple[str, ...]]:
+def check_json_ld(
+    payload: bytes, where: str = "", limits: InputLimits = DEFAULT_LIMITS
+) -> tuple[bytes, tuple[str, ...]]:
     """Resolve known contexts locally, refuse other remote ones, list undefined keys.
 
     Returns the payload to parse (re-serialised if a context was replaced) and the sorted keys
     that no context defines (JSON-LD processors drop them without an error).
     """
-    try:
-        tree = json.loads(payload)
-    except json.JSONDecodeError as err:
-        raise ParseError(
-            f"malformed JSON-LD{where} at line {err.lineno} column {err.colno}: {err.msg}"
-        ) from err
-    except (UnicodeDecodeError, RecursionError) as err:
-        raise ParseError(f"malformed JSON-LD{where}: {err}") from err
+    tree = limits.load_json(payload, kind="JSON-LD", where=where)
     try:
         changed, unknown, terms, vocab, nodes = _resolve_contexts(tree)
     except RecursionError as err:
@@ -366,15 +358,21 @@ def _parse(payload: bytes, fmt: RdfFormat, url: str | None, lenient: bool) -> li
     return list(parse(payload, format=fmt, base_iri=url or None, lenient=lenient))
 
 
-def parse_document(payload: bytes, media_type: str | None, url: str | None) -> ParsedDocument:
-    """Parse a payload into default-graph quads after the safety checks above."""
+def parse_document(
+    payload: bytes,
+    media_type: str | None,
+    url: str | None,
+    limits: InputLimits = DEFAULT_LIMITS,
+) -> ParsedDocument:
+    """Parse a payload into default-graph quads after the safety checks above, within the
+    input limits (:mod:`aggregator.input_limits`: JSON-LD as JSON, every literal's length)."""
     where = f" ({url})" if url else ""
     fmt = detect_format(payload, media_type, url)
     undefined: tuple[str, ...] = ()
     if fmt == RdfFormat.RDF_XML:
         payload = check_rdf_xml(payload, where)
     elif fmt == RdfFormat.JSON_LD:
-        payload, undefined = check_json_ld(payload, where)
+        payload, undefined = check_json_ld(payload, where, limits)
     name = _NAMES.get(fmt, "RDF")
     repaired: dict[str, str] = {}
     dropped: tuple[DroppedNode, ...] = ()
@@ -402,6 +400,12 @@ def parse_document(payload: bytes, media_type: str | None, url: str | None) -> P
         raise ParseError(f"{_unknown(media_type)}{name} syntax error{where}: {err.msg}") from err
     except ValueError as err:  # e.g. an invalid base IRI
         raise ParseError(f"cannot parse{where}: {err}") from err
+    except MemoryError as err:  # pyoxigraph: "Reached the buffer maximal size of 16777216"
+        raise InputLimitError(
+            f"{name}{where}: one token (a literal, an IRI) is longer than the parser reads "
+            f"({err}); the input limit max_text_length is {limits.max_text_length:,} characters"
+        ) from err
+    limits.check_literals(quads, len(payload), url)
     if fmt == RdfFormat.JSON_LD and any(not isinstance(q.graph_name, DefaultGraph) for q in quads):
         quads = [Quad(q.subject, q.predicate, q.object) for q in quads]  # merge named graphs
     return ParsedDocument(fmt, quads, repaired, undefined, dropped)

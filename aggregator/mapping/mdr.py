@@ -19,6 +19,7 @@ from lxml import etree
 from pyoxigraph import BlankNode, Literal, NamedNode, Triple
 
 from aggregator.errors import ConfigError, MappingError
+from aggregator.input_limits import InputLimits
 from aggregator.mapping.base import (
     Mapper,
     MappingContext,
@@ -107,15 +108,32 @@ def load_rules(path: str = "") -> MdrRules:
 
 
 class _Graph:
-    def __init__(self) -> None:
-        self.triples: list[Triple] = []
+    """The page's triples as a set (in insertion order), at most ``limits.max_triples``.
+
+    A page repeats values freely (the same keyword in ``subjectKeywords`` a million times):
+    kept as a list, every repeat was a Python triple, and a 50 MB page made ~16 million of
+    them and aborted the process when memory ran out. A graph is a set, so repeats are kept
+    once, and the count is checked as the triples are made, before memory is spent."""
+
+    def __init__(self, limits: InputLimits) -> None:
+        self._triples: dict[Triple, None] = {}
+        self._limits = limits
+
+    @property
+    def triples(self) -> list[Triple]:
+        return list(self._triples)
+
+    def _put(self, triple: Triple) -> None:
+        self._triples[triple] = None
+        if len(self._triples) > self._limits.max_triples:
+            raise self._limits.too_many_triples(self._limits.max_triples)
 
     def add(self, s: NamedNode | BlankNode, p: str, o: NamedNode | BlankNode | Literal) -> None:
-        self.triples.append(Triple(s, n(p), o))
+        self._put(Triple(s, n(p), o))
 
     def typed(self, s: NamedNode | BlankNode, *classes: str) -> None:
         for cls in classes:
-            self.triples.append(Triple(s, RDF_TYPE, n(cls)))
+            self._put(Triple(s, RDF_TYPE, n(cls)))
 
 
 def _date_literal(value: str) -> Literal | None:
@@ -186,7 +204,7 @@ class MdrMapper(Mapper):
         self, identifier: str, md: etree._Element, ctx: MappingContext
     ) -> list[Triple]:
         rules = self.rules
-        g = _Graph()
+        g = _Graph(ctx.limits)
 
         def values(element: str) -> list[str]:
             found = (e.text or "" for e in md.findall(f"{{{TNS}}}{element}"))

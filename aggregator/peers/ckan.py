@@ -294,20 +294,21 @@ class CkanPeer:
         except QueryError as err:  # what CKAN answers when Solr cannot run the query
             error = {"__type": "Search Error", "message": f"Search error: {err}"}
             return _json(start_response, 409, {"success": False, "error": error})
-        body = json.dumps(
-            {
-                "help": f"{self.base_url}api/3/action/help_show?name=package_search",
-                "success": True,
-                "result": {
-                    "count": count,
-                    "sort": params.get("sort", DEFAULT_SORT),
-                    "facets": {},
-                    "results": results,
-                    "search_facets": {},
-                },
+        doc = {
+            "help": f"{self.base_url}api/3/action/help_show?name=package_search",
+            "success": True,
+            "result": {
+                "count": count,
+                "sort": params.get("sort", DEFAULT_SORT),
+                "facets": {},
+                "results": results,
+                "search_facets": {},
             },
-            ensure_ascii=False,
-        ).encode("utf-8")
+        }
+        try:
+            body = json.dumps(doc, ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate in a field: sent as its \ud800 escape
+            body = json.dumps(doc).encode("ascii")
         with self._lock:
             self._last_body = body
         return respond(start_response, 200, body, "application/json;charset=utf-8")

@@ -91,7 +91,12 @@ def preview_source(settings: Settings, src: SourceConfig, limit: int = LIMIT) ->
     out = Preview(src.name)
     request = HarvestRequest(full=True, checkpoint=None)
     listing = Listing(incremental=False)
-    ctx = MappingContext(base_iri=settings.base_iri, source=src.name, publisher=src.publisher)
+    ctx = MappingContext(
+        base_iri=settings.base_iri,
+        source=src.name,
+        publisher=src.publisher,
+        limits=settings.input,
+    )
     http = HttpClient(settings.http)
     try:
         harvester_class = harvesters.get(src.type)
