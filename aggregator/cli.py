@@ -302,14 +302,16 @@ def serve(c: Ctx, host: str, port: int, processes: int | None, scheduler: bool |
     """Serve the aggregate (SPARQL endpoint, OAI-PMH, catalogue, records, payloads), and
     harvest each source on its schedule (see ``aggregator scheduler``)."""
     from aggregator.serve.app import run_server
+    from aggregator.serve.supervisor import bind_listener
 
     host = host or c.settings.serve.host
     port = port or c.settings.serve.port
+    sock = bind_listener(host, port)  # a port in use: one line, exit 2, nothing started
     base = f"http://{f'[{host}]' if ':' in host else host}:{port}/"
     click.echo(f"serving {base}  SPARQL: {base}sparql  OAI-PMH: {base}oai")
     if scheduler is None:
         scheduler = c.settings.schedule.in_serve
-    run_server(c.names(), c.settings, host, port, processes, scheduler=scheduler)
+    run_server(c.names(), c.settings, host, port, processes, scheduler=scheduler, sock=sock)
 
 
 @main.command("dashboard-hash")
