@@ -123,7 +123,9 @@ def harvest(
     force: bool,
     allow_mass_withdrawal: bool,
 ) -> None:
-    """Harvest sources now, one job per source."""
+    """Harvest sources now, one job per source. When a scheduler runs for the store
+    (``serve``, ``aggregator scheduler``), the jobs are handed to it and followed to their
+    end, with the same output and exit codes (Ctrl-C cancels them)."""
     from aggregator.http import HttpClient
     from aggregator.jobs.journal import JobRow
     from aggregator.pipeline import RunOptions, jobs_exit_code, run_source
@@ -137,6 +139,20 @@ def harvest(
             s.source(n)
     else:
         raise click.UsageError("name one or more sources, or --all")
+    from aggregator.schedule.liveness import scheduler_holder
+
+    holder = scheduler_holder(s.store_path)
+    if holder is not None:  # it writes the store whenever it runs jobs: it runs these too
+        from aggregator.cli_handoff import harvest_by_scheduler
+
+        harvest_by_scheduler(
+            c,
+            names,
+            holder,
+            full=full,
+            force=force,
+            allow_mass_withdrawal=allow_mass_withdrawal,
+        )
     http = HttpClient(s.http)
     done: list[JobRow] = []
     skipped: list[str] = []

@@ -59,11 +59,16 @@ def schedule_status_command(c: Ctx, source: str | None, as_json: bool) -> None:
 @pass_ctx
 def schedule_now(c: Ctx, sources: tuple[str, ...], full: bool) -> None:
     """Ask the running scheduler to harvest SOURCES now, whatever their schedule, window,
-    blackouts or circuit breaker (``aggregator harvest`` runs a job in this process instead)."""
+    blackouts or circuit breaker, and return (``aggregator harvest`` follows the jobs to their
+    end). Exit 1 when no scheduler runs for the store: nothing would take the request."""
+    from aggregator.errors import StoreError
+    from aggregator.schedule.liveness import no_scheduler_message, scheduler_running
     from aggregator.schedule.status import request_harvest
 
     for name in sources:
         c.settings.source(name)
+    if not scheduler_running(c.settings.store_path):
+        raise StoreError(no_scheduler_message(c.settings.store_path))
     for name in sources:
         request_harvest(c.settings, name, full=full, by="cli")
         click.echo(f"{name}: {'full re-harvest' if full else 'harvest'} requested")

@@ -24,9 +24,9 @@ it inside one process).
 
 from __future__ import annotations
 
+import socket
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-import socket
 from dataclasses import dataclass, field
 from pathlib import Path
 

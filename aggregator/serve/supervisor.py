@@ -107,7 +107,10 @@ def bind_listener(host: str, port: int) -> socket.socket:
         sock.close()
         where = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
         if err.errno == errno.EADDRINUSE:
-            why = "the port is in use (by another `aggregator serve`?): stop it or choose another --port"
+            why = (
+                "the port is in use (by another `aggregator serve`?):"
+                " stop it or choose another --port"
+            )
         else:
             why = err.strerror or str(err)
         raise ConfigError(f"cannot listen on {where}: {why}") from err

@@ -1,0 +1,209 @@
+"""``aggregator harvest`` while a scheduler runs for the store: the jobs are handed to it and
+followed to their end (:mod:`aggregator.schedule.handoff`), with the output and exit codes of
+a harvest run in this process: a line per job on stdout, progress on stderr, the summary of
+several jobs, exit 0/1/3/4/130. Ctrl-C or SIGTERM cancel them (the scheduler stops each after
+its current batch); a second Ctrl-C stops following at once."""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from typing import Any, NoReturn
+
+import click
+
+from aggregator.cli_context import Ctx, job_line
+from aggregator.jobs.journal import JobRow
+from aggregator.schedule.handoff import Followed, HandOff
+from aggregator.schedule.liveness import scheduler_holder
+from aggregator.store.records import STATE_FILE, ReadOnlyStore
+from aggregator.unattended import cancel_on_interrupt, stamp, summary
+
+POLL = 0.25  # seconds between looks at the book (the scheduler ticks every second)
+
+
+class FollowProgress:
+    """Live lines of the followed jobs: one rich task each on a terminal; otherwise a plain
+    timestamped line when a job starts, and every ``interval`` seconds while it runs."""
+
+    def __init__(self, interval: float = 10.0, tty: bool | None = None) -> None:
+        self.interval = interval
+        self.tty = sys.stderr.isatty() if tty is None else tty
+        self._rich: Any = None
+        self._tasks: dict[str, Any] = {}
+        self._last: dict[str, tuple[str, float]] = {}
+        if self.tty:
+            from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+            self._rich = Progress(
+                SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn()
+            )
+            self._rich.start()
+
+    def update(self, source: str, phase: str, text: str) -> None:
+        """``text`` now; a plain line at once when ``phase`` changed, else every interval."""
+        if self._rich is not None:
+            if source not in self._tasks:
+                self._tasks[source] = self._rich.add_task(text)
+            self._rich.update(self._tasks[source], description=text)
+            return
+        last = self._last.get(source)
+        if last is None or last[0] != phase or time.monotonic() - last[1] >= self.interval:
+            self._last[source] = (phase, time.monotonic())
+            click.echo(f"{stamp()} {text}", err=True)
+
+    def done(self, source: str) -> None:
+        if self._rich is not None and source in self._tasks:
+            self._rich.remove_task(self._tasks.pop(source))
+
+    def stop(self) -> None:
+        if self._rich is not None:
+            self._rich.stop()
+
+
+class _Jobs:
+    """The state database read-only (it may not exist before the first job)."""
+
+    def __init__(self, c: Ctx) -> None:
+        self.c = c
+        self._store: ReadOnlyStore | None = None
+
+    def _open(self) -> ReadOnlyStore | None:
+        s = self.c.settings
+        if self._store is None and (s.store_path / STATE_FILE).is_file():
+            self._store = ReadOnlyStore(s.store_path, s.base_iri)
+        return self._store
+
+    def get(self, job_id: int) -> JobRow:
+        store = self._open()
+        assert store is not None  # the job's own row is in it
+        return store.jobs.get(job_id)
+
+    def running(self, source: str) -> JobRow | None:
+        store = self._open()
+        if store is None:
+            return None
+        found = store.jobs.recent(source, limit=1)
+        return found[0] if found and found[0].status == "running" else None
+
+    def close(self) -> None:
+        if self._store is not None:
+            self._store.close()
+
+
+def _no_job(f: Followed) -> JobRow:
+    """A run that ended before its job was made (the scheduler's own error)."""
+    assert f.run is not None
+    when = f.run.started.isoformat()
+    return JobRow(0, f.source, when, when, when, "failed", f.full, {}, {}, f.run.message)
+
+
+def harvest_by_scheduler(
+    c: Ctx,
+    names: list[str],
+    holder: str,
+    *,
+    full: bool,
+    force: bool,
+    allow_mass_withdrawal: bool,
+) -> NoReturn:
+    """Hand ``names`` to the scheduler (``holder``: "process N"), follow them, exit."""
+    from aggregator.pipeline import jobs_exit_code
+
+    store_path = c.settings.store_path
+    click.echo(
+        f"a scheduler runs for {store_path} ({holder}): handing it {len(names)} job(s) and"
+        " following them (Ctrl-C cancels them)",
+        err=True,
+    )
+    handoff = HandOff(store_path)
+    jobs = _Jobs(c)
+    progress = FollowProgress()
+    cancel = threading.Event()
+    done: list[JobRow] = []
+    skipped: list[str] = []
+    lost: list[str] = []
+    try:
+        with cancel_on_interrupt(cancel):
+            options = {"full": full, "force": force, "allow_mass_withdrawal": allow_mass_withdrawal}
+            followed = [handoff.submit(n, **options) for n in names]
+            cancelling = False
+            busy_said: set[str] = set()
+            while followed:
+                if cancel.is_set() and not cancelling:
+                    cancelling = True
+                    for f in followed:
+                        handoff.cancel(f)
+                alive = scheduler_holder(store_path) is not None
+                still: list[Followed] = []
+                for f in followed:
+                    handoff.poll(f)
+                    if f.state == "gone":
+                        if f.ignored:
+                            lost.append(f.source)
+                            click.echo(
+                                f"error: the scheduler ({holder}) has no source {f.source!r} in"
+                                " its configuration (is it serving another aggregator.toml?)",
+                                err=True,
+                            )
+                        else:
+                            skipped.append(f.source)
+                        continue
+                    if f.state == "ended":
+                        assert f.run is not None
+                        if f.run.status == "busy" and not cancelling:
+                            if f.source not in busy_said:
+                                busy_said.add(f.source)
+                                click.echo(f"{f.source}: {f.run.message}; waiting for it", err=True)
+                            time.sleep(min(5.0, c.settings.schedule.busy_delay))
+                            still.append(handoff.retry_busy(f))
+                            continue
+                        progress.done(f.source)
+                        job = jobs.get(f.run.job_id) if f.run.job_id else _no_job(f)
+                        if not job.id:
+                            click.echo(f"job - {job.source}: {job.status} - {job.message}")
+                        elif len(names) > 1 and job.status != "succeeded":
+                            click.echo(f"job {job.id} {job.source}: {job.status} (see the summary)")
+                        else:
+                            click.echo(job_line(job))
+                        done.append(job)
+                        continue
+                    if not alive:
+                        lost.append(f.source)
+                        progress.done(f.source)
+                        click.echo(
+                            f"error: the scheduler ({holder}) stopped before the job of"
+                            f" {f.source} ended: see `aggregator jobs {f.source}`",
+                            err=True,
+                        )
+                        continue
+                    _show(progress, jobs, f)
+                    still.append(f)
+                followed = still
+                if followed:
+                    time.sleep(POLL)
+    finally:
+        progress.stop()
+        jobs.close()
+        handoff.close()
+    if len(names) > 1:
+        for line in summary(done, skipped):
+            click.echo(line)
+    code = jobs_exit_code(done)
+    if lost:
+        code = 1
+    elif skipped and not code:
+        code = 130
+    sys.exit(code)
+
+
+def _show(progress: FollowProgress, jobs: _Jobs, f: Followed) -> None:
+    if f.state == "queued":
+        progress.update(f.source, "queued", f"{f.source}: waiting for the scheduler to start it")
+        return
+    job = jobs.running(f.source)
+    counts = " ".join(f"{k}={v}" for k, v in sorted(job.counters.items()) if v) if job else ""
+    label = f"job {job.id} " if job else ""
+    text = f"{f.source}: harvesting ({label}run by the scheduler)  {counts}".rstrip()
+    progress.update(f.source, "running", text)
