@@ -21,6 +21,7 @@ from aggregator.store.records import STATE_FILE, ReadOnlyStore
 from aggregator.unattended import cancel_on_interrupt, stamp, summary
 
 POLL = 0.25  # seconds between looks at the book (the scheduler ticks every second)
+QUIET = 3.0  # seconds a request may wait unremarked (the scheduler takes it within one)
 
 
 class FollowProgress:
@@ -178,7 +179,7 @@ def harvest_by_scheduler(
                             err=True,
                         )
                         continue
-                    _show(progress, jobs, f)
+                    _show(progress, handoff, jobs, f, c.settings.schedule.parallel)
                     still.append(f)
                 followed = still
                 if followed:
@@ -198,9 +199,19 @@ def harvest_by_scheduler(
     sys.exit(code)
 
 
-def _show(progress: FollowProgress, jobs: _Jobs, f: Followed) -> None:
+def _show(
+    progress: FollowProgress, handoff: HandOff, jobs: _Jobs, f: Followed, parallel: int
+) -> None:
     if f.state == "queued":
-        progress.update(f.source, "queued", f"{f.source}: waiting for the scheduler to start it")
+        if time.monotonic() - f.since < QUIET:
+            return  # the scheduler takes requests within a second: say nothing yet
+        running = handoff.running_since(f.source)
+        if running is not None:
+            when = running.strftime("%H:%M:%S UTC")
+            why = f"a job of {f.source} started at {when} runs: this one starts after it"
+        else:
+            why = f"the scheduler runs as many jobs as it may: [schedule] parallel = {parallel}"
+        progress.update(f.source, "queued", f"{f.source}: waiting ({why})")
         return
     job = jobs.running(f.source)
     counts = " ".join(f"{k}={v}" for k, v in sorted(job.counters.items()) if v) if job else ""

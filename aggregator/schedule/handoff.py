@@ -17,7 +17,8 @@ wrote the store: ``quality``, ``rejected revalidate``) is asked for again by
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -35,6 +36,7 @@ class Followed:
     run: Run | None = None  # set when the run ended
     ignored: bool = False  # taken without a run: the scheduler knows no such source
     withdrawn: bool = False  # withdrawn before it started (interrupted)
+    since: float = field(default_factory=time.monotonic)  # when it was asked for
 
     @property
     def state(self) -> str:
@@ -84,6 +86,14 @@ class HandOff:
         if run is not None and run.status != "running":
             f.run = run
         return f
+
+    def running_since(self, source: str) -> datetime | None:
+        """When the scheduler's run of ``source`` that runs now started (a request for it
+        waits for its end), if one runs."""
+        for run in self.book.running():
+            if run.source == source:
+                return run.started
+        return None
 
     def retry_busy(self, f: Followed) -> Followed:
         """Ask again for a run that ended ``busy``: a fresh request, followed in its place."""
