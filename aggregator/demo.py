@@ -125,7 +125,7 @@ def run_demo(directory: Path, *, port: int = 8000, serve: bool = True) -> int:
     from aggregator.serve.supervisor import bind_listener
 
     # the port first: a busy one is said in one line before anything is harvested
-    sock = bind_listener("127.0.0.1", port) if serve else None
+    sock = bind_listener("127.0.0.1", port, listen=False) if serve else None
     directory = directory.resolve()
     _fresh_dir(directory)
     config = directory / "aggregator.toml"

@@ -92,29 +92,43 @@ class ServingProcess:
             self.status = -1
 
 
-def bind_listener(host: str, port: int) -> socket.socket:
-    """The server's listening socket: a port in use (another ``serve``) is a
-    :class:`ConfigError` in one line, said before anything is started or printed.
-    Connections made before the serving processes start wait in the backlog."""
+def bind_listener(host: str, port: int, *, listen: bool = True) -> socket.socket:
+    """The server's socket, bound and (with ``listen``) listening: a port in use (another
+    ``serve``) is a :class:`ConfigError` in one line, said before anything is started or
+    printed. Without ``listen`` the port is only reserved (the demo, while it harvests:
+    connections are refused until it serves, rather than left waiting)."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     # IPPROTO_TCP: asyncio then sets TCP_NODELAY (streamed OAI pages stall ~40 ms otherwise)
     sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((host, port))
-        sock.listen(2048)
+        if listen:
+            start_listening(sock)
     except OSError as err:
         sock.close()
-        where = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-        if err.errno == errno.EADDRINUSE:
-            why = (
-                "the port is in use (by another `aggregator serve`?):"
-                " stop it or choose another --port"
-            )
-        else:
-            why = err.strerror or str(err)
-        raise ConfigError(f"cannot listen on {where}: {why}") from err
+        raise _listen_error(host, port, err) from err
     return sock
+
+
+def start_listening(sock: socket.socket) -> None:
+    """Listen on ``sock`` (again: harmless); a port taken meanwhile is a ConfigError."""
+    try:
+        sock.listen(2048)
+    except OSError as err:
+        host, port = sock.getsockname()[:2]
+        raise _listen_error(host, port, err) from err
+
+
+def _listen_error(host: str, port: int, err: OSError) -> ConfigError:
+    where = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    if err.errno == errno.EADDRINUSE:
+        why = (
+            "the port is in use (by another `aggregator serve`?): stop it or choose another --port"
+        )
+    else:
+        why = err.strerror or str(err)
+    return ConfigError(f"cannot listen on {where}: {why}")
 
 
 def default_processes() -> int:
@@ -143,6 +157,7 @@ class Supervisor:
         self.processes = processes or settings.serve.processes or default_processes()
         self.start_timeout = start_timeout
         self.sock = sock if sock is not None else bind_listener(host, port)
+        start_listening(self.sock)
         self.sock.set_inheritable(True)
         self.host = host
         self.port: int = self.sock.getsockname()[1]
