@@ -259,9 +259,8 @@ def test_an_html_error_page_is_kept_as_status_reason_and_a_short_text(server: Pe
     )
     with pytest.raises(TransportError) as got:
         client_for(retries=0).get(url)
-    with pytest.raises(TransportError) as streamed:
-        with client_for(retries=0).stream(url):
-            pass
+    with pytest.raises(TransportError) as streamed, client_for(retries=0).stream(url):
+        pass
     for info in (got, streamed):
         message = str(info.value)
         assert info.value.status == 500
