@@ -316,7 +316,8 @@ def quality(c: Ctx, source: str | None, check_links: bool, no_store: bool, as_js
 @pass_ctx
 def serve(c: Ctx, host: str, port: int, processes: int | None, scheduler: bool | None) -> None:
     """Serve the aggregate (SPARQL endpoint, OAI-PMH, catalogue, records, payloads), and
-    harvest each source on its schedule (see ``aggregator scheduler``)."""
+    harvest each source on its schedule (see ``aggregator scheduler``). A port in use is an
+    error (exit 2) before anything starts."""
     from aggregator.serve.app import run_server
     from aggregator.serve.supervisor import bind_listener
 
@@ -352,7 +353,8 @@ def dashboard_hash(secret: str) -> None:
 @click.option("--port", default=8000, show_default=True)
 @click.option("--no-serve", is_flag=True, help="Stop after harvesting.")
 def demo(directory: Path, port: int, no_serve: bool) -> None:
-    """Start bundled sources on 127.0.0.1, harvest them, then serve. No internet needed."""
+    """Start bundled sources on 127.0.0.1, harvest them, then serve them with the scheduler, as
+    ``serve`` does (``schedule now`` and ``harvest`` work meanwhile). No internet needed."""
     from aggregator.demo import run_demo
 
     sys.exit(run_demo(directory, port=port, serve=not no_serve))
