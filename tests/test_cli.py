@@ -333,3 +333,27 @@ def test_a_source_answering_with_a_big_html_error_page_gets_a_short_job_message(
         assert "<" not in line and "font-family" not in line and "dataLayer" not in line
         message = line.split(" - ", 1)[1]
         assert len(message) < 400, message  # the URL, the status, ~200 characters of text
+
+
+def test_the_demo_on_a_busy_port_says_so_before_it_harvests(tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        demo = ["demo", "--dir", str(tmp_path / "demo"), "--port", str(port)]
+        out = subprocess.run(
+            [sys.executable, "-m", "aggregator.cli", *demo],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+    assert out.returncode == 2, out.stderr
+    assert out.stdout == ""
+    assert out.stderr == (
+        f"error: cannot listen on 127.0.0.1:{port}: the port is in use (by another"
+        " `aggregator serve`?): stop it or choose another --port\n"
+    )
+    assert not (tmp_path / "demo").exists()  # nothing made, nothing harvested
