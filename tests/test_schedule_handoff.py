@@ -66,8 +66,12 @@ def test_schedule_now_fails_when_no_scheduler_runs_for_the_store(tmp_path: Path)
             " `aggregator harvest NAME`\n"
         )
         assert _book_rows(store, "SELECT * FROM requests") == []  # nothing queued for later
+        status = _run(config, "schedule", "status")
+        assert status.returncode == 0
+        assert status.stderr.startswith("note: no scheduler is running for the store at")
         with scheduler(config) as proc:
             assert scheduler_holder(store) == f"process {proc.pid}"
+            assert _run(config, "schedule", "status").stderr == ""
             taken = _run(config, "schedule", "now", "portal")
             assert (taken.returncode, taken.stdout) == (0, "portal: harvest requested\n")
             _wait(lambda: _book_rows(store, "SELECT status FROM runs") == [("succeeded",)])
