@@ -118,85 +118,104 @@ def harvest_by_scheduler(
         " following them (Ctrl-C cancels them)",
         err=True,
     )
-    handoff = HandOff(store_path)
-    jobs = _Jobs(c)
-    progress = FollowProgress()
+    follow = _Follow(c, holder, several=len(names) > 1)
     cancel = threading.Event()
-    done: list[JobRow] = []
-    skipped: list[str] = []
-    lost: list[str] = []
     try:
         with cancel_on_interrupt(cancel):
             options = {"full": full, "force": force, "allow_mass_withdrawal": allow_mass_withdrawal}
-            followed = [handoff.submit(n, **options) for n in names]
+            followed = [follow.handoff.submit(n, **options) for n in names]
             cancelling = False
-            busy_said: set[str] = set()
             while followed:
                 if cancel.is_set() and not cancelling:
                     cancelling = True
                     for f in followed:
-                        handoff.cancel(f)
-                alive = scheduler_holder(store_path) is not None
-                still: list[Followed] = []
-                for f in followed:
-                    handoff.poll(f)
-                    if f.state == "gone":
-                        if f.ignored:
-                            lost.append(f.source)
-                            click.echo(
-                                f"error: the scheduler ({holder}) has no source {f.source!r} in"
-                                " its configuration (is it serving another aggregator.toml?)",
-                                err=True,
-                            )
-                        else:
-                            skipped.append(f.source)
-                        continue
-                    if f.state == "ended":
-                        assert f.run is not None
-                        if f.run.status == "busy" and not cancelling:
-                            if f.source not in busy_said:
-                                busy_said.add(f.source)
-                                click.echo(f"{f.source}: {f.run.message}; waiting for it", err=True)
-                            time.sleep(min(5.0, c.settings.schedule.busy_delay))
-                            still.append(handoff.retry_busy(f))
-                            continue
-                        progress.done(f.source)
-                        job = jobs.get(f.run.job_id) if f.run.job_id else _no_job(f)
-                        if not job.id:
-                            click.echo(f"job - {job.source}: {job.status} - {job.message}")
-                        elif len(names) > 1 and job.status != "succeeded":
-                            click.echo(f"job {job.id} {job.source}: {job.status} (see the summary)")
-                        else:
-                            click.echo(job_line(job))
-                        done.append(job)
-                        continue
-                    if not alive:
-                        lost.append(f.source)
-                        progress.done(f.source)
-                        click.echo(
-                            f"error: the scheduler ({holder}) stopped before the job of"
-                            f" {f.source} ended: see `aggregator jobs {f.source}`",
-                            err=True,
-                        )
-                        continue
-                    _show(progress, handoff, jobs, f, c.settings.schedule.parallel)
-                    still.append(f)
-                followed = still
+                        follow.handoff.cancel(f)
+                alive = scheduler_holder(store_path) is not None  # asked before the poll
+                followed = [g for f in followed if (g := follow.step(f, alive, cancelling))]
                 if followed:
                     time.sleep(POLL)
     finally:
-        progress.stop()
-        jobs.close()
-        handoff.close()
+        follow.close()
     if len(names) > 1:
-        for line in summary(done, skipped):
+        for line in summary(follow.done, follow.skipped):
             click.echo(line)
-    code = jobs_exit_code(done)
-    if lost:
+    code = jobs_exit_code(follow.done)
+    if follow.lost:
         code = 1
-    elif skipped and not code:
+    elif follow.skipped and not code:
         code = 130
     sys.exit(code)
+
+
+class _Follow:
+    """The jobs handed over, as they go: ``done`` (their rows), ``skipped`` (withdrawn
+    before they started), ``lost`` (the scheduler ignored them or stopped first)."""
+
+    def __init__(self, c: Ctx, holder: str, *, several: bool) -> None:
+        self.c = c
+        self.holder = holder
+        self.several = several
+        self.handoff = HandOff(c.settings.store_path)
+        self.jobs = _Jobs(c)
+        self.progress = FollowProgress()
+        self.done: list[JobRow] = []
+        self.skipped: list[str] = []
+        self.lost: list[str] = []
+        self._busy_said: set[str] = set()
+
+    def close(self) -> None:
+        self.progress.stop()
+        self.jobs.close()
+        self.handoff.close()
+
+    def step(self, f: Followed, alive: bool, cancelling: bool) -> Followed | None:
+        """Look at ``f`` once: what to follow in its place next (None: it is over)."""
+        self.handoff.poll(f)
+        if f.state == "gone":
+            if f.ignored:
+                self.lost.append(f.source)
+                click.echo(
+                    f"error: the scheduler ({self.holder}) has no source {f.source!r} in its"
+                    " configuration (is it serving another aggregator.toml?)",
+                    err=True,
+                )
+            else:
+                self.skipped.append(f.source)
+            return None
+        if f.state == "ended":
+            assert f.run is not None
+            if f.run.status == "busy" and not cancelling:  # another writer: ask again
+                if f.source not in self._busy_said:
+                    self._busy_said.add(f.source)
+                    click.echo(f"{f.source}: {f.run.message}; waiting for it", err=True)
+                time.sleep(min(5.0, self.c.settings.schedule.busy_delay))
+                return self.handoff.retry_busy(f)
+            self.progress.done(f.source)
+            self._ended(f)
+            return None
+        if not alive:
+            self.lost.append(f.source)
+            self.progress.done(f.source)
+            click.echo(
+                f"error: the scheduler ({self.holder}) stopped before the job of {f.source}"
+                f" ended: see `aggregator jobs {f.source}`",
+                err=True,
+            )
+            return None
+        _show(self.progress, self.handoff, self.jobs, f, self.c.settings.schedule.parallel)
+        return f
+
+    def _ended(self, f: Followed) -> None:
+        """The job's line, as a harvest in this process prints it."""
+        assert f.run is not None
+        job = self.jobs.get(f.run.job_id) if f.run.job_id else _no_job(f)
+        if not job.id:
+            click.echo(f"job - {job.source}: {job.status} - {job.message}")
+        elif self.several and job.status != "succeeded":  # its reason: once, in the summary
+            click.echo(f"job {job.id} {job.source}: {job.status} (see the summary)")
+        else:
+            click.echo(job_line(job))
+        self.done.append(job)
 
 
 def _show(
