@@ -125,7 +125,9 @@ def harvest(
     force: bool,
     allow_mass_withdrawal: bool,
 ) -> None:
-    """Harvest sources now, one job per source."""
+    """Harvest sources now, one job per source. When a scheduler runs for the store
+    (``serve``, ``aggregator scheduler``), the jobs are handed to it and followed to their
+    end, with the same output and exit codes (Ctrl-C cancels them)."""
     from aggregator.http import HttpClient
     from aggregator.jobs.journal import JobRow
     from aggregator.pipeline import RunOptions, jobs_exit_code, run_source
@@ -139,6 +141,20 @@ def harvest(
             s.source(n)
     else:
         raise click.UsageError("name one or more sources, or --all")
+    from aggregator.schedule.liveness import scheduler_holder
+
+    holder = scheduler_holder(s.store_path)
+    if holder is not None:  # it writes the store whenever it runs jobs: it runs these too
+        from aggregator.cli_handoff import harvest_by_scheduler
+
+        harvest_by_scheduler(
+            c,
+            names,
+            holder,
+            full=full,
+            force=force,
+            allow_mass_withdrawal=allow_mass_withdrawal,
+        )
     http = HttpClient(s.http)
     done: list[JobRow] = []
     skipped: list[str] = []
@@ -302,16 +318,19 @@ def quality(c: Ctx, source: str | None, check_links: bool, no_store: bool, as_js
 @pass_ctx
 def serve(c: Ctx, host: str, port: int, processes: int | None, scheduler: bool | None) -> None:
     """Serve the aggregate (SPARQL endpoint, OAI-PMH, catalogue, records, payloads), and
-    harvest each source on its schedule (see ``aggregator scheduler``)."""
+    harvest each source on its schedule (see ``aggregator scheduler``). A port in use is an
+    error (exit 2) before anything starts."""
     from aggregator.serve.app import run_server
+    from aggregator.serve.supervisor import bind_listener
 
     host = host or c.settings.serve.host
     port = port or c.settings.serve.port
+    sock = bind_listener(host, port)  # a port in use: one line, exit 2, nothing started
     base = f"http://{f'[{host}]' if ':' in host else host}:{port}/"
     click.echo(f"serving {base}  SPARQL: {base}sparql  OAI-PMH: {base}oai")
     if scheduler is None:
         scheduler = c.settings.schedule.in_serve
-    run_server(c.names(), c.settings, host, port, processes, scheduler=scheduler)
+    run_server(c.names(), c.settings, host, port, processes, scheduler=scheduler, sock=sock)
 
 
 @main.command("dashboard-hash")
@@ -336,7 +355,8 @@ def dashboard_hash(secret: str) -> None:
 @click.option("--port", default=8000, show_default=True)
 @click.option("--no-serve", is_flag=True, help="Stop after harvesting.")
 def demo(directory: Path, port: int, no_serve: bool) -> None:
-    """Start bundled sources on 127.0.0.1, harvest them, then serve. No internet needed."""
+    """Start bundled sources on 127.0.0.1, harvest them, then serve them with the scheduler, as
+    ``serve`` does (``schedule now`` and ``harvest`` work meanwhile). No internet needed."""
     from aggregator.demo import run_demo
 
     sys.exit(run_demo(directory, port=port, serve=not no_serve))

@@ -38,7 +38,9 @@ def schedule() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @pass_ctx
 def schedule_status_command(c: Ctx, source: str | None, as_json: bool) -> None:
-    """Per source: frequency, next run, running job, circuit breaker, failures."""
+    """Per source: frequency, next run, running job, circuit breaker, failures (and a note on
+    stderr when no scheduler runs for the store to keep to them)."""
+    from aggregator.schedule.liveness import scheduler_running
     from aggregator.schedule.status import describe, schedule_status
 
     if source is not None:
@@ -51,6 +53,12 @@ def schedule_status_command(c: Ctx, source: str | None, as_json: bool) -> None:
         click.echo(f"{x.source}: {describe(x)}")
         if x.last_error:
             click.echo(f"  last error: {x.last_error}")
+    if not scheduler_running(c.settings.store_path):
+        click.echo(
+            f"note: no scheduler is running for the store at {c.settings.store_path}: these"
+            " runs happen only while `aggregator serve` (or `aggregator scheduler`) runs",
+            err=True,
+        )
 
 
 @schedule.command("now")
@@ -59,11 +67,16 @@ def schedule_status_command(c: Ctx, source: str | None, as_json: bool) -> None:
 @pass_ctx
 def schedule_now(c: Ctx, sources: tuple[str, ...], full: bool) -> None:
     """Ask the running scheduler to harvest SOURCES now, whatever their schedule, window,
-    blackouts or circuit breaker (``aggregator harvest`` runs a job in this process instead)."""
+    blackouts or circuit breaker, and return (``aggregator harvest`` follows the jobs to their
+    end). Exit 1 when no scheduler runs for the store: nothing would take the request."""
+    from aggregator.errors import StoreError
+    from aggregator.schedule.liveness import no_scheduler_message, scheduler_running
     from aggregator.schedule.status import request_harvest
 
     for name in sources:
         c.settings.source(name)
+    if not scheduler_running(c.settings.store_path):
+        raise StoreError(no_scheduler_message(c.settings.store_path))
     for name in sources:
         request_harvest(c.settings, name, full=full, by="cli")
         click.echo(f"{name}: {'full re-harvest' if full else 'harvest'} requested")

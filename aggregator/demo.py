@@ -1,9 +1,13 @@
-"""``aggregator demo``: bundled sources on 127.0.0.1, harvested into a fresh store, then served.
+"""``aggregator demo``: bundled sources on 127.0.0.1, harvested into a fresh store, then served
+with the scheduler, as ``aggregator serve`` serves.
 
 Nothing here is special to the demo except the data: the sources are the same peer servers the
 test suite uses, the harvest goes through :func:`aggregator.pipeline.run_source`, and the
 configuration is an ordinary ``aggregator.toml`` written into the demo directory, so the
-operator can keep using the directory with the other commands afterwards.
+operator can keep using the directory with the other commands afterwards: while the demo
+serves, its scheduler takes ``schedule now`` and the jobs ``aggregator harvest`` hands it.
+The first harvest counts as each source's last run, so the scheduler next harvests a source
+when its schedule says, not at once.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from aggregator.peers.sample_data import bundled_dump_path, load_bundled_oai_rec
 from aggregator.peers.server import PeerServer
 from aggregator.peers.waf import WafApp
 from aggregator.pipeline import RunOptions, exit_code, run_source
+from aggregator.schedule.status import note_outside_job
 from aggregator.sources_file import add_source
 from aggregator.store.records import RecordStore, StoreNames
 
@@ -117,6 +122,10 @@ def start_sources(stack: ExitStack) -> dict[str, str]:
 
 
 def run_demo(directory: Path, *, port: int = 8000, serve: bool = True) -> int:
+    from aggregator.serve.supervisor import bind_listener
+
+    # the port first: a busy one is said in one line before anything is harvested
+    sock = bind_listener("127.0.0.1", port, listen=False) if serve else None
     directory = directory.resolve()
     _fresh_dir(directory)
     config = directory / "aggregator.toml"
@@ -207,9 +216,11 @@ def run_demo(directory: Path, *, port: int = 8000, serve: bool = True) -> int:
                 counts = " ".join(f"{k}={v}" for k, v in sorted(job.counters.items()) if v)
                 click.echo(f"harvested {name}: job {job.id} {job.status} {counts} {job.message}")
                 worst = max(worst, 1 if exit_code(job) == 1 else 0)  # rejections: the show
+                full = not job.listing.get("incremental")
+                note_outside_job(settings, name, job.status, job.id, full, datetime.now(UTC))
             totals = store.db.counts_by_status()
         click.echo(f"store: {totals}")
-        if not serve:
+        if sock is None:
             return worst
         from aggregator.serve.app import run_server
 
@@ -220,10 +231,11 @@ def run_demo(directory: Path, *, port: int = 8000, serve: bool = True) -> int:
         click.echo(f"  SPARQL endpoint: {base}sparql")
         click.echo(f"  OAI-PMH:         {base}oai?verb=ListRecords&metadataPrefix=dcat_ap")
         click.echo(f"  ISO 19139:       {base}oai?verb=ListRecords&metadataPrefix=iso19139")
+        click.echo(f"  schedule:        aggregator -c {config} schedule status")
         click.echo(
-            f"  harvest again meanwhile: export {METASHARE_ENV[0]}={METASHARE_LOGIN[0]}"
-            f" {METASHARE_ENV[1]}={METASHARE_LOGIN[1]} {MDR_PASSWORD_ENV}={MDR_PASSWORD};"
+            f"  harvest again meanwhile (the demo's scheduler runs the jobs):"
             f" aggregator -c {config} harvest --all"
         )
-        run_server(StoreNames(settings.store_path, settings.base_iri), settings, "127.0.0.1", port)
+        names = StoreNames(settings.store_path, settings.base_iri)
+        run_server(names, settings, "127.0.0.1", port, scheduler=True, sock=sock)
     return worst

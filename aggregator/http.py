@@ -37,6 +37,7 @@ import time
 from collections.abc import Callable, Collection, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
+from http import HTTPStatus
 from types import TracebackType
 from typing import Any
 
@@ -47,7 +48,7 @@ from aggregator.config import HttpSettings, SourceConfig
 from aggregator.errors import TooManyRedirectsError, TransportError
 from aggregator.http_guard import AddressGuard
 from aggregator.http_session import HostSlots, PoliteRetry, SafeAdapter, SourceSession
-from aggregator.http_words import in_words
+from aggregator.http_words import EXCERPT_BYTES, body_excerpt, in_words
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +61,7 @@ class Response:
     status: int
     headers: Mapping[str, str]
     content: bytes
+    reason: str = ""  # the status line's reason phrase ("Internal Server Error")
 
     @property
     def media_type(self) -> str:
@@ -67,14 +69,14 @@ class Response:
 
     @property
     def excerpt(self) -> str:
-        """The start of the body, for error messages."""
-        return self.content[:300].decode("utf-8", errors="replace")
+        """The start of the body as text, for error messages (an HTML page's text, not its
+        markup; about 200 characters)."""
+        return body_excerpt(self.content, charset=self.charset)
 
     def status_error(self, what: str) -> TransportError:
-        """The error for an HTTP error status: ``what`` (the request or the peer) returned it."""
-        return TransportError(
-            f"{what} returned HTTP {self.status}: {self.excerpt}", url=self.url, status=self.status
-        )
+        """The error for an HTTP error status: ``what`` (the request or the peer) returned
+        it; the status, its reason and the start of the page's text."""
+        return status_error(what, self.url, self.status, self.reason, self.content, self.charset)
 
     @property
     def charset(self) -> str | None:
@@ -212,6 +214,20 @@ class HttpSession:
         finally:
             resp.close()
 
+    @classmethod
+    def _error_page(cls, resp: requests.Response) -> bytes:
+        """The start of an error answer's body (for its excerpt); what cannot be read is
+        left out."""
+        page = b""
+        try:
+            for chunk in cls._chunks(resp):
+                page += chunk
+                if len(page) >= EXCERPT_BYTES:
+                    break
+        except TransportError:
+            pass
+        return page
+
     @staticmethod
     def _chunks(resp: requests.Response) -> Iterator[bytes]:
         """The decoded body in chunks (the adapter's body counts them against the cap and
@@ -261,6 +277,7 @@ class HttpSession:
                         status=resp.status_code,
                         headers={k.lower(): v for k, v in resp.headers.items()},
                         content=content,
+                        reason=_reason(resp),
                     )
                     break
             # the body was cut off mid-read: the response is closed, its host slot free
@@ -317,12 +334,34 @@ class HttpSession:
                 status=resp.status_code,
                 headers={k.lower(): v for k, v in resp.headers.items()},
                 content=b"",
+                reason=_reason(resp),
             )
             if head.status >= 400:
-                raise TransportError(
-                    f"GET {head.url} returned HTTP {head.status}", url=head.url, status=head.status
+                page = self._error_page(resp)
+                raise status_error(
+                    f"GET {head.url}", head.url, head.status, head.reason, page, head.charset
                 )
             yield head, self._chunks(resp)
+
+
+def status_error(
+    what: str, url: str, status: int, reason: str, content: bytes, charset: str | None = None
+) -> TransportError:
+    """``what returned HTTP 500 Internal Server Error: <the page's text>``."""
+    line = f"{status} {reason}".strip()
+    text = body_excerpt(content, charset=charset, drop=line)
+    return TransportError(
+        f"{what} returned HTTP {line}{f': {text}' if text else ''}", url=url, status=status
+    )
+
+
+def _reason(resp: requests.Response) -> str:
+    if resp.reason:
+        return str(resp.reason)
+    try:
+        return HTTPStatus(resp.status_code).phrase
+    except ValueError:
+        return ""
 
 
 # a body cut off mid-read: the connection dropped, or no byte within the read timeout

@@ -1,5 +1,9 @@
 """Transport failures in words: which host, and what failed (for logs, job messages, mail).
 
+:func:`body_excerpt` says what an error page says: a remote server's 500 page is tens of
+kilobytes of markup, styles and scripts; a job message keeps the status, its reason and
+the first ~200 characters of the page's text (tags stripped, whitespace collapsed).
+
 urllib3 and requests wrap the socket's error two or three times
 (``MaxRetryError(reason=NewConnectionError('GuardedHTTPConnection(host=..., port=9): Failed
 to establish a new connection: [Errno 111] Connection refused'))``); an operator reading a
@@ -17,6 +21,11 @@ from http.client import RemoteDisconnected
 from urllib.parse import urlsplit
 
 import urllib3.exceptions as u3
+from lxml import etree
+from lxml import html as lxml_html
+
+EXCERPT_BYTES = 64 * 1024  # of a body: enough for the text at the top of any error page
+EXCERPT_CHARS = 200
 
 _ERRNO_WORDS = {
     errno.ECONNREFUSED: "connection refused (nothing listens on that port)",
@@ -92,3 +101,53 @@ def _plain(err: BaseException) -> str:
     if "Connection(host=" in text and marker in text:
         text = text.split(marker, 1)[1]
     return text or type(err).__name__
+
+
+def body_excerpt(content: bytes, *, charset: str | None = None, drop: str = "") -> str:
+    """The start of a response body as text for a message: markup (an HTML error page, an
+    XML exception report) reduced to its text, scripts and styles left out; whitespace
+    collapsed; at most ``EXCERPT_CHARS`` characters. ``drop``: words the message says
+    already ("500 Internal Server Error"), left out when the text starts with them."""
+    head = content[:EXCERPT_BYTES]
+    text = _decode(head, charset)
+    if text.lstrip().startswith("<"):
+        text = _markup_text(head) or text
+    text = " ".join(text.split())
+    for prefix in (drop, drop.partition(" ")[2]):
+        if prefix and text.lower().startswith(prefix.lower()):
+            text = text[len(prefix) :].lstrip(" :-")
+            break
+    if len(text) > EXCERPT_CHARS:
+        text = text[: EXCERPT_CHARS - 1].rstrip() + "…"
+    return text
+
+
+def _decode(head: bytes, charset: str | None) -> str:
+    try:
+        return head.decode(charset or "utf-8", errors="replace")
+    except LookupError:
+        return head.decode("utf-8", errors="replace")
+
+
+def _markup_text(head: bytes) -> str:
+    """The text of a page (its body's, else its title), by the HTML parser: forgiving of tag
+    soup and of XML alike, and it fetches nothing and defines no entities."""
+    parser = lxml_html.HTMLParser(no_network=True, remove_comments=True, remove_pis=True)
+    try:
+        doc = lxml_html.document_fromstring(head, parser=parser)
+    except (etree.ParserError, ValueError):
+        return ""
+    etree.strip_elements(doc, "script", "style", "noscript", "template", with_tail=False)
+    body = doc.find("body")
+    # a space between text nodes: "<h1>Error</h1><p>Try later</p>" reads "Error Try later"
+    text = _texts(body) if body is not None else ""
+    if not text.strip():
+        title = doc.find(".//title")
+        text = _texts(title if title is not None else doc)
+    return text
+
+
+def _texts(element: etree._Element) -> str:
+    return " ".join(
+        t if isinstance(t, str) else t.decode("utf-8", "replace") for t in element.itertext()
+    )

@@ -32,7 +32,7 @@ from aggregator.harvest.base import Listing
 from aggregator.jobs.journal import JobLog, JobRow
 
 
-def _stamp() -> str:
+def stamp() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
@@ -56,7 +56,7 @@ class Progress:
             self._rich.start()
             self._task = self._rich.add_task(source)
         else:
-            click.echo(f"{_stamp()} {source}: harvesting", err=True)
+            click.echo(f"{stamp()} {source}: harvesting", err=True)
 
     def __call__(self, job: JobLog, listing: Listing) -> None:
         counts = " ".join(f"{k}={v}" for k, v in sorted(job.counters.items()) if v)
@@ -66,7 +66,7 @@ class Progress:
             self._rich.update(self._task, description=text)
         elif time.monotonic() - self._last >= self.interval:
             self._last = time.monotonic()
-            click.echo(f"{_stamp()} {text}", err=True)
+            click.echo(f"{stamp()} {text}", err=True)
 
     def stop(self) -> None:
         if self._rich is not None:
@@ -109,7 +109,7 @@ def summary(jobs: Sequence[JobRow], skipped: Sequence[str] = ()) -> list[str]:
         lines.append("  records: " + " ".join(f"{k}={v}" for k, v in sorted(records.items())))
     for j in jobs:
         if j.status in ("failed", "partial", "cancelled"):
-            lines.append(f"  {j.status}: {j.source} (job {j.id}): {j.message or '-'}")
+            lines.append(f"  {j.status}: {j.source} (job {j.id or '-'}): {j.message or '-'}")
     if skipped:
         lines.append(f"  not harvested (cancelled before their turn): {', '.join(skipped)}")
     return lines

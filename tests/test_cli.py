@@ -309,3 +309,51 @@ def test_an_unset_secret_fails_only_its_source(
     monkeypatch.setenv("AGG_TEST_UNSET_TOKEN", "t0ken")
     code, out = run(config, "harvest", "locked")
     assert code == 0 and "added=12" in out, out
+
+
+def test_a_source_answering_with_a_big_html_error_page_gets_a_short_job_message(
+    config: Path,
+) -> None:
+    """The job message (``aggregator jobs``, the dashboard) keeps the status, its reason and
+    the start of the page's text, not 100 kB of the remote server's markup."""
+    from aggregator.peers.http_faults import FaultApp
+
+    with PeerServer(FaultApp()) as server:
+        for name, kind in (("portal", "oai-pmh"), ("dump", "rdf-dump")):
+            url = f"{server.url}error-page/500/{name}"  # a page of 100 kB
+            assert run(config, "source", "add", name, "--type", kind, "--url", url)[0] == 0
+        code, out = run(config, "harvest", "--all")
+        assert code == 1, out
+    code, out = run(config, "jobs")
+    assert code == 0
+    lines = out.splitlines()
+    assert len(lines) == 2, out
+    for line in lines:
+        assert "returned HTTP 500 Internal Server Error: The server encountered an" in line
+        assert "<" not in line and "font-family" not in line and "dataLayer" not in line
+        message = line.split(" - ", 1)[1]
+        assert len(message) < 400, message  # the URL, the status, ~200 characters of text
+
+
+def test_the_demo_on_a_busy_port_says_so_before_it_harvests(tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        demo = ["demo", "--dir", str(tmp_path / "demo"), "--port", str(port)]
+        out = subprocess.run(
+            [sys.executable, "-m", "aggregator.cli", *demo],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+    assert out.returncode == 2, out.stderr
+    assert out.stdout == ""
+    assert out.stderr == (
+        f"error: cannot listen on 127.0.0.1:{port}: the port is in use (by another"
+        " `aggregator serve`?): stop it or choose another --port\n"
+    )
+    assert not (tmp_path / "demo").exists()  # nothing made, nothing harvested

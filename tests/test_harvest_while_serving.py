@@ -453,6 +453,8 @@ def test_the_demo_harvests_then_serves_and_harvests_again_meanwhile(tmp_path: Pa
             env=env,
         )
         assert again.returncode in (0, 3), again.stderr  # the demo data has rejections
+        # the demo serves with its scheduler: the jobs were handed to it, not refused
+        assert "a scheduler runs for" in again.stderr, again.stderr
         after = requests.get(base + "sparql", params=query, headers=accept, timeout=30)
         assert int(after.headers["aggregator-generation"]) >= int(
             before.headers["aggregator-generation"]
@@ -467,6 +469,52 @@ def test_the_demo_harvests_then_serves_and_harvests_again_meanwhile(tmp_path: Pa
         # the demo's harvest and this one: two jobs of each demo source
         assert jobs.returncode == 0 and jobs.stdout.count(" demo-dump: ") == 2, jobs.stdout
         assert re.search(r"job \d+ demo-meta-share: succeeded  skipped=4", jobs.stdout), jobs.stdout
+        # its scheduler takes "harvest now" (it answered "harvest requested" and ran nothing)
+        now = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "aggregator.cli",
+                "-c",
+                str(config),
+                "schedule",
+                "now",
+                "demo-oai",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert (now.returncode, now.stdout) == (0, "demo-oai: harvest requested\n"), now.stderr
+
+        def oai_jobs() -> int:
+            listed = subprocess.run(
+                [sys.executable, "-m", "aggregator.cli", "-c", str(config), "jobs", "demo-oai"],
+                capture_output=True,
+                text=True,
+                timeout=60,
+                check=True,
+            ).stdout
+            return len(re.findall(r"demo-oai: succeeded", listed))
+
+        deadline = time.monotonic() + 120
+        while oai_jobs() < 3:
+            assert time.monotonic() < deadline, "the demo's scheduler did not run the request"
+            time.sleep(0.5)
+        status = subprocess.run(
+            [sys.executable, "-m", "aggregator.cli", "-c", str(config), "schedule", "status"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        ).stdout
+        # the first harvest counted as each source's last run: none is due before tomorrow
+        runs = re.findall(r"next run (\d{4}-\d\d-\d\d \d\d:\d\d) UTC", status)
+        assert len(runs) == 8, status
+        soon = datetime.now(UTC) + timedelta(hours=12)
+        for when in runs:
+            assert datetime.strptime(when, "%Y-%m-%d %H:%M").replace(tzinfo=UTC) > soon, status
     finally:
         demo.send_signal(signal.SIGINT)
         try:

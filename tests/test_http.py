@@ -246,7 +246,28 @@ def test_errors_carry_status_url_and_body_excerpt(server: PeerServer) -> None:
         client_for(retries=1).get(url)
     assert info.value.status == 502
     assert info.value.url == url
-    assert str(info.value).startswith(f"GET {url} returned HTTP 502: status 502")
+    assert str(info.value).startswith(f"GET {url} returned HTTP 502 Bad Gateway: status 502")
+
+
+def test_an_html_error_page_is_kept_as_status_reason_and_a_short_text(server: PeerServer) -> None:
+    """A server's 100 kB HTML error page is not a message: the status, its reason and the
+    start of the page's text are (for get and for stream alike)."""
+    url = server.url + unique("error-page/500").lstrip("/") + "?size=100000"
+    expected = (
+        f"GET {url} returned HTTP 500 Internal Server Error: The server encountered an"
+        " unexpected condition. at com.example.Servlet.service(Servlet.java:42) at"
+    )
+    with pytest.raises(TransportError) as got:
+        client_for(retries=0).get(url)
+    with pytest.raises(TransportError) as streamed, client_for(retries=0).stream(url):
+        pass
+    for info in (got, streamed):
+        message = str(info.value)
+        assert info.value.status == 500
+        assert message.startswith(expected), message
+        excerpt = message.split(": ", 1)[1]
+        assert len(excerpt) <= 200 and excerpt.endswith("\u2026")
+        assert "<" not in excerpt and "font-family" not in excerpt and "dataLayer" not in excerpt
 
 
 def test_429_then_success(server: PeerServer, app: FaultApp, sleeps: Sleeps) -> None:

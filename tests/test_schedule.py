@@ -42,6 +42,7 @@ class Jobs:
 
     def __init__(self) -> None:
         self.calls: list[tuple[str, bool, datetime]] = []
+        self.options: list[tuple[str, bool, bool]] = []  # source, force, allow_mass_withdrawal
         self.results: dict[str, list[JobResult | Exception]] = {}
         self.hold: threading.Event | None = None
         self.clock: Clock | None = None
@@ -50,10 +51,18 @@ class Jobs:
         self.active = 0
 
     def __call__(
-        self, settings: Settings, source: str, full: bool, cancel: threading.Event
+        self,
+        settings: Settings,
+        source: str,
+        full: bool,
+        cancel: threading.Event,
+        *,
+        force: bool = False,
+        allow_mass_withdrawal: bool = False,
     ) -> JobResult:
         with self.lock:
             self.calls.append((source, full, self.clock.now() if self.clock else T0))
+            self.options.append((source, force, allow_mass_withdrawal))
             self.active += 1
             self.peak = max(self.peak, self.active)
         try:
@@ -205,6 +214,81 @@ def test_manual_source_runs_only_on_request_and_requests_ignore_the_window(tmp_p
     assert step(sched) == []
     with pytest.raises(ConfigError):
         request_harvest(s, "nope")
+
+
+def test_a_handed_over_request_carries_its_options_and_names_its_run(tmp_path: Path) -> None:
+    """What ``aggregator harvest`` hands over: --full, --force and --allow-mass-withdrawal
+    reach the job, and the request says which run took it (so it can be followed)."""
+    clock, jobs = Clock(), Jobs()
+    s = settings(tmp_path, source("m", schedule="manual"), source("n", schedule="manual"))
+    sched = make(tmp_path, s, clock, jobs)
+    book = sched.book
+    forced = book.request("m", True, "cli:harvest", T0, force=True, allow_mass_withdrawal=True)
+    plain = book.request("n", False, "cli:harvest", T0)
+    assert book.request_taken(forced) == (False, None)
+    assert sorted(step(sched)) == ["m", "n"]
+    assert sorted(jobs.options) == [("m", True, True), ("n", False, False)]
+    assert ("m", True) in [(c[0], c[1]) for c in jobs.calls]
+    runs = {r.source: r for r in book.runs()}
+    assert book.request_taken(forced) == (True, runs["m"].id)
+    assert book.request_taken(plain) == (True, runs["n"].id)
+    # a request withdrawn before a run took it is not run
+    gone = book.request("m", False, "cli:harvest", T0)
+    assert book.withdraw_request(gone, T0)
+    assert step(sched) == [] and book.request_taken(gone) == (True, None)
+
+
+def test_a_run_cancelled_on_request_ends_cancelled_and_is_not_run_again(tmp_path: Path) -> None:
+    clock, jobs = Clock(), Jobs()
+    jobs.hold = threading.Event()
+    s = settings(tmp_path, source("a", schedule="manual"), window="")
+    sched = make(tmp_path, s, clock, jobs)
+    rid = sched.book.request("a", False, "cli:harvest", T0)
+    assert sched.tick() == ["a"]
+    _, run_id = sched.book.request_taken(rid)
+    assert run_id is not None and sched.book.request_cancel(run_id, T0)
+    sched.tick()  # the scheduler hears it within a tick
+    sched.wait(10)
+    run = sched.book.run(run_id)
+    assert run is not None and run.status == "cancelled"
+    assert not sched.book.request_cancel(run_id, T0)  # ended: nothing to cancel
+    state = sched.book.state("a")
+    assert state is not None and state.retry_at is None  # asked to stop: not run again
+    jobs.hold.set()
+    assert step(sched) == []
+
+
+def test_an_older_book_gets_the_new_columns(tmp_path: Path) -> None:
+    import sqlite3
+
+    store = tmp_path / "store"
+    store.mkdir()
+    old = sqlite3.connect(store / "schedule.sqlite3")
+    old.executescript(
+        "CREATE TABLE requests (id INTEGER PRIMARY KEY, source TEXT NOT NULL, full INTEGER"
+        " NOT NULL, requested TEXT NOT NULL, by TEXT NOT NULL DEFAULT '', taken TEXT);"
+        "INSERT INTO requests (source, full, requested)"
+        " VALUES ('a', 1, '2026-11-23T08:00:00+00:00');"
+        "CREATE TABLE runs (id INTEGER PRIMARY KEY, source TEXT NOT NULL, reason TEXT NOT NULL,"
+        " full INTEGER NOT NULL, started TEXT NOT NULL, ended TEXT, status TEXT NOT NULL,"
+        " job_id INTEGER, pid INTEGER NOT NULL, message TEXT NOT NULL DEFAULT '');"
+    )
+    old.commit()
+    old.close()
+    book = Book(store)
+    try:
+        [req] = book.pending_requests()
+        assert (req.source, req.full, req.force, req.allow_mass_withdrawal) == (
+            "a",
+            True,
+            False,
+            False,
+        )
+        run_id = book.start_run("a", "manual", True, T0, [req.id])
+        assert book.request_taken(req.id) == (True, run_id)
+        assert book.request_cancel(run_id, T0) and book.cancels_requested() == [run_id]
+    finally:
+        book.close()
 
 
 # -- parallel limits, one job per source ----------------------------------------------------

@@ -28,6 +28,7 @@ from aggregator.peers.oaipmh_items import generated_items
 from aggregator.peers.sample_data import generate_dataset
 from aggregator.peers.server import PeerServer
 from aggregator.schedule.book import Book
+from aggregator.schedule.liveness import scheduler_running
 from aggregator.schedule.runner import SchedulerLock, StoreJobs
 from aggregator.schedule.scheduler import Scheduler
 from aggregator.schedule.status import request_harvest, schedule_status
@@ -189,9 +190,10 @@ def test_scheduler_killed_mid_job_fails_it_and_retries_after_restart(tmp_path: P
     with PeerServer(peer) as server:
         config = write_config(tmp_path, {"portal": f"{server.url}oai"})
         store = tmp_path / "store"
-        subprocess.run(_cli(config, "schedule", "now", "portal"), check=True)
         proc = subprocess.Popen(_cli(config, "scheduler"), stderr=subprocess.PIPE, text=True)
         try:
+            _wait(lambda: scheduler_running(store), proc=proc)  # else `schedule now` refuses
+            subprocess.run(_cli(config, "schedule", "now", "portal"), check=True)
             _wait(lambda: _progress(store) >= 40, proc=proc)
             proc.kill()
             proc.wait(10)
@@ -294,6 +296,7 @@ def test_serve_runs_the_scheduler_and_it_ends_with_serve(tmp_path: Path) -> None
             [child] = [
                 p for p in _children(proc.pid) if "aggregator.schedule.service" in _cmdline(p)
             ]
+            _wait(lambda: scheduler_running(store), proc=proc)  # it holds its lock
             subprocess.run(_cli(config, "schedule", "now", "portal"), check=True)
             _wait(
                 lambda: _book_rows(store, "SELECT status FROM runs") == [("succeeded",)],

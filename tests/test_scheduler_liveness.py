@@ -1,7 +1,7 @@
-"""Whether a scheduler is alive for a data directory (aggregator/schedule/liveness.py), with
-real processes holding the real scheduler lock: alive while one holds it; not after a clean
-stop, a kill -9 (its pid left in the file), or when the pid in the file is some other
-process that holds no lock."""
+"""Whether a scheduler runs for a data directory (aggregator/schedule/liveness.py), with real
+processes holding the real scheduler lock: running while one holds it; not after a clean
+stop, nor after a kill -9 (its pid left in the file), nor when the file names a live process
+that holds no lock."""
 
 from __future__ import annotations
 
@@ -11,15 +11,17 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
-from aggregator.schedule.liveness import PROC_LOCKS, scheduler_alive, scheduler_pid
-from aggregator.schedule.runner import LOCK_FILE, SchedulerLock
+from aggregator.schedule.liveness import (
+    LOCK_FILE,
+    SchedulerLock,
+    scheduler_holder,
+    scheduler_running,
+)
 
 HOLDER = """
 import sys, time
 from pathlib import Path
-from aggregator.schedule.runner import SchedulerLock
+from aggregator.schedule.liveness import SchedulerLock
 lock = SchedulerLock(Path(sys.argv[1]))
 print("locked", flush=True)
 sys.stdin.readline()  # until told to stop
@@ -39,39 +41,39 @@ def holder(store: Path) -> subprocess.Popen[str]:
 
 
 def test_no_scheduler_ever(tmp_path: Path) -> None:
-    assert scheduler_pid(tmp_path) is None
-    assert not scheduler_alive(tmp_path / "missing")
+    assert scheduler_holder(tmp_path) is None
+    assert not scheduler_running(tmp_path / "missing")
+    assert not (tmp_path / LOCK_FILE).exists()  # asking creates nothing
 
 
-def test_alive_while_a_scheduler_holds_the_lock_not_after_a_clean_stop(tmp_path: Path) -> None:
+def test_running_while_a_scheduler_holds_the_lock_not_after_a_clean_stop(tmp_path: Path) -> None:
     child = holder(tmp_path)
     try:
-        assert scheduler_pid(tmp_path) == child.pid
-        assert scheduler_alive(tmp_path)
+        assert scheduler_holder(tmp_path) == f"process {child.pid}"
+        assert scheduler_running(tmp_path)
     finally:
         assert child.stdin is not None
         child.stdin.write("stop\n")
         child.stdin.close()
         child.wait(timeout=60)
     assert (tmp_path / LOCK_FILE).read_text() == ""
-    assert scheduler_pid(tmp_path) is None
+    assert scheduler_holder(tmp_path) is None
 
 
-def test_a_killed_scheduler_is_not_alive_though_its_pid_stays(tmp_path: Path) -> None:
+def test_a_killed_scheduler_is_not_running_though_its_pid_stays(tmp_path: Path) -> None:
     child = holder(tmp_path)
     os.kill(child.pid, signal.SIGKILL)
     child.wait(timeout=60)
     assert str(child.pid) in (tmp_path / LOCK_FILE).read_text()
-    assert scheduler_pid(tmp_path) is None
+    assert not scheduler_running(tmp_path)
     SchedulerLock(tmp_path).release()  # and a new scheduler can start
 
 
-@pytest.mark.skipif(not PROC_LOCKS.exists(), reason="the kernel lists no locks here")
-def test_a_pid_reused_by_a_process_without_the_lock_is_not_a_scheduler(tmp_path: Path) -> None:
+def test_a_live_pid_without_the_lock_is_not_a_scheduler(tmp_path: Path) -> None:
     (tmp_path / LOCK_FILE).write_text(f"process {os.getpid()}\n")  # alive, holds no lock
-    assert scheduler_pid(tmp_path) is None
+    assert not scheduler_running(tmp_path)
     lock = SchedulerLock(tmp_path)  # this very process takes the lock: now it is one
     try:
-        assert scheduler_pid(tmp_path) == os.getpid()
+        assert scheduler_holder(tmp_path) == f"process {os.getpid()}"
     finally:
         lock.release()

@@ -273,3 +273,50 @@ def test_the_standby_accepts_while_a_killed_process_is_replaced(harvested: Harve
         wait_for(lambda: sup.accepting == [True, False], 10, "the standby should stand by again")
     finally:
         sup.stop()
+
+
+def test_a_second_serve_on_a_busy_port_says_so_in_one_line(tmp_path: Path) -> None:
+    """The first ``serve`` holds the port; the second checks it before it prints or starts
+    anything: one line on stderr, exit 2 (it printed "serving on ..." and a traceback)."""
+    import subprocess
+    import sys
+
+    config = tmp_path / "aggregator.toml"
+    config.write_text(
+        '[store]\npath = "data"\nbase_iri = "http://127.0.0.1:8000/"\n'
+        '[sources.portal]\ntype = "oai-pmh"\nurl = "http://127.0.0.1:9/oai"\n',
+        encoding="utf-8",
+    )
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = str(probe.getsockname()[1])
+    cli = [sys.executable, "-m", "aggregator.cli", "-c", str(config)]
+    serve = [*cli, "serve", "--port", port, "--processes", "1", "--no-scheduler"]
+    first = subprocess.Popen(serve, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert first.stdout is not None
+        assert first.stdout.readline().startswith(f"serving http://127.0.0.1:{port}/")
+
+        def answers() -> bool:
+            try:
+                return requests.get(f"http://127.0.0.1:{port}/oai?verb=Identify", timeout=10).ok
+            except requests.ConnectionError:
+                return False
+
+        wait_for(answers, 60, "the first serve did not answer")
+        second = subprocess.run(serve, capture_output=True, text=True, timeout=60)
+        assert second.returncode == 2
+        assert second.stdout == ""
+        assert second.stderr == (
+            f"error: cannot listen on 127.0.0.1:{port}: the port is in use (by another"
+            " `aggregator serve`?): stop it or choose another --port\n"
+        )
+        assert first.poll() is None  # the first one serves on
+        assert requests.get(f"http://127.0.0.1:{port}/oai?verb=Identify", timeout=10).ok
+    finally:
+        first.send_signal(signal.SIGTERM)
+        try:
+            first.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            first.kill()
+            first.communicate()

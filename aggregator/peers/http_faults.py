@@ -11,6 +11,9 @@ counter, so each test can use a fresh one)::
     /ok/...                 200 "ok"
     /echo/...               200 JSON: method, path, query, headers, body
     /status/<code>/...      that status, for ever ("500 for ever": /status/500)
+    /error-page/<code>/...?size=N   that status with an HTML error page of about N bytes
+                            (title, styles, a script, a heading, then paragraphs), as a
+                            proxy or an application server sends
     /flaky/...?fails=N&status=503&retry_after=S&retry_date=S
                             the first N requests get `status` (with Retry-After as seconds
                             or as an HTTP date S seconds ahead), then 200 "recovered"
@@ -100,6 +103,22 @@ def gzip_bomb(size: int) -> bytes:
     return gzip.compress(b"\0" * size, compresslevel=9)
 
 
+def error_page(code: int, size: int) -> bytes:
+    """An HTML error page of about ``size`` bytes, mostly markup, styles and script."""
+    head = (
+        f"<!DOCTYPE html>\n<html><head><title>{code} Internal Server Error</title>\n"
+        "<style>" + "body { font-family: sans-serif; color: #333 }\n" * 40 + "</style>\n"
+        "<script>window.dataLayer = [];  function track() { return 1 < 2; }</script>\n"
+        "</head><body>\n<h1>Internal   Server\n Error</h1>\n"
+        "<p>The server encountered an <b>unexpected</b> condition.</p>\n"
+    )
+    filler = (
+        '<div class="trace"><span>at com.example.Servlet.service(Servlet.java:42)</span></div>\n'
+    )
+    count = max(0, (size - len(head)) // len(filler))
+    return (head + filler * count + "</body></html>\n").encode()
+
+
 class FaultApp(_Counters):
     """The WSGI fault server; see the module docstring for the routes."""
 
@@ -144,6 +163,12 @@ class FaultApp(_Counters):
     ) -> list[bytes]:
         code = int(path.strip("/").split("/")[1])
         return respond(sr, code, f"status {code}".encode())
+
+    def _route_error_page(
+        self, env: dict[str, Any], sr: StartResponse, path: str, q: dict[str, str], _: int
+    ) -> list[bytes]:
+        code = int(path.strip("/").split("/")[1])
+        return respond(sr, code, error_page(code, int(q.get("size", "100000"))), "text/html")
 
     def _route_flaky(
         self, env: dict[str, Any], sr: StartResponse, path: str, q: dict[str, str], count: int

@@ -13,8 +13,12 @@ Tables:
   probe runs), the last job and since when the source has been failing;
 - ``runs``: every job the scheduler started, with why (scheduled, retry, probe, manual), the
   process that ran it and how it ended (``running`` rows of a dead process are failed and
-  rescheduled at the next start);
-- ``requests``: "harvest now" (optionally full), taken by the scheduler in order;
+  rescheduled at the next start); ``cancel_requested``: someone asked the scheduler to
+  cancel it (``aggregator harvest`` interrupted while it follows a job it handed over);
+- ``requests``: "harvest now" (optionally full, forced, allowing a mass withdrawal), taken
+  by the scheduler in order; ``run_id`` names the run that took it (none: the scheduler
+  ignored it, or its requester withdrew it before it started), so that whoever asked can
+  follow the job to its end;
 - ``maintenance``: when the scheduler last ran each upkeep task (``prune``: the retention
   policy, :mod:`aggregator.store.retention`) and what came of it.
 """
@@ -23,6 +27,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from datetime import UTC, datetime
 from pathlib import Path
@@ -56,7 +61,8 @@ CREATE TABLE IF NOT EXISTS runs (
     status TEXT NOT NULL,
     job_id INTEGER,
     pid INTEGER NOT NULL,
-    message TEXT NOT NULL DEFAULT ''
+    message TEXT NOT NULL DEFAULT '',
+    cancel_requested TEXT
 );
 CREATE INDEX IF NOT EXISTS runs_source ON runs (source, id);
 CREATE TABLE IF NOT EXISTS requests (
@@ -65,7 +71,10 @@ CREATE TABLE IF NOT EXISTS requests (
     full INTEGER NOT NULL,
     requested TEXT NOT NULL,
     by TEXT NOT NULL DEFAULT '',
-    taken TEXT
+    taken TEXT,
+    force INTEGER NOT NULL DEFAULT 0,
+    allow_mass_withdrawal INTEGER NOT NULL DEFAULT 0,
+    run_id INTEGER
 );
 CREATE TABLE IF NOT EXISTS maintenance (
     task TEXT PRIMARY KEY,
@@ -73,6 +82,14 @@ CREATE TABLE IF NOT EXISTS maintenance (
     outcome TEXT NOT NULL
 );
 """
+
+# columns added since the first release of this file: (table, column, declaration)
+ADDED_COLUMNS = (
+    ("runs", "cancel_requested", "TEXT"),
+    ("requests", "force", "INTEGER NOT NULL DEFAULT 0"),
+    ("requests", "allow_mass_withdrawal", "INTEGER NOT NULL DEFAULT 0"),
+    ("requests", "run_id", "INTEGER"),
+)
 
 
 def iso(t: datetime | None) -> str | None:
@@ -111,6 +128,8 @@ class Request:
     full: bool
     requested: datetime
     by: str
+    force: bool = False
+    allow_mass_withdrawal: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,6 +154,18 @@ class Book:
         self.conn.execute("PRAGMA busy_timeout = 10000")
         self.conn.execute("PRAGMA journal_mode = WAL")
         self.conn.executescript(SCHEMA)
+        self._add_columns()
+
+    def _add_columns(self) -> None:
+        """A book written by an older version lacks the newer columns: add them."""
+        for table, column, declaration in ADDED_COLUMNS:
+            have = {row[1] for row in self.conn.execute(f"PRAGMA table_info({table})")}
+            if column not in have:
+                try:
+                    self.conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {declaration}")
+                except sqlite3.OperationalError as err:  # another process added it meanwhile
+                    if "duplicate column" not in str(err):
+                        raise
 
     def close(self) -> None:
         self.conn.close()
@@ -183,13 +214,53 @@ class Book:
         )
 
     # -- runs -------------------------------------------------------------------------------
-    def start_run(self, source: str, reason: str, full: bool, now: datetime) -> int:
+    def start_run(
+        self,
+        source: str,
+        reason: str,
+        full: bool,
+        now: datetime,
+        requests: Sequence[int] = (),
+    ) -> int:
+        """Record a run starting now; it takes the pending ``requests`` (ids) in the same
+        transaction, so that whoever follows a request sees it taken and by which run."""
+        self.conn.execute("BEGIN IMMEDIATE")
+        try:
+            cur = self.conn.execute(
+                "INSERT INTO runs (source, reason, full, started, status, pid)"
+                " VALUES (?, ?, ?, ?, 'running', ?) RETURNING id",
+                (source, reason, int(full), iso(now), os.getpid()),
+            )
+            run_id = int(cur.fetchone()[0])
+            self.conn.executemany(
+                "UPDATE requests SET taken = ?, run_id = ? WHERE id = ? AND taken IS NULL",
+                [(iso(now), run_id, rid) for rid in requests],
+            )
+            self.conn.execute("COMMIT")
+        except BaseException:
+            self.conn.execute("ROLLBACK")
+            raise
+        return run_id
+
+    def run(self, run_id: int) -> Run | None:
+        found = self._runs("WHERE id = ?", (run_id,))
+        return found[0] if found else None
+
+    def request_cancel(self, run_id: int, now: datetime) -> bool:
+        """Ask the scheduler to cancel a running run (it does within a second); False when
+        it is not running any more."""
         cur = self.conn.execute(
-            "INSERT INTO runs (source, reason, full, started, status, pid)"
-            " VALUES (?, ?, ?, ?, 'running', ?) RETURNING id",
-            (source, reason, int(full), iso(now), os.getpid()),
+            "UPDATE runs SET cancel_requested = ? WHERE id = ? AND status = 'running'",
+            (iso(now), run_id),
         )
-        return int(cur.fetchone()[0])
+        return cur.rowcount == 1
+
+    def cancels_requested(self) -> list[int]:
+        """The running runs someone asked to cancel."""
+        rows = self.conn.execute(
+            "SELECT id FROM runs WHERE status = 'running' AND cancel_requested IS NOT NULL"
+        ).fetchall()
+        return [int(r[0]) for r in rows]
 
     def end_run(
         self, run_id: int, status: str, job_id: int | None, message: str, now: datetime
@@ -219,18 +290,48 @@ class Book:
         ]
 
     # -- requests ---------------------------------------------------------------------------
-    def request(self, source: str, full: bool, by: str, now: datetime) -> int:
+    def request(
+        self,
+        source: str,
+        full: bool,
+        by: str,
+        now: datetime,
+        *,
+        force: bool = False,
+        allow_mass_withdrawal: bool = False,
+    ) -> int:
         cur = self.conn.execute(
-            "INSERT INTO requests (source, full, requested, by) VALUES (?, ?, ?, ?) RETURNING id",
-            (source, int(full), iso(now), by),
+            "INSERT INTO requests (source, full, requested, by, force, allow_mass_withdrawal)"
+            " VALUES (?, ?, ?, ?, ?, ?) RETURNING id",
+            (source, int(full), iso(now), by, int(force), int(allow_mass_withdrawal)),
         )
         return int(cur.fetchone()[0])
 
     def pending_requests(self) -> list[Request]:
         rows = self.conn.execute(
-            "SELECT id, source, full, requested, by FROM requests WHERE taken IS NULL ORDER BY id"
+            "SELECT id, source, full, requested, by, force, allow_mass_withdrawal"
+            " FROM requests WHERE taken IS NULL ORDER BY id"
         ).fetchall()
-        return [Request(r[0], r[1], bool(r[2]), _req(parse_iso(r[3])), r[4]) for r in rows]
+        return [
+            Request(r[0], r[1], bool(r[2]), _req(parse_iso(r[3])), r[4], bool(r[5]), bool(r[6]))
+            for r in rows
+        ]
+
+    def request_taken(self, request_id: int) -> tuple[bool, int | None]:
+        """Whether the request was taken, and by which run (None: not by a run)."""
+        row = self.conn.execute(
+            "SELECT taken, run_id FROM requests WHERE id = ?", (request_id,)
+        ).fetchone()
+        if row is None:
+            return True, None
+        return row[0] is not None, row[1]
+
+    def withdraw_request(self, request_id: int, now: datetime) -> bool:
+        """Withdraw a request no run has taken yet; False when one has (cancel that run)."""
+        cur = self.conn.execute(
+            "UPDATE requests SET taken = ? WHERE id = ? AND taken IS NULL", (iso(now), request_id)
+        )
+        return cur.rowcount == 1
 
     def take_requests(self, source: str, now: datetime) -> list[Request]:
         """Take every pending request of ``source`` (several clicks make one job)."""

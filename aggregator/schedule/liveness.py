@@ -1,75 +1,94 @@
-"""Whether a scheduler is alive for a data directory, read from outside it (no lock taken).
+"""Whether a scheduler runs for a store: ``<store>/scheduler.lock``, an exclusive flock its
+scheduler holds for as long as it runs (``serve``'s scheduler process, ``aggregator
+scheduler``).
 
-A scheduler (``aggregator scheduler``, or the child ``aggregator serve`` starts) holds an
-exclusive ``flock`` on ``<store>/scheduler.lock`` for its whole life and writes ``process
-PID`` into the file (:class:`aggregator.schedule.runner.SchedulerLock`); a clean stop empties
-the file, a killed one leaves its pid behind. So a scheduler is alive when the file names a
-process that still runs and, where the kernel lists its locks (``/proc/locks`` on Linux),
-that process holds a lock on this very file (a pid reused by an unrelated process after a
-``kill -9`` holds none).
+The lock is the liveness sign: the kernel drops it the moment the process ends, however it
+ends (even SIGKILL), so there is no heartbeat to age out and no stale pid to trust. The file
+also names the holder (``process 4242``) for messages.
 
-Probing the lock itself (taking it for a moment) is not done: a scheduler starting at that
-moment would find the lock held and refuse to start.
+- :class:`SchedulerLock`: taken by the scheduler; a second one for the same store is refused,
+  naming the first;
+- :func:`scheduler_running` / :func:`scheduler_holder`: asked by ``schedule now``,
+  ``harvest`` (which hands its jobs to a running scheduler) and the dashboard's "Harvest now".
+  They never create the file and hold a shared lock only for the instant of the probe.
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
+import time
 from pathlib import Path
 
-from aggregator.schedule.runner import LOCK_FILE
+from aggregator.errors import StoreBusyError
 
-PROC_LOCKS = Path("/proc/locks")
+LOCK_FILE = "scheduler.lock"
 
 
-def scheduler_pid(store_path: Path) -> int | None:
-    """The process id of the scheduler alive for ``store_path``, else None."""
-    path = store_path / LOCK_FILE
+class SchedulerLock:
+    """One scheduler per store: an exclusive flock held for the scheduler's lifetime."""
+
+    def __init__(self, store_path: Path, patience: float = 1.0) -> None:
+        store_path.mkdir(parents=True, exist_ok=True)
+        path = store_path / LOCK_FILE
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        # a probe (scheduler_running) holds a shared lock for an instant: wait that out
+        deadline = time.monotonic() + patience
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() < deadline:
+                    time.sleep(0.02)
+                    continue
+                holder = _holder_text(fd)
+                os.close(fd)
+                raise StoreBusyError(
+                    f"a scheduler already runs for the store at {store_path}: {holder}"
+                ) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"process {os.getpid()}\n".encode(), 0)
+        self._fd = fd
+
+    def release(self) -> None:
+        if self._fd >= 0:
+            os.ftruncate(self._fd, 0)
+            os.close(self._fd)
+            self._fd = -1
+
+
+def _holder_text(fd: int) -> str:
+    return os.pread(fd, 4096, 0).decode("utf-8", "replace").strip() or "another process"
+
+
+def scheduler_holder(store_path: Path) -> str | None:
+    """``"process 4242"`` when a scheduler runs for the store at ``store_path``, else None."""
     try:
-        text = path.read_text(encoding="utf-8", errors="replace").strip()
-        inode = path.stat().st_ino
-    except OSError:
-        return None
-    word = text.removeprefix("process").strip()
-    if not word.isdigit():
-        return None  # empty: the last scheduler stopped cleanly (or none ever ran)
-    pid = int(word)
-    if not _running(pid):
-        return None
-    held = _lock_holders(inode)
-    if held is not None and pid not in held:
-        return None
-    return pid
-
-
-def scheduler_alive(store_path: Path) -> bool:
-    return scheduler_pid(store_path) is not None
-
-
-def _running(pid: int) -> bool:
+        fd = os.open(store_path / LOCK_FILE, os.O_RDONLY)
+    except FileNotFoundError:
+        return None  # no scheduler has ever run here
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's process: it exists
-        return True
-    return True
-
-
-def _lock_holders(inode: int) -> set[int] | None:
-    """The pids holding a flock on the file of that inode, per /proc/locks; None where the
-    kernel does not list its locks (then the pid alone decides)."""
-    try:
-        lines = PROC_LOCKS.read_text(encoding="ascii", errors="replace").splitlines()
-    except OSError:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return _holder_text(fd)
+        fcntl.flock(fd, fcntl.LOCK_UN)
         return None
-    holders: set[int] = set()
-    for line in lines:
-        # "1: FLOCK  ADVISORY  WRITE 12694 fe:00:2148029 0 EOF" (a "->" marks a waiter)
-        parts = line.split()
-        if len(parts) < 6 or "->" in parts or parts[1] != "FLOCK":
-            continue
-        where = parts[5].rsplit(":", 1)
-        if len(where) == 2 and where[1] == str(inode) and parts[4].isdigit():
-            holders.add(int(parts[4]))
-    return holders
+    finally:
+        os.close(fd)
+
+
+def scheduler_running(store_path: Path) -> bool:
+    """Whether a scheduler runs now for the store at ``store_path`` (``settings.store_path``):
+    one that takes "harvest now" requests within a second."""
+    return scheduler_holder(store_path) is not None
+
+
+def no_scheduler_message(store_path: Path) -> str:
+    """What ``schedule now`` and the like say when nothing would take their request."""
+    return (
+        f"no scheduler is running for the store at {store_path}: start one with"
+        " `aggregator serve` (or `aggregator scheduler`), or harvest in this process with"
+        " `aggregator harvest NAME`"
+    )

@@ -11,27 +11,27 @@ one scheduler per store.
 - :class:`ConfigFile` re-reads ``aggregator.toml`` when it changes (a source added, edited or
   paused from the CLI or the dashboard); a broken edit is logged and the last good
   configuration kept.
-- :class:`SchedulerLock`: ``<store>/scheduler.lock``, so ``serve`` and ``aggregator scheduler``
-  never both schedule one store.
+- :class:`~aggregator.schedule.liveness.SchedulerLock`: ``<store>/scheduler.lock``, so
+  ``serve`` and ``aggregator scheduler`` never both schedule one store (and others can tell
+  that a scheduler runs).
 """
 
 from __future__ import annotations
 
-import fcntl
 import logging
 import os
 import threading
 from datetime import datetime
-from pathlib import Path
 
 from aggregator.config import Settings, load_settings
-from aggregator.errors import ConfigError, StoreBusyError
+from aggregator.errors import ConfigError
+from aggregator.schedule.liveness import LOCK_FILE, SchedulerLock
 from aggregator.schedule.scheduler import JobResult
 from aggregator.store.records import RecordStore
 
 log = logging.getLogger(__name__)
 
-LOCK_FILE = "scheduler.lock"
+__all__ = ["LOCK_FILE", "ConfigFile", "SchedulerLock", "StoreJobs"]
 
 
 class StoreJobs:
@@ -60,15 +60,23 @@ class StoreJobs:
                 store.close()
 
     def __call__(
-        self, settings: Settings, source: str, full: bool, cancel: threading.Event
+        self,
+        settings: Settings,
+        source: str,
+        full: bool,
+        cancel: threading.Event,
+        *,
+        force: bool = False,
+        allow_mass_withdrawal: bool = False,
     ) -> JobResult:
         from aggregator.pipeline import RunOptions, run_source
 
+        options = RunOptions(
+            full=full, force=force, allow_mass_withdrawal=allow_mass_withdrawal, cancel=cancel
+        )
         store = self._acquire(settings)  # StoreBusyError: the scheduler tries again later
         try:
-            job = run_source(
-                settings, store, source, RunOptions(full=full, cancel=cancel), http=self.http
-            )
+            job = run_source(settings, store, source, options, http=self.http)
         finally:
             self._release()
         return JobResult(job.status, job.id, job.message, not job.listing.get("incremental"))
@@ -115,29 +123,3 @@ class ConfigFile:
             except ConfigError as err:
                 log.error("configuration not re-read (the last good one stays): %s", err.message)
         return self._settings
-
-
-class SchedulerLock:
-    """One scheduler per store: an exclusive flock held for the scheduler's lifetime."""
-
-    def __init__(self, store_path: Path) -> None:
-        store_path.mkdir(parents=True, exist_ok=True)
-        path = store_path / LOCK_FILE
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.pread(fd, 4096, 0).decode("utf-8", "replace").strip() or "another process"
-            os.close(fd)
-            raise StoreBusyError(
-                f"a scheduler already runs for the store at {store_path}: {holder}"
-            ) from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"process {os.getpid()}\n".encode(), 0)
-        self._fd = fd
-
-    def release(self) -> None:
-        if self._fd >= 0:
-            os.ftruncate(self._fd, 0)
-            os.close(self._fd)
-            self._fd = -1

@@ -4,8 +4,11 @@ Each :meth:`Scheduler.tick` (every second in :meth:`Scheduler.run_forever`) coll
 that ended, then starts the sources that are due, up to ``[schedule] parallel`` jobs at once
 and never two of one source. A source is due when
 
-- a "harvest now" request waits for it (``aggregator schedule now``, the dashboard): at once,
-  whatever the window, blackouts, breaker or ``enabled``;
+- a "harvest now" request waits for it (``aggregator schedule now``, the dashboard,
+  ``aggregator harvest`` handing its job over): at once, whatever the window, blackouts,
+  breaker or ``enabled``; a request may ask for a full, forced job, or one allowed a mass
+  withdrawal, and its requester may ask to cancel the run that took it (a run cancelled on
+  request is not run again);
 - its circuit breaker is open and the back-off has passed: one probe job;
 - a retry of a failed job is due: after ``retry_delay`` seconds, doubling per attempt up to
   ``retry_max_delay``, each scaled by a random factor in [0.5, 1) (jitter);
@@ -78,8 +81,21 @@ class JobResult:
     full_listing: bool = False  # the listing was a full one (it may save ``last_full``)
 
 
-#: runs one job: (settings, source name, full, cancel event) -> result
-RunJob = Callable[[Settings, str, bool, threading.Event], JobResult]
+class RunJob(Protocol):
+    """Runs one job: (settings, source name, full, cancel event, options) -> result."""
+
+    def __call__(
+        self,
+        settings: Settings,
+        source: str,
+        full: bool,
+        cancel: threading.Event,
+        *,
+        force: bool = False,
+        allow_mass_withdrawal: bool = False,
+    ) -> JobResult: ...
+
+
 #: prunes the store as of a moment: (settings, now, stop event) -> what it freed, in words
 Prune = Callable[[Settings, datetime, threading.Event], list[str]]
 PRUNE = "prune"  # the book's name of the upkeep task
@@ -94,6 +110,7 @@ class RunningJob:
     started: datetime
     cancel: threading.Event
     future: Future[JobResult] = field(default_factory=Future)
+    stop_requested: bool = False  # cancelled on request: not run again
 
 
 def timing_of(settings: Settings, src: SourceConfig) -> Timing:
@@ -183,8 +200,10 @@ class Scheduler:
         return found
 
     def tick(self) -> list[str]:
-        """Collect ended jobs, start due ones; return the sources started."""
+        """Collect ended jobs, cancel those asked to stop, start due ones; return the
+        sources started."""
         self.collect()
+        self._honour_cancels()
         now = self.clock.now()
         settings = self.settings
         states = self.book.states()
@@ -272,8 +291,16 @@ class Scheduler:
             result = job.future.result()  # _call never raises
             now = self.clock.now()
             self.book.end_run(job.run_id, result.status, result.job_id, result.message, now)
-            self._account(job.source, job.reason, job.started, result)
+            self._account(job.source, job.reason, job.started, result, job.stop_requested)
         return done
+
+    def _honour_cancels(self) -> None:
+        wanted = set(self.book.cancels_requested())
+        for job in self.running.values():
+            if job.run_id in wanted and not job.stop_requested:
+                log.info("cancelling the job of %s (asked to)", job.source)
+                job.stop_requested = True
+                job.cancel.set()
 
     def wait(self, timeout: float | None = None) -> list[RunningJob]:
         """Wait for the running jobs to end, then account for them (tests, shutdown)."""
@@ -358,8 +385,10 @@ class Scheduler:
         self, settings: Settings, src: SourceConfig, reason: str, full: bool, now: datetime
     ) -> None:
         state = self.book.state(src.name) or SourceState(src.name)
+        taken: list[Request] = []
         if reason == "manual":
-            self.book.take_requests(src.name, now)
+            taken = [r for r in self.book.pending_requests() if r.source == src.name]
+            full = full or any(r.full for r in taken)
         elif reason == "scheduled" and state.due is not None:
             tz = parse_timezone(settings.schedule.timezone)
             state.due = parse_frequency(src.schedule).next_due(state.due, now, tz)
@@ -369,17 +398,34 @@ class Scheduler:
         elif reason == "retry":
             state.retry_at = None
         self.book.save(state)
-        run_id = self.book.start_run(src.name, reason, full, now)
+        run_id = self.book.start_run(src.name, reason, full, now, [r.id for r in taken])
         job = RunningJob(src.name, run_id, reason, full, now, threading.Event())
         log.info("starting %s job of %s%s", reason, src.name, " (full)" if full else "")
-        job.future = self._pool.submit(self._call, settings, src.name, full, job.cancel)
+        force = any(r.force for r in taken)
+        allow = any(r.allow_mass_withdrawal for r in taken)
+        job.future = self._pool.submit(
+            self._call, settings, src.name, full, job.cancel, force, allow
+        )
         self.running[src.name] = job
 
     def _call(
-        self, settings: Settings, source: str, full: bool, cancel: threading.Event
+        self,
+        settings: Settings,
+        source: str,
+        full: bool,
+        cancel: threading.Event,
+        force: bool = False,
+        allow_mass_withdrawal: bool = False,
     ) -> JobResult:
         try:
-            return self.run_job(settings, source, full, cancel)
+            return self.run_job(
+                settings,
+                source,
+                full,
+                cancel,
+                force=force,
+                allow_mass_withdrawal=allow_mass_withdrawal,
+            )
         except StoreBusyError as err:
             return JobResult("busy", None, err.message)
         except AggregatorError as err:
@@ -394,7 +440,14 @@ class Scheduler:
         base = min(sched.retry_max_delay, sched.retry_delay * 2 ** (attempt - 1))
         return timedelta(seconds=base * (0.5 + 0.5 * self.rng.random()))
 
-    def _account(self, source: str, reason: str, started: datetime, result: JobResult) -> None:
+    def _account(
+        self,
+        source: str,
+        reason: str,
+        started: datetime,
+        result: JobResult,
+        stop_requested: bool = False,
+    ) -> None:
         """Fold a job's end into its source's state: retries, breaker, last full listing."""
         now = self.clock.now()
         sched = self.settings.schedule
@@ -413,7 +466,8 @@ class Scheduler:
             return
         state.last_status, state.last_job, state.last_end = status, result.job_id, now
         if status == "cancelled":
-            state.retry_at = now  # run again at the next allowed moment
+            if not stop_requested:  # stopped with the scheduler: again at the next moment
+                state.retry_at = now
             if reason == "probe":
                 state.breaker, state.breaker_until = "open", now
         elif status == "failed":

@@ -6,7 +6,11 @@
   the pending retry and "harvest now" requests;
 - :func:`request_harvest` queues "harvest now" (``full=True``: a full re-harvest); the
   scheduler (``serve`` or ``aggregator scheduler``) takes it within a second;
-- :func:`describe` puts one source's state in words.
+- :func:`describe` puts one source's state in words;
+- :func:`note_outside_job` counts a job run outside the scheduler (the demo's first harvest)
+  as the source's last run, so that its next run is its next due time, not at once;
+- :func:`~aggregator.schedule.liveness.scheduler_running` says whether a scheduler would take
+  a request now.
 
 None of these take the writer lock or need the scheduler to run.
 """
@@ -20,8 +24,18 @@ from typing import Any
 from aggregator.config import Settings
 from aggregator.errors import ConfigError
 from aggregator.schedule.book import BOOK_FILE, Book, Run, SourceState, iso
+from aggregator.schedule.liveness import scheduler_running
 from aggregator.schedule.scheduler import needs_full, timing_of
-from aggregator.schedule.timing import parse_frequency
+from aggregator.schedule.timing import parse_frequency, parse_timezone
+
+__all__ = [
+    "SourceSchedule",
+    "describe",
+    "note_outside_job",
+    "request_harvest",
+    "schedule_status",
+    "scheduler_running",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +124,28 @@ def request_harvest(settings: Settings, source: str, *, full: bool = False, by: 
     book = Book(settings.store_path)
     try:
         return book.request(source, full, by, datetime.now(UTC))
+    finally:
+        book.close()
+
+
+def note_outside_job(
+    settings: Settings, source: str, status: str, job_id: int, full_listing: bool, ended: datetime
+) -> None:
+    """Count a job run outside the scheduler as ``source``'s last run: the next run is due
+    one period after it (a source the scheduler has not seen is otherwise due at once), and
+    a complete full listing is the last full one."""
+    src = settings.source(source)
+    book = Book(settings.store_path)
+    try:
+        state = book.state(source) or SourceState(source)
+        tz = parse_timezone(settings.schedule.timezone)
+        state.due = parse_frequency(src.schedule).next_after(ended, tz)
+        state.last_status, state.last_job, state.last_end = status, job_id, ended
+        if status in ("succeeded", "partial"):
+            if full_listing:
+                state.last_full = ended
+            state.failures, state.failing_since, state.last_error = 0, None, None
+        book.save(state)
     finally:
         book.close()
 

@@ -24,6 +24,7 @@ it inside one process).
 
 from __future__ import annotations
 
+import socket
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -139,11 +140,14 @@ def run_server(
     processes: int | None = None,
     *,
     scheduler: bool = False,
+    sock: socket.socket | None = None,
 ) -> None:
     """Serve until SIGINT or SIGTERM: a supervisor and its serving processes, and with
     ``scheduler`` the scheduler in a process of its own (:mod:`aggregator.schedule.service`),
-    which harvests (it becomes the store's writer while jobs run) and ends with ``serve``."""
-    supervisor = Supervisor(store, settings, host, port, processes=processes)
+    which harvests (it becomes the store's writer while jobs run) and ends with ``serve``.
+    ``sock``: the socket :func:`~aggregator.serve.supervisor.bind_listener` bound for
+    ``host:port`` (a caller checks the port before it says it serves)."""
+    supervisor = Supervisor(store, settings, host, port, processes=processes, sock=sock)
     child = SchedulerProcess(settings) if scheduler else None
     try:
         supervisor.serve_forever()

@@ -23,6 +23,7 @@ when it is ready: its pid and whether its network sandbox is in force.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import logging
 import os
@@ -42,7 +43,7 @@ from pathlib import Path
 
 import aggregator
 from aggregator.config import Settings
-from aggregator.errors import StoreBusyError, StoreError
+from aggregator.errors import ConfigError, StoreBusyError, StoreError
 from aggregator.serve.accepting import AcceptBoard, acceptors_for
 from aggregator.serve.oai_tokens import load_key
 from aggregator.store.migrations import LATEST, schema_version
@@ -92,6 +93,45 @@ class ServingProcess:
             self.status = -1
 
 
+def bind_listener(host: str, port: int, *, listen: bool = True) -> socket.socket:
+    """The server's socket, bound and (with ``listen``) listening: a port in use (another
+    ``serve``) is a :class:`ConfigError` in one line, said before anything is started or
+    printed. Without ``listen`` the port is only reserved (the demo, while it harvests:
+    connections are refused until it serves, rather than left waiting)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    # IPPROTO_TCP: asyncio then sets TCP_NODELAY (streamed OAI pages stall ~40 ms otherwise)
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+        if listen:
+            start_listening(sock)
+    except OSError as err:
+        sock.close()
+        raise _listen_error(host, port, err) from err
+    return sock
+
+
+def start_listening(sock: socket.socket) -> None:
+    """Listen on ``sock`` (again: harmless); a port taken meanwhile is a ConfigError."""
+    try:
+        sock.listen(2048)
+    except OSError as err:
+        host, port = sock.getsockname()[:2]
+        raise _listen_error(host, port, err) from err
+
+
+def _listen_error(host: str, port: int, err: OSError) -> ConfigError:
+    where = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    if err.errno == errno.EADDRINUSE:
+        why = (
+            "the port is in use (by another `aggregator serve`?): stop it or choose another --port"
+        )
+    else:
+        why = err.strerror or str(err)
+    return ConfigError(f"cannot listen on {where}: {why}")
+
+
 def default_processes() -> int:
     """Two at least (one keeps answering while another is replaced), four at most."""
     return min(4, max(2, os.cpu_count() or 1))
@@ -110,17 +150,15 @@ class Supervisor:
         *,
         processes: int | None = None,
         start_timeout: float = 60.0,
+        sock: socket.socket | None = None,
     ) -> None:
+        """``sock``: bound by :func:`bind_listener` beforehand (else bound here)."""
         self.store = store
         self.settings = settings
         self.processes = processes or settings.serve.processes or default_processes()
         self.start_timeout = start_timeout
-        family = socket.AF_INET6 if ":" in host else socket.AF_INET
-        # IPPROTO_TCP: asyncio then sets TCP_NODELAY (streamed OAI pages stall ~40 ms otherwise)
-        self.sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.sock.bind((host, port))
-        self.sock.listen(2048)
+        self.sock = sock if sock is not None else bind_listener(host, port)
+        start_listening(self.sock)
         self.sock.set_inheritable(True)
         self.host = host
         self.port: int = self.sock.getsockname()[1]

@@ -12,7 +12,7 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
 
 from aggregator.errors import AggregatorError
-from aggregator.schedule.liveness import scheduler_pid
+from aggregator.schedule.liveness import scheduler_holder
 from aggregator.serve.dashboard import job_errors, rejections_view, status
 from aggregator.serve.dashboard.attempts import TooManyAttemptsError
 from aggregator.serve.dashboard.quality_view import QualityCache
@@ -95,7 +95,7 @@ def routes(dash: Dashboard) -> list[BaseRoute]:
             s=found[0],
             jobs=jobs,
             schedule=schedules(settings).get(name),
-            scheduler_pid=scheduler_pid(settings.store_path),
+            scheduler=scheduler_holder(settings.store_path),
             config_path=settings.config_path,
         )
 
