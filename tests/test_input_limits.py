@@ -48,19 +48,29 @@ class Run:
     rss_mb: float
 
 
+# ``ru_maxrss`` survives exec: a child forked (or vforked) by a large process (a pytest-xdist
+# worker that ran other tests) reports that process's peak. A fresh, small launcher starts the
+# command and reports the command's own peak.
+LAUNCHER = """
+import os, subprocess, sys
+proc = subprocess.Popen(sys.argv[1:])
+_, status, usage = os.wait4(proc.pid, 0)
+sys.stdout.write(f"\\nmaxrss-kb {usage.ru_maxrss}\\n")
+sys.exit(os.waitstatus_to_exitcode(status))
+"""
+
+
 def run_child(args: list[str], env: dict[str, str] | None = None) -> Run:
     """``aggregator ARGS`` in a child process: exit code, output and peak RSS."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "aggregator.cli", *args],
+    proc = subprocess.run(
+        [sys.executable, "-c", LAUNCHER, sys.executable, "-m", "aggregator.cli", *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         env={**os.environ, **(env or {})},
+        check=False,
     )
-    assert proc.stdout is not None
-    output = proc.stdout.read().decode("utf-8", "replace")
-    _, status, usage = os.wait4(proc.pid, 0)
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    return Run(proc.returncode, output, usage.ru_maxrss / 1024)
+    output, _, peak = proc.stdout.decode("utf-8", "replace").rpartition("\nmaxrss-kb ")
+    return Run(proc.returncode, output, int(peak) / 1024)
 
 
 def write_config(tmp: Path, sources: str) -> Path:
