@@ -312,6 +312,7 @@ def _run_source(
             held_versions=up_to_date.versions if shortcut else None,
             deleted_versions=up_to_date.deleted_versions if shortcut else None,
             held_elsewhere=up_to_date.holders,
+            limits=settings.input,
         )
         prefetch = _Prefetch(lister(request, listing))
 

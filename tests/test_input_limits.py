@@ -246,19 +246,31 @@ def iso_record(identifier: str, big_texts: int = 0, long_title: int = 0) -> byte
     return data
 
 
+def many_elements(identifier: str) -> bytes:
+    """The record with 50 MB more of small keyword elements (parsed, many times its size)."""
+    data = iso_record(identifier)
+    start = data.index(b"<gmd:keyword>")
+    keyword = b"<gmd:keyword><gco:CharacterString>k</gco:CharacterString></gmd:keyword>"
+    return data[:start] + keyword * (50 * MB // len(keyword)) + data[start:]
+
+
 def test_iso_records_over_the_limits_are_rejected_alone(tmp_path: Path) -> None:
     app = WafApp()
     when = datetime(2026, 3, 1, tzinfo=UTC)
     app.put("good.xml", iso_record("good"), when)
     app.put("big.xml", iso_record("big", big_texts=6), when)
+    app.put("many.xml", many_elements("many"), when)
     app.put("long-text.xml", iso_record("long-text", long_title=2_000_000), when)
     with PeerServer(app) as server:
         sources = f'[sources.waf]\ntype = "waf"\nurl = "{server.url}waf/"\nformat = "iso19139"\n'
         run = harvest(tmp_path, sources, "waf")
     counts, causes = stored(tmp_path, "waf")
-    assert counts == {"active": 1, "rejected": 2}, run.output
-    assert set(causes) == {"big", "long-text"}, causes
-    assert "max_record_bytes" in causes["big"]
+    assert counts == {"active": 1, "rejected": 3}, run.output
+    # files over the size limit are not parsed for their identifier: kept under their URL
+    by_file = {lid.rsplit("/", 1)[-1]: cause for lid, cause in causes.items()}
+    assert set(by_file) == {"big.xml", "many.xml", "long-text"}, causes
+    assert "max_record_bytes" in by_file["big.xml"] and "max_record_bytes" in by_file["many.xml"]
+    causes["long-text"] = by_file["long-text"]
     assert "max_text_length" in causes["long-text"] and "2,000,1" in causes["long-text"]
 
 

@@ -22,6 +22,7 @@ from typing import Any, ClassVar
 
 from aggregator.config import SourceConfig
 from aggregator.http import HttpClient, HttpSession
+from aggregator.input_limits import DEFAULT_LIMITS, InputLimits
 from aggregator.models import RawRecord
 
 
@@ -51,6 +52,10 @@ class HarvestRequest:
     #: Given local ids, the other source holding an active record under each (local id ->
     #: source name): for protocols whose ids are global (META-SHARE storage ids).
     held_elsewhere: Callable[[Sequence[str]], Mapping[str, str]] | None = None
+    #: The input limits (``[input]``): a harvester that must parse a record to list it (its
+    #: identifier is inside) passes one over ``max_record_bytes`` on unparsed instead, for
+    #: the pipeline to refuse it alone.
+    limits: InputLimits = DEFAULT_LIMITS
 
 
 class Listing:

@@ -95,7 +95,7 @@ class WafHarvester(Harvester):
                 if previous:
                     after[entry.name] = previous
                 continue
-            record, state = self._record(entry, response.content, previous, listing)
+            record, state = self._record(entry, response.content, previous, listing, request)
             if state is not None:
                 after[entry.name] = state
             if record is not None:
@@ -132,16 +132,27 @@ class WafHarvester(Harvester):
         )
 
     def _record(
-        self, entry: WafEntry, body: bytes, previous: list[Any] | None, listing: Listing
+        self,
+        entry: WafEntry,
+        body: bytes,
+        previous: list[Any] | None,
+        listing: Listing,
+        request: HarvestRequest,
     ) -> tuple[RawRecord | None, list[Any] | None]:
         """The record a fetched file makes (None: ignored) and its state for the checkpoint."""
+        # its identifier is inside: a file over the record size limit is not parsed for it
+        # (a file of many small elements costs many times its size in memory) but passed on
+        # under the identifier it had, for the pipeline to refuse with that limit
+        limit = request.limits.max_record_bytes
+        if len(body) > limit:
+            return self._unparsed(
+                entry, body, previous, listing, f"{len(body):,} bytes, over {limit:,}"
+            )
         try:
             root = parse_xml(body, url=entry.url)
         except AggregatorError as err:
             # passed on as received: the pipeline rejects it with this parse error
-            listing.note(f"{entry.name}: {err.message}")
-            identifier = previous[1] if previous and len(previous) == 3 else entry.url
-            return self._raw(identifier, body, entry.url, None), None
+            return self._unparsed(entry, body, previous, listing, err.message)
         if not looks_like_gemini(root):
             listing.note(f"{entry.name}: not a GEMINI document (<{root.tag}>): ignored")
             return None, None
@@ -152,6 +163,19 @@ class WafHarvester(Harvester):
         stamp = facts.date_stamp.isoformat() if facts.date_stamp else None
         record = self._raw(identifier, body, entry.url, facts.date_stamp)
         return record, [entry.listed, identifier, stamp]
+
+    def _unparsed(
+        self,
+        entry: WafEntry,
+        body: bytes,
+        previous: list[Any] | None,
+        listing: Listing,
+        why: str,
+    ) -> tuple[RawRecord, None]:
+        """A file passed on as received, under the identifier it had (else its URL)."""
+        listing.note(f"{entry.name}: {why}")
+        identifier = previous[1] if previous and len(previous) == 3 else entry.url
+        return self._raw(identifier, body, entry.url, None), None
 
     def _raw(self, identifier: str, body: bytes, url: str, stamp: datetime | None) -> RawRecord:
         return RawRecord(
