@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Executor, Future, ProcessPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from aggregator.config import Settings, SourceConfig
@@ -253,13 +254,6 @@ def _run_source(
     events.emit(JobStarted(source=src.name, job_id=job.id, url=src.url, full=opts.full))
     checkpoint = None if opts.full or opts.lister else store.checkpoint(src.name)
     listing = Listing(incremental=checkpoint is not None or opts.lister is not None)
-    ctx = MappingContext(
-        base_iri=settings.base_iri,
-        source=src.name,
-        publisher=src.publisher,
-        categorisation=src.categorisation,
-        limits=settings.input,
-    )
     writer = BatchWriter(
         store,
         src,
@@ -272,78 +266,26 @@ def _run_source(
     workers: int | None = None  # mapping processes of this job (the caller's executor: None)
     if executor is None:
         workers = settings.harvest.workers if src.workers is None else src.workers
-        # forkserver, not fork: this process runs threads (RocksDB, the graph applier, the
-        # listing) that a forked child must not inherit, nor its growing heap
-        mp_ctx = multiprocessing.get_context("forkserver")
-        executor = (
-            ProcessPoolExecutor(
-                max_workers=workers,
-                mp_context=mp_ctx,
-                initializer=worker_signals,
-                initargs=(os.getpid(),),
-            )
-            if workers > 0
-            else _Inline()
-        )
+        executor = _worker_pool(workers)
     status, message = JobStatus.SUCCEEDED, ""
-    prefetch: _Prefetch | None = None
-    up_to_date: UpToDate | None = None
-    in_flight: deque[tuple[Future[list[Lean]], list[RawRecord]]] = deque()
-    listed: deque[int] = deque()  # records listed in each chunk in flight
-    stored = [0]  # records listed and stored (or skipped, rejected): their batch is written
     progress = _Progress(store, writer, listing, src.name, job.id, active=opts.lister is None)
+    flow = _InFlight(writer, progress, executor, _mapping_context(settings, src), src)
     unreachable: TransportError | None = None
-    session: HttpSession | None = None
-    beat = Heartbeat(str(store.path / "state.sqlite3"), job.id).start()
+    held = _Held(Heartbeat(str(store.path / "state.sqlite3"), job.id).start())
     try:
         src.require_secrets()  # an unset secret fails this source's job only
         build_chain(src.validation)  # a schema that does not compile fails the job here
-        harvester_class = None if opts.lister else harvesters.get(src.type)
-        # this source's cookies and headers only, retried as its protocol allows
-        session = harvester_class.open_session(http, src) if harvester_class else http.session(src)
-        lister = opts.lister or harvesters.get(src.type)(src, session).list_records
-        up_to_date = UpToDate(store.path / "state.sqlite3", src.name)
-        shortcut = not opts.force  # forced runs map every record: they need every payload
-        request = HarvestRequest(
-            full=opts.full,
-            checkpoint=checkpoint,
-            cancel=opts.cancel,
-            up_to_date=up_to_date if shortcut else None,
-            held_versions=up_to_date.versions if shortcut else None,
-            deleted_versions=up_to_date.deleted_versions if shortcut else None,
-            held_elsewhere=up_to_date.holders,
-            limits=settings.input,
-        )
-        prefetch = _Prefetch(lister(request, listing))
-
-        def drain(limit: int) -> None:
-            while len(in_flight) > limit:
-                future, submitted = in_flight.popleft()
-                writer.apply(rejoin(future.result(), submitted))
-                stored[0] += listed.popleft()
-                if opts.progress:
-                    opts.progress(job, listing)
-            progress.save(stored[0])
-
-        for chunk in _chunks(iter(prefetch), CHUNK):
-            if in_flight and any(r.deleted for r in chunk):
-                # a deletion may follow the listing of its own record in a chunk still being
-                # mapped (an MDR page published, then exited): decide that one first
-                drain(0)
-            todo = writer.prefilter(chunk)
-            task: Future[list[Lean]]
-            if todo:
-                task = executor.submit(process_chunk, todo, ctx, src.validation, src.lenient)
-            else:  # all skipped (an unchanged re-harvest): no worker is started or sent to
-                task = Future()
-                task.set_result([])
-            in_flight.append((task, todo))
-            listed.append(len(chunk))
-            drain(IN_FLIGHT)
+        lister = _lister(http, src, opts, held)
+        held.up_to_date = UpToDate(store.path / "state.sqlite3", src.name)
+        request = _harvest_request(settings, opts, checkpoint, held.up_to_date)
+        held.prefetch = _Prefetch(lister(request, listing))
+        report = partial(opts.progress, job, listing) if opts.progress else None
+        for chunk in _chunks(iter(held.prefetch), CHUNK):
+            flow.submit(chunk, report)
             if opts.cancel.is_set():
                 listing.mark_truncated("cancelled")
                 break
-        drain(0)
+        flow.drain(0, report)
         writer.flush()
         status, message = _finish_listing(store, writer, listing, opts, settings)
         store.sync()  # the job is done when its records are in the graph store too
@@ -351,21 +293,98 @@ def _run_source(
         status, message = JobStatus.FAILED, err.message
         if isinstance(err, TransportError):
             unreachable = err
-        _safe_drain(writer, in_flight, listed, stored, progress)
+        flow.salvage()
     except Exception as err:
         status, message = JobStatus.FAILED, f"internal error: {type(err).__name__}: {err}"
         log.exception("job %s (%s) failed", job.id, src.name)
-        _safe_drain(writer, in_flight, listed, stored, progress)
+        flow.salvage()
     finally:
-        beat.stop()
-        if prefetch is not None:
-            prefetch.close()
-        if session is not None:
-            session.close()
-        if up_to_date is not None:
-            up_to_date.close()
-        if own_executor:
+        held.close(executor if own_executor else None)
+    facts = _job_facts(listing, checkpoint, workers, progress)
+    if status is JobStatus.SUCCEEDED and listing.next_checkpoint and opts.lister is None:
+        store.jobs.set_checkpoint(src.name, listing.next_checkpoint, job.id)
+        facts["checkpoint_saved"] = listing.next_checkpoint
+    done = store.jobs.finish(job, status, facts, message)
+    emit_closing(events, done, src.url, unreachable, previous[0] if previous else None)
+    return done
+
+
+def _mapping_context(settings: Settings, src: SourceConfig) -> MappingContext:
+    return MappingContext(
+        base_iri=settings.base_iri,
+        source=src.name,
+        publisher=src.publisher,
+        categorisation=src.categorisation,
+        limits=settings.input,
+    )
+
+
+def _worker_pool(workers: int) -> Executor:
+    """The job's own mapping processes (none: map in this process, harvest.workers = 0)."""
+    if workers <= 0:
+        return _Inline()
+    # forkserver, not fork: this process runs threads (RocksDB, the graph applier, the
+    # listing) that a forked child must not inherit, nor its growing heap
+    return ProcessPoolExecutor(
+        max_workers=workers,
+        mp_context=multiprocessing.get_context("forkserver"),
+        initializer=worker_signals,
+        initargs=(os.getpid(),),
+    )
+
+
+class _Held:
+    """What a job holds open while it runs, closed whether it succeeds or fails."""
+
+    def __init__(self, beat: Heartbeat) -> None:
+        self.beat = beat
+        self.prefetch: _Prefetch | None = None
+        self.session: HttpSession | None = None
+        self.up_to_date: UpToDate | None = None
+
+    def close(self, executor: Executor | None) -> None:
+        """Close all held; shut down ``executor`` too (the job's own, not a caller's)."""
+        self.beat.stop()
+        if self.prefetch is not None:
+            self.prefetch.close()
+        if self.session is not None:
+            self.session.close()
+        if self.up_to_date is not None:
+            self.up_to_date.close()
+        if executor is not None:
             executor.shutdown(cancel_futures=True)
+
+
+def _lister(
+    http: HttpClient, src: SourceConfig, opts: RunOptions, held: _Held
+) -> Callable[[HarvestRequest, Listing], Iterator[RawRecord]]:
+    """The listing of this run: the caller's lister, or the source harvester's (whose
+    session, ``held`` for closing, has this source's cookies and headers only, retried as
+    its protocol allows)."""
+    harvester_class = None if opts.lister else harvesters.get(src.type)
+    held.session = harvester_class.open_session(http, src) if harvester_class else http.session(src)
+    return opts.lister or harvesters.get(src.type)(src, held.session).list_records
+
+
+def _harvest_request(
+    settings: Settings, opts: RunOptions, checkpoint: str | None, up_to_date: UpToDate
+) -> HarvestRequest:
+    shortcut = not opts.force  # forced runs map every record: they need every payload
+    return HarvestRequest(
+        full=opts.full,
+        checkpoint=checkpoint,
+        cancel=opts.cancel,
+        up_to_date=up_to_date if shortcut else None,
+        held_versions=up_to_date.versions if shortcut else None,
+        deleted_versions=up_to_date.deleted_versions if shortcut else None,
+        held_elsewhere=up_to_date.holders,
+        limits=settings.input,
+    )
+
+
+def _job_facts(
+    listing: Listing, checkpoint: str | None, workers: int | None, progress: _Progress
+) -> dict[str, Any]:
     facts: dict[str, Any] = {
         "complete": listing.complete,
         "incremental": listing.incremental,
@@ -380,12 +399,66 @@ def _run_source(
         facts["workers"] = workers
     if progress.saved is not None:
         facts["checkpoint_progress"] = progress.saved
-    if status is JobStatus.SUCCEEDED and listing.next_checkpoint and opts.lister is None:
-        store.jobs.set_checkpoint(src.name, listing.next_checkpoint, job.id)
-        facts["checkpoint_saved"] = listing.next_checkpoint
-    done = store.jobs.finish(job, status, facts, message)
-    emit_closing(events, done, src.url, unreachable, previous[0] if previous else None)
-    return done
+    return facts
+
+
+class _InFlight:
+    """The chunks sent to the mapping workers, written in listing order as they come back
+    while the workers map the next ones (at most :data:`IN_FLIGHT` ahead)."""
+
+    def __init__(
+        self,
+        writer: BatchWriter,
+        progress: _Progress,
+        executor: Executor,
+        ctx: MappingContext,
+        src: SourceConfig,
+    ) -> None:
+        self.writer, self.progress, self.executor = writer, progress, executor
+        self.ctx, self.src = ctx, src
+        self.tasks: deque[tuple[Future[list[Lean]], list[RawRecord]]] = deque()
+        self.listed: deque[int] = deque()  # records listed in each chunk in flight
+        self.stored = 0  # records listed and stored (or skipped, rejected): batch written
+
+    def submit(self, chunk: list[RawRecord], report: Callable[[], None] | None) -> None:
+        if self.tasks and any(r.deleted for r in chunk):
+            # a deletion may follow the listing of its own record in a chunk still being
+            # mapped (an MDR page published, then exited): decide that one first
+            self.drain(0, report)
+        todo = self.writer.prefilter(chunk)
+        task: Future[list[Lean]]
+        if todo:
+            src = self.src
+            task = self.executor.submit(process_chunk, todo, self.ctx, src.validation, src.lenient)
+        else:  # all skipped (an unchanged re-harvest): no worker is started or sent to
+            task = Future()
+            task.set_result([])
+        self.tasks.append((task, todo))
+        self.listed.append(len(chunk))
+        self.drain(IN_FLIGHT, report)
+
+    def drain(self, limit: int, report: Callable[[], None] | None) -> None:
+        while len(self.tasks) > limit:
+            future, submitted = self.tasks.popleft()
+            self.writer.apply(rejoin(future.result(), submitted))
+            self.stored += self.listed.popleft()
+            if report:
+                report()
+        self.progress.save(self.stored)
+
+    def salvage(self) -> None:
+        """After a listing failed: store what was already fetched and mapped, then flush,
+        and save the checkpoints the stored records reached."""
+        try:
+            while self.tasks:
+                future, submitted = self.tasks.popleft()
+                self.writer.apply(rejoin(future.result(), submitted))
+                self.stored += self.listed.popleft()
+            self.writer.flush()
+            self.progress.save(self.stored)
+            self.writer.store.sync()
+        except Exception:  # the job is failing already; its batch is journaled or rolled back
+            log.exception("could not write the last batch of a failing job")
 
 
 class _Progress:
@@ -417,27 +490,6 @@ class _Progress:
         self.writer.flush()
         self.store.jobs.set_checkpoint(self.source, latest, self.job_id)
         self.saved = latest
-
-
-def _safe_drain(
-    writer: BatchWriter,
-    in_flight: deque[tuple[Future[list[Lean]], list[RawRecord]]],
-    listed: deque[int],
-    stored: list[int],
-    progress: _Progress,
-) -> None:
-    """After a listing failed: store what was already fetched and mapped, then flush, and
-    save the checkpoints the stored records reached."""
-    try:
-        while in_flight:
-            future, submitted = in_flight.popleft()
-            writer.apply(rejoin(future.result(), submitted))
-            stored[0] += listed.popleft()
-        writer.flush()
-        progress.save(stored[0])
-        writer.store.sync()
-    except Exception:  # the job is failing already; its batch is journaled or rolled back
-        log.exception("could not write the last batch of a failing job")
 
 
 def _finish_listing(
