@@ -99,22 +99,9 @@ def compile_rules(
     data: Mapping[str, Any], vocabularies: Mapping[str, Vocabulary] | None = None
 ) -> RuleSet:
     """Build a RuleSet from the parsed TOML document; raise ConfigError on any mistake."""
-    prefixes = {str(k): str(v) for k, v in data.get("prefixes", {}).items()}
-    file_types, media_types = _format_tables(data)
-    tables: dict[str, Mapping[str, NamedNode] | Vocabulary] = {
-        "file-type": file_types,
-        "media-type": media_types,
-        **(vocabularies or {}),
-    }
-    rules: list[Rule] = []
-    prop_renames: dict[NamedNode, tuple[NamedNode, str]] = {}
-    class_renames: dict[NamedNode, tuple[NamedNode, str]] = {}
-    value_maps: dict[NamedNode, dict[NamedNode, tuple[NamedNode, str]]] = {}
-    datatypes: dict[NamedNode, tuple[NamedNode, Check, str, frozenset[str], frozenset[str]]] = {}
-    terms: dict[NamedNode, _LiteralTerm] = {}
-    urls: dict[NamedNode, tuple[str, bool]] = {}
-    ranges: dict[NamedNode, RangeClass] = {}
+    compiler = _Compiler(data, vocabularies or {})
     seen: set[str] = set()
+    rules: list[Rule] = []
     for n, entry in enumerate(data.get("rule", [])):
         rule_id = _str(entry, "id", f"[[rule]] #{n + 1}")
         where = f"rule {rule_id!r}"
@@ -122,170 +109,229 @@ def compile_rules(
         spec = _str(entry, "spec", where)
         if kind not in KINDS:
             raise ConfigError(f"{where}: unknown kind {kind!r} (one of {', '.join(KINDS)})")
-
-        def term(key: str, entry: Mapping[str, Any] = entry, where: str = where) -> str:
-            return _expand(_str(entry, key, where), prefixes, where)
-
-        def props(entry: Mapping[str, Any] = entry, where: str = where) -> tuple[str, ...]:
-            names = _list(entry, "properties", where)
-            if "property" in entry:
-                names.insert(0, _str(entry, "property", where))
-            if not names:
-                raise ConfigError(f"{where}: needs 'property' or 'properties'")
-            return tuple(_expand(name, prefixes, where) for name in names)
-
-        if kind in ("rename-property", "rename-class"):
-            rule = Rule(rule_id, kind, spec, source=term("from"), target=term("to"))
-            table = prop_renames if kind == "rename-property" else class_renames
-            table[NamedNode(rule.source)] = (NamedNode(rule.target), rule_id)
-        elif kind == "map-value":
-            rule = Rule(rule_id, kind, spec, term("from"), term("to"), term("property"))
-            value_maps.setdefault(NamedNode(rule.property), {})[NamedNode(rule.source)] = (
-                NamedNode(rule.target),
-                rule_id,
-            )
-        elif kind == "literal-datatype":
-            check = _str(entry, "check", where)
-            if check not in CHECKS:
-                raise ConfigError(f"{where}: unknown check {check!r} (one of {sorted(CHECKS)})")
-            names = props()
-            rule = Rule(
-                rule_id,
-                kind,
-                spec,
-                target=term("datatype"),
-                property=names[0],
-                check=check,
-                properties=names,
-            )
-            for name in names:
-                datatypes[NamedNode(name)] = (
-                    NamedNode(rule.target),
-                    CHECKS[check],
-                    rule_id,
-                    CONVERTIBLE[check],
-                    ACCEPTED.get(check, frozenset()),
-                )
-        elif kind == "literal-url":
-            names = props()
-            email = bool(entry.get("email", False))
-            rule = Rule(rule_id, kind, spec, property=names[0], properties=names, email=email)
-            for name in names:
-                urls[NamedNode(name)] = (rule_id, email)
-        elif kind == "range-class":
-            rows: list[RangeRow] = []
-            for m, row in enumerate(entry.get("range", [])):
-                at = f"{where}, range #{m + 1}"
-                names = props(row, at)
-                compiled = RangeClass(
-                    rule_id,
-                    NamedNode(_expand(_str(row, "class", at), prefixes, at)),
-                    frozenset(
-                        NamedNode(_expand(p, prefixes, at)) for p in _list(row, "requires", at)
-                    ),
-                    frozenset(
-                        NamedNode(_expand(p, prefixes, at)) for p in _list(row, "at-most-one", at)
-                    ),
-                )
-                labels: dict[NamedNode, str] = {}
-                for name in _list(row, "labels", at):
-                    vocabulary = (vocabularies or {}).get(name)
-                    if vocabulary is None:
-                        raise ConfigError(f"{at}: unknown vocabulary {name!r} in 'labels'")
-                    labels.update(vocabulary.labels)
-                label_property = None
-                if labels:
-                    label_property = NamedNode(
-                        _expand(_str(row, "label-property", at), prefixes, at)
-                    )
-                    if label_property not in compiled.requires:
-                        raise ConfigError(f"{at}: 'label-property' must be one of 'requires'")
-                compiled = replace(
-                    compiled,
-                    suffix=f" <{RDF_TYPE.value}> <{compiled.cls.value}> .",
-                    checked=bool(compiled.requires or compiled.at_most_one),
-                    label_property=label_property,
-                    labels=MappingProxyType(labels),
-                )
-                for name in names:
-                    if NamedNode(name) in ranges:
-                        raise ConfigError(f"{at}: <{name}> already has a range")
-                    ranges[NamedNode(name)] = compiled
-                rows.append(
-                    RangeRow(
-                        names,
-                        compiled.cls.value,
-                        tuple(sorted(p.value for p in compiled.requires)),
-                        tuple(sorted(p.value for p in compiled.at_most_one)),
-                        _str(row, "spec", at),
-                    )
-                )
-            if not rows:
-                raise ConfigError(f"{where}: needs at least one [[rule.range]]")
-            rule = Rule(rule_id, kind, spec, property=rows[0].properties[0], ranges=tuple(rows))
-        else:
-            lookup = str(entry.get("lookup", ""))
-            if lookup and lookup not in tables:
-                raise ConfigError(f"{where}: unknown lookup table {lookup!r} ({sorted(tables)})")
-            names = props()
-            label = entry.get("fallback-label", "rdfs:label")
-            rule = Rule(
-                rule_id,
-                kind,
-                spec,
-                property=names[0],
-                properties=names,
-                lookup=lookup,
-                fallback_class=term("fallback-class"),
-                fallback_id=_str(entry, "fallback-id", where) if lookup else rule_id,
-                fallback_label=_expand(str(label), prefixes, where),
-            )
-            for name in names:
-                terms[NamedNode(name)] = _LiteralTerm(
-                    rule_id,
-                    rule.fallback_id,
-                    tables[lookup] if lookup else None,
-                    NamedNode(rule.fallback_class),
-                    NamedNode(rule.fallback_label),
-                )
+        rule = compiler.rule(kind, Rule(rule_id, kind, spec), entry, where)
         for rid in {rule.id, rule.fallback_id}:
             if rid and (rid in seen or rid == NOT_TYPED):
                 raise ConfigError(f"{where}: duplicate rule id {rid!r}")
             seen.add(rid)
         rules.append(rule)
-    for renamed in prop_renames.values():
-        if renamed[0] in prop_renames:
-            raise ConfigError(f"rule {renamed[1]!r}: target is itself renamed (chains not allowed)")
-    watched = set(prop_renames) | set(value_maps) | set(datatypes) | set(terms) | set(urls)
-    if class_renames:
-        watched.add(RDF_TYPE)
-    meta = {str(k): str(v) for k, v in data.get("meta", {}).items()}
-    literal_only = frozenset(
-        (set(datatypes) | set(terms) | set(urls)) - set(prop_renames) - set(value_maps)
-    )
-    accepted = {
-        predicate: frozenset({entry[0], *(NamedNode(d) for d in entry[4])})
-        for predicate, entry in datatypes.items()
-        if predicate not in terms and predicate not in urls and predicate in literal_only
-    }
-    return RuleSet(
-        rules=tuple(rules),
-        meta=meta,
-        property_renames=prop_renames,
-        class_renames=class_renames,
-        value_maps=value_maps,
-        literal_datatypes=datatypes,
-        literal_terms=terms,
-        literal_urls=urls,
-        ranges=ranges,
-        file_types=file_types,
-        media_types=media_types,
-        vocabularies=dict(vocabularies or {}),
-        _watched=frozenset(watched),
-        _literal_only=literal_only,
-        _dispatch=_dispatch_table(watched, literal_only, ranges, accepted),
-        _accepted=accepted,
-    )
+    return compiler.rule_set(tuple(rules), data)
+
+
+class _Compiler:
+    """The tables the rules of one file fill, by kind of rule."""
+
+    def __init__(self, data: Mapping[str, Any], vocabularies: Mapping[str, Vocabulary]) -> None:
+        self.prefixes = {str(k): str(v) for k, v in data.get("prefixes", {}).items()}
+        self.vocabularies = vocabularies
+        self.file_types, self.media_types = _format_tables(data)
+        self.tables: dict[str, Mapping[str, NamedNode] | Vocabulary] = {
+            "file-type": self.file_types,
+            "media-type": self.media_types,
+            **vocabularies,
+        }
+        self.prop_renames: dict[NamedNode, tuple[NamedNode, str]] = {}
+        self.class_renames: dict[NamedNode, tuple[NamedNode, str]] = {}
+        self.value_maps: dict[NamedNode, dict[NamedNode, tuple[NamedNode, str]]] = {}
+        self.datatypes: dict[
+            NamedNode, tuple[NamedNode, Check, str, frozenset[str], frozenset[str]]
+        ] = {}
+        self.terms: dict[NamedNode, _LiteralTerm] = {}
+        self.urls: dict[NamedNode, tuple[str, bool]] = {}
+        self.ranges: dict[NamedNode, RangeClass] = {}
+
+    def _term(self, entry: Mapping[str, Any], key: str, where: str) -> str:
+        return _expand(_str(entry, key, where), self.prefixes, where)
+
+    def _props(self, entry: Mapping[str, Any], where: str) -> tuple[str, ...]:
+        names = _list(entry, "properties", where)
+        if "property" in entry:
+            names.insert(0, _str(entry, "property", where))
+        if not names:
+            raise ConfigError(f"{where}: needs 'property' or 'properties'")
+        return tuple(_expand(name, self.prefixes, where) for name in names)
+
+    def rule(self, kind: str, base: Rule, entry: Mapping[str, Any], where: str) -> Rule:
+        """Compile one rule (``base``: its id, kind and spec) into the tables of its kind."""
+        if kind in ("rename-property", "rename-class"):
+            return self._rename(base, entry, where)
+        if kind == "map-value":
+            return self._map_value(base, entry, where)
+        if kind == "literal-datatype":
+            return self._literal_datatype(base, entry, where)
+        if kind == "literal-url":
+            return self._literal_url(base, entry, where)
+        if kind == "range-class":
+            return self._range_class(base, entry, where)
+        return self._literal_term(base, entry, where)
+
+    def _rename(self, base: Rule, entry: Mapping[str, Any], where: str) -> Rule:
+        rule = replace(
+            base, source=self._term(entry, "from", where), target=self._term(entry, "to", where)
+        )
+        table = self.prop_renames if rule.kind == "rename-property" else self.class_renames
+        table[NamedNode(rule.source)] = (NamedNode(rule.target), rule.id)
+        return rule
+
+    def _map_value(self, base: Rule, entry: Mapping[str, Any], where: str) -> Rule:
+        rule = replace(
+            base,
+            source=self._term(entry, "from", where),
+            target=self._term(entry, "to", where),
+            property=self._term(entry, "property", where),
+        )
+        self.value_maps.setdefault(NamedNode(rule.property), {})[NamedNode(rule.source)] = (
+            NamedNode(rule.target),
+            rule.id,
+        )
+        return rule
+
+    def _literal_datatype(self, base: Rule, entry: Mapping[str, Any], where: str) -> Rule:
+        check = _str(entry, "check", where)
+        if check not in CHECKS:
+            raise ConfigError(f"{where}: unknown check {check!r} (one of {sorted(CHECKS)})")
+        names = self._props(entry, where)
+        rule = replace(
+            base,
+            target=self._term(entry, "datatype", where),
+            property=names[0],
+            check=check,
+            properties=names,
+        )
+        for name in names:
+            self.datatypes[NamedNode(name)] = (
+                NamedNode(rule.target),
+                CHECKS[check],
+                rule.id,
+                CONVERTIBLE[check],
+                ACCEPTED.get(check, frozenset()),
+            )
+        return rule
+
+    def _literal_url(self, base: Rule, entry: Mapping[str, Any], where: str) -> Rule:
+        names = self._props(entry, where)
+        email = bool(entry.get("email", False))
+        rule = replace(base, property=names[0], properties=names, email=email)
+        for name in names:
+            self.urls[NamedNode(name)] = (rule.id, email)
+        return rule
+
+    def _range_class(self, base: Rule, entry: Mapping[str, Any], where: str) -> Rule:
+        rows = [
+            self._range_row(base.id, row, f"{where}, range #{m + 1}")
+            for m, row in enumerate(entry.get("range", []))
+        ]
+        if not rows:
+            raise ConfigError(f"{where}: needs at least one [[rule.range]]")
+        return replace(base, property=rows[0].properties[0], ranges=tuple(rows))
+
+    def _range_row(self, rule_id: str, row: Mapping[str, Any], at: str) -> RangeRow:
+        prefixes = self.prefixes
+        names = self._props(row, at)
+        compiled = RangeClass(
+            rule_id,
+            NamedNode(_expand(_str(row, "class", at), prefixes, at)),
+            frozenset(NamedNode(_expand(p, prefixes, at)) for p in _list(row, "requires", at)),
+            frozenset(NamedNode(_expand(p, prefixes, at)) for p in _list(row, "at-most-one", at)),
+        )
+        labels: dict[NamedNode, str] = {}
+        for name in _list(row, "labels", at):
+            vocabulary = self.vocabularies.get(name)
+            if vocabulary is None:
+                raise ConfigError(f"{at}: unknown vocabulary {name!r} in 'labels'")
+            labels.update(vocabulary.labels)
+        label_property = None
+        if labels:
+            label_property = NamedNode(_expand(_str(row, "label-property", at), prefixes, at))
+            if label_property not in compiled.requires:
+                raise ConfigError(f"{at}: 'label-property' must be one of 'requires'")
+        compiled = replace(
+            compiled,
+            suffix=f" <{RDF_TYPE.value}> <{compiled.cls.value}> .",
+            checked=bool(compiled.requires or compiled.at_most_one),
+            label_property=label_property,
+            labels=MappingProxyType(labels),
+        )
+        for name in names:
+            if NamedNode(name) in self.ranges:
+                raise ConfigError(f"{at}: <{name}> already has a range")
+            self.ranges[NamedNode(name)] = compiled
+        return RangeRow(
+            names,
+            compiled.cls.value,
+            tuple(sorted(p.value for p in compiled.requires)),
+            tuple(sorted(p.value for p in compiled.at_most_one)),
+            _str(row, "spec", at),
+        )
+
+    def _literal_term(self, base: Rule, entry: Mapping[str, Any], where: str) -> Rule:
+        lookup = str(entry.get("lookup", ""))
+        if lookup and lookup not in self.tables:
+            raise ConfigError(f"{where}: unknown lookup table {lookup!r} ({sorted(self.tables)})")
+        names = self._props(entry, where)
+        label = entry.get("fallback-label", "rdfs:label")
+        rule = replace(
+            base,
+            property=names[0],
+            properties=names,
+            lookup=lookup,
+            fallback_class=self._term(entry, "fallback-class", where),
+            fallback_id=_str(entry, "fallback-id", where) if lookup else base.id,
+            fallback_label=_expand(str(label), self.prefixes, where),
+        )
+        for name in names:
+            self.terms[NamedNode(name)] = _LiteralTerm(
+                rule.id,
+                rule.fallback_id,
+                self.tables[lookup] if lookup else None,
+                NamedNode(rule.fallback_class),
+                NamedNode(rule.fallback_label),
+            )
+        return rule
+
+    def rule_set(self, rules: tuple[Rule, ...], data: Mapping[str, Any]) -> RuleSet:
+        """The compiled rules, once all are read: check what needs all of them."""
+        prop_renames, datatypes, terms, urls = (
+            self.prop_renames,
+            self.datatypes,
+            self.terms,
+            self.urls,
+        )
+        for renamed in prop_renames.values():
+            if renamed[0] in prop_renames:
+                raise ConfigError(
+                    f"rule {renamed[1]!r}: target is itself renamed (chains not allowed)"
+                )
+        watched = set(prop_renames) | set(self.value_maps) | set(datatypes) | set(terms) | set(urls)
+        if self.class_renames:
+            watched.add(RDF_TYPE)
+        meta = {str(k): str(v) for k, v in data.get("meta", {}).items()}
+        literal_only = frozenset(
+            (set(datatypes) | set(terms) | set(urls)) - set(prop_renames) - set(self.value_maps)
+        )
+        accepted = {
+            predicate: frozenset({entry[0], *(NamedNode(d) for d in entry[4])})
+            for predicate, entry in datatypes.items()
+            if predicate not in terms and predicate not in urls and predicate in literal_only
+        }
+        return RuleSet(
+            rules=rules,
+            meta=meta,
+            property_renames=prop_renames,
+            class_renames=self.class_renames,
+            value_maps=self.value_maps,
+            literal_datatypes=datatypes,
+            literal_terms=terms,
+            literal_urls=urls,
+            ranges=self.ranges,
+            file_types=self.file_types,
+            media_types=self.media_types,
+            vocabularies=dict(self.vocabularies),
+            _watched=frozenset(watched),
+            _literal_only=literal_only,
+            _dispatch=_dispatch_table(watched, literal_only, self.ranges, accepted),
+            _accepted=accepted,
+        )
 
 
 def _dispatch_table(
