@@ -94,11 +94,6 @@ class AddressGuard:
             )
 
 
-def check_address(url: str, allow_private: bool) -> None:
-    """The SSRF guard: raise BlockedAddressError for URLs we must not fetch."""
-    AddressGuard(allow_private=allow_private).check_url(url)
-
-
 def _guarded_connect(conn: HTTPConnection, guard: AddressGuard) -> socket.socket:
     """Resolve, check every address, then connect to a checked address (no second lookup)."""
     host = conn._dns_host.strip("[]")

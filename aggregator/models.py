@@ -39,12 +39,6 @@ class Stage(StrEnum):
     STORE = "store"
 
 
-class RecordStatus(StrEnum):
-    ACTIVE = "active"
-    WITHDRAWN = "withdrawn"
-    REJECTED = "rejected"
-
-
 class JobStatus(StrEnum):
     RUNNING = "running"
     SUCCEEDED = "succeeded"  # everything listed and stored; rejected records allowed

@@ -24,7 +24,7 @@ from aggregator.errors import (
     TransportError,
 )
 from aggregator.http import HttpClient, HttpSession, Response
-from aggregator.http_guard import check_address, is_public_address
+from aggregator.http_guard import AddressGuard, is_public_address
 from aggregator.peers.http_faults import FaultApp, RawFaultServer, gzip_bomb
 from aggregator.peers.server import PeerServer
 
@@ -449,7 +449,7 @@ def test_guard_blocks_the_loopback_server_itself(server: PeerServer, app: FaultA
 )
 def test_guard_blocks_non_public_addresses(url: str) -> None:
     with pytest.raises(BlockedAddressError):
-        check_address(url, allow_private=False)
+        AddressGuard(allow_private=False).check_url(url)
 
 
 @pytest.mark.parametrize(
@@ -466,7 +466,7 @@ def test_guard_blocks_odd_ip_notations_the_resolver_accepts(url: str) -> None:
     # glibc's resolver turns these into 127.0.0.1/0.0.0.0; if a resolver refused them the
     # request would fail to resolve, which is also safe.
     with pytest.raises(TransportError) as info:
-        check_address(url, allow_private=False)
+        AddressGuard(allow_private=False).check_url(url)
     host = url.split("//")[1].rstrip("/")
     try:
         socket.getaddrinfo(host, 80)
@@ -480,7 +480,7 @@ def test_guard_blocks_odd_ip_notations_the_resolver_accepts(url: str) -> None:
 )
 def test_guard_blocks_other_schemes_even_when_private_is_allowed(url: str) -> None:
     with pytest.raises(BlockedAddressError):
-        check_address(url, allow_private=True)
+        AddressGuard(allow_private=True).check_url(url)
     with pytest.raises(BlockedAddressError):
         client_for(allow_private=True).get(url)
 

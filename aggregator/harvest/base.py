@@ -107,8 +107,6 @@ class Harvester:
     #: whether the protocol carries any metadata format (OAI-PMH does: a source may name any
     #: mapper); otherwise a source's ``format`` must be one of ``formats``
     any_format: ClassVar[bool] = False
-    #: whether a checkpoint makes incremental listing possible
-    supports_incremental: ClassVar[bool] = False
     #: the dataclass of the source's ``options`` table (see :mod:`aggregator.plugin_options`):
     #: checked at configuration load by the default :meth:`check_config`
     Options: ClassVar[type[Any] | None] = None

@@ -146,7 +146,6 @@ class CkanHarvester(Harvester):
 
     name: ClassVar[str] = "ckan"
     formats: ClassVar[tuple[str, ...]] = ("ckan",)
-    supports_incremental: ClassVar[bool] = True
     Options: ClassVar[type[Any] | None] = CkanOptions
 
     def probe(self) -> list[str]:

@@ -101,7 +101,6 @@ class _Walk:
 class CswHarvester(Harvester):
     name = "csw"
     formats: ClassVar[tuple[str, ...]] = ("iso19139",)
-    supports_incremental: ClassVar[bool] = True
     Options = CswOptions
 
     def __init__(self, source: SourceConfig, http: HttpSession) -> None:

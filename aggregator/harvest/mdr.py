@@ -112,7 +112,6 @@ class MdrOptions:
 class MdrHarvester(Harvester):
     name: ClassVar[str] = "mdr"
     formats: ClassVar[tuple[str, ...]] = ("mdr",)
-    supports_incremental: ClassVar[bool] = True
     Options: ClassVar[type[Any] | None] = MdrOptions
     #: a SOAP fault comes with 500: final (the service answered; calling again would fail
     #: the same way)

@@ -138,7 +138,6 @@ class OaiPmhHarvester(Harvester):
     name = "oai-pmh"
     formats = ("dcat",)
     any_format = True  # a metadataPrefix can name any format a mapper reads
-    supports_incremental = True
     Options = OaiPmhOptions
 
     def __init__(self, source: SourceConfig, http: HttpSession) -> None:

@@ -101,7 +101,6 @@ class OgcRecordsHarvester(Harvester):
 
     name: ClassVar[str] = "ogc-records"
     formats: ClassVar[tuple[str, ...]] = ("ogc-records",)
-    supports_incremental: ClassVar[bool] = True
     Options: ClassVar[type[Any] | None] = OgcRecordsOptions
 
     @property

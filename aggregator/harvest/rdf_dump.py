@@ -289,7 +289,6 @@ class RdfDumpHarvester(Harvester):
 
     name: ClassVar[str] = "rdf-dump"
     formats: ClassVar[tuple[str, ...]] = ("dcat",)
-    supports_incremental: ClassVar[bool] = False
 
     @classmethod
     def check_config(cls, source: SourceConfig) -> None:

@@ -208,7 +208,6 @@ class SparqlHarvester(Harvester):
 
     name: ClassVar[str] = "sparql"
     formats: ClassVar[tuple[str, ...]] = ("dcat",)
-    supports_incremental: ClassVar[bool] = False
 
     def __init__(self, source: SourceConfig, http: HttpSession) -> None:
         super().__init__(source, http)

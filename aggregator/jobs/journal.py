@@ -39,10 +39,6 @@ class JobRow:
     listing: dict[str, Any]
     message: str
 
-    @property
-    def error_count(self) -> int:
-        return self.counters.get("rejected", 0) + self.counters.get("errored", 0)
-
 
 @dataclass(slots=True)
 class JobLog:

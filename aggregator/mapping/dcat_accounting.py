@@ -53,10 +53,6 @@ class Accounting:
     def unaccounted(self) -> int:
         return len(self.missing) + abs(self.reported - self.reported_by_mapper)
 
-    @property
-    def kept_or_rewritten_share(self) -> float:
-        return (self.kept + self.rewritten) / self.total if self.total else 1.0
-
 
 def _keys(triple_source: bytes, keys: set[tuple[object, object, object]]) -> None:
     if not triple_source:

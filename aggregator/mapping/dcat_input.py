@@ -409,11 +409,3 @@ def parse_document(
     if fmt == RdfFormat.JSON_LD and any(not isinstance(q.graph_name, DefaultGraph) for q in quads):
         quads = [Quad(q.subject, q.predicate, q.object) for q in quads]  # merge named graphs
     return ParsedDocument(fmt, quads, repaired, undefined, dropped)
-
-
-def parse_payload(
-    payload: bytes, media_type: str | None, url: str | None
-) -> tuple[RdfFormat, list[Quad]]:
-    """Parse a payload into default-graph quads (see :func:`parse_document`)."""
-    doc = parse_document(payload, media_type, url)
-    return doc.format, doc.quads

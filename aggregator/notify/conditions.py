@@ -109,11 +109,6 @@ class ConditionTracker:
         with self._state() as state:
             return self._due(state, self.clock(), only=None)
 
-    def open_conditions(self) -> dict[str, datetime]:
-        """``name|source`` -> since when, for every open condition."""
-        with self._state() as state:
-            return {key: _at(entry) for key, entry in state.items()}
-
     def _due(
         self, state: dict[str, dict[str, Any]], now: datetime, only: str | None
     ) -> list[Transition]:

@@ -31,7 +31,7 @@ import re
 import secrets
 import threading
 import zipfile
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from http.cookies import SimpleCookie
@@ -326,8 +326,3 @@ def bundled_node(count: int = 4) -> tuple[MetaShareNode, list[str]]:
         node.put(lr_id, xml if n < len(samples) else variant(xml, n))
         ids.append(lr_id)
     return node, ids
-
-
-def iter_samples() -> Iterator[tuple[str, bytes]]:
-    for name in SAMPLES:
-        yield name, sample_xml(name)

@@ -196,11 +196,6 @@ def has_sets(conn: sqlite3.Connection) -> bool:
     return conn.execute("SELECT 1 FROM record_sets LIMIT 1").fetchone() is not None
 
 
-def set_exists(conn: sqlite3.Connection, spec: str) -> bool:
-    row = conn.execute("SELECT 1 FROM record_sets WHERE set_spec = ? LIMIT 1", (spec,))
-    return row.fetchone() is not None
-
-
 def earliest(conn: sqlite3.Connection) -> str | None:
     row = conn.execute("SELECT min(modified) FROM record_sets WHERE set_spec = 'source'").fetchone()
     return str(row[0]) if row and row[0] else None

@@ -236,14 +236,6 @@ class StateDB:
     def record(self, source: str, local_id: str) -> RecordRow | None:
         return self.records_by_local_id(source, [local_id]).get(local_id)
 
-    def record_by_iri(self, iri: str) -> RecordRow | None:
-        row = self.conn.execute(
-            f"SELECT {RECORD_COLUMNS} FROM records WHERE record_iri = ? OR dataset_iri = ?"
-            " ORDER BY status = 'active' DESC LIMIT 1",
-            (iri, iri),
-        ).fetchone()
-        return RecordRow.from_row(row) if row else None
-
     def iter_records(
         self, source: str | None = None, status: str | None = None, limit: int | None = None
     ) -> Iterator[RecordRow]:

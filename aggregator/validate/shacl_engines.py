@@ -251,7 +251,3 @@ ENGINES: dict[str, Callable[[], ShaclEngine]] = {
 }
 
 DEFAULT_ENGINE = RustShaclEngine.name
-
-
-def engine_names() -> list[str]:
-    return sorted(ENGINES)
