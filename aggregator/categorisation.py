@@ -226,43 +226,68 @@ def categorise(dataset: MappedDataset, config: CategorisationConfig) -> MappedDa
     subject = NamedNode(dataset.dataset_iri)
     read = _statements_read(data)
     triples = list(parse(read, RdfFormat.N_TRIPLES)) if read else []
-    names: dict[NamedNode | BlankNode, list[Triple]] = {}
-    categories: list[NamedNode | BlankNode | Literal] = []
-    keywords: list[Literal] = []
-    have: set[str] = set()
-    for t in triples:
-        if t.subject == subject:
-            predicate = t.predicate.value
-            if predicate in CATEGORY_PROPERTIES:
-                obj = t.object
-                if isinstance(obj, NamedNode) and obj.value.startswith(EU_DATA_THEME):
-                    if predicate == DCAT + "theme":
-                        have.add(obj.value[len(EU_DATA_THEME) :])
-                    else:  # an EU theme given as a subject: made a dcat:theme
-                        categories.append(obj)
-                elif isinstance(obj, NamedNode | BlankNode | Literal):
-                    categories.append(obj)
-            elif predicate == KEYWORD and isinstance(t.object, Literal):
-                keywords.append(t.object)
-        named = t.predicate.value in NAME_PROPERTIES or t.predicate.value == IN_SCHEME
-        if named and isinstance(t.subject, NamedNode | BlankNode):
-            names.setdefault(t.subject, []).append(t)
-    found: dict[str, str] = {}  # code -> what it came from
+    found = _Themes(_Categories(triples, subject), table).found
+    if not found:
+        return dataset
+    return _with_themes(dataset, subject, found)
 
-    def note(codes: frozenset[str], why: str) -> None:
+
+class _Categories:
+    """What the dataset's statements say about its categories."""
+
+    def __init__(self, triples: list[Triple], subject: NamedNode) -> None:
+        self.names: dict[NamedNode | BlankNode, list[Triple]] = {}
+        self.categories: list[NamedNode | BlankNode | Literal] = []
+        self.keywords: list[Literal] = []
+        self.have: set[str] = set()  # EU themes the dataset has already
+        for t in triples:  # one pass, no call per triple
+            if t.subject == subject:
+                predicate = t.predicate.value
+                if predicate in CATEGORY_PROPERTIES:
+                    self._category(predicate, t.object)
+                elif predicate == KEYWORD and isinstance(t.object, Literal):
+                    self.keywords.append(t.object)
+            named = t.predicate.value in NAME_PROPERTIES or t.predicate.value == IN_SCHEME
+            if named and isinstance(t.subject, NamedNode | BlankNode):
+                self.names.setdefault(t.subject, []).append(t)
+
+    def _category(self, predicate: str, obj: NamedNode | BlankNode | Literal | Triple) -> None:
+        if isinstance(obj, NamedNode) and obj.value.startswith(EU_DATA_THEME):
+            if predicate == DCAT + "theme":
+                self.have.add(obj.value[len(EU_DATA_THEME) :])
+            else:  # an EU theme given as a subject: made a dcat:theme
+                self.categories.append(obj)
+        elif isinstance(obj, NamedNode | BlankNode | Literal):
+            self.categories.append(obj)
+
+
+class _Themes:
+    """The EU themes the categories (and keywords, when the table says so) stand for."""
+
+    def __init__(self, read: _Categories, table: CategoryTable) -> None:
+        self.table, self.have, self.names = table, read.have, read.names
+        self.found: dict[str, str] = {}  # code -> what it came from
+        for obj in read.categories:
+            self._category(obj)
+        if table.keywords:
+            for keyword in read.keywords:
+                self._note(table.by_label(keyword.value), f"keyword {keyword.value!r}")
+
+    def _note(self, codes: frozenset[str], why: str) -> None:
         for code in sorted(codes):
-            if code not in have:
-                found.setdefault(code, why)
+            if code not in self.have:
+                self.found.setdefault(code, why)
 
-    for obj in categories:
+    def _category(self, obj: NamedNode | BlankNode | Literal) -> None:
+        table = self.table
         if isinstance(obj, Literal):
-            note(table.by_label(obj.value), f"category {obj.value!r}")
-            continue
+            self._note(table.by_label(obj.value), f"category {obj.value!r}")
+            return
         if isinstance(obj, NamedNode):
             code = obj.value[len(EU_DATA_THEME) :] if obj.value.startswith(EU_DATA_THEME) else None
             codes = frozenset({code}) if code in EU_THEME_LABELS else table.by_iri(obj.value)
-            note(codes, f"<{obj.value}>")
-        described = names.get(obj, [])
+            self._note(codes, f"<{obj.value}>")
+        described = self.names.get(obj, [])
         schemes = [
             t.object.value
             for t in described
@@ -272,16 +297,17 @@ def categorise(dataset: MappedDataset, config: CategorisationConfig) -> MappedDa
             if t.predicate.value == IN_SCHEME or not isinstance(t.object, Literal):
                 continue
             value = t.object.value
-            note(table.by_label(value), f"category {value!r}")
+            self._note(table.by_label(value), f"category {value!r}")
             if t.predicate.value == SKOS + "notation":
                 for scheme in schemes:
-                    note(table.by_notation(scheme, value), f"{value!r} in <{scheme}>")
-    if table.keywords:
-        for keyword in keywords:
-            note(table.by_label(keyword.value), f"keyword {keyword.value!r}")
-    if not found:
-        return dataset
-    lines = set(data.splitlines())
+                    self._note(table.by_notation(scheme, value), f"{value!r} in <{scheme}>")
+
+
+def _with_themes(
+    dataset: MappedDataset, subject: NamedNode, found: dict[str, str]
+) -> MappedDataset:
+    """``dataset`` with the themes ``found`` added, and a finding saying why."""
+    lines = set(dataset.ntriples.splitlines())
     theme = NamedNode(DCAT + "theme")
     for code in found:
         term = NamedNode(EU_DATA_THEME + code)
