@@ -44,6 +44,7 @@ from aggregator.errors import ConfigError
 from aggregator.input_limits import InputLimits
 
 if TYPE_CHECKING:
+    from aggregator.harvest.base import Harvester
     from aggregator.notify.settings import NotifySettings
 
 SOURCE_NAME = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,62}$")
@@ -406,9 +407,51 @@ def parse_source(
     ``root``: the directory relative paths are resolved against (that of aggregator.toml);
     ``validation``: the global validator defaults the source's chain starts from.
     """
-    from aggregator.plugins import harvesters, mappers
-
     where = f"sources.{name}"
+    _check_source_keys(name, table, where)
+    url = _source_url(table["url"], where)
+    harvester, fmt = _source_format(table, where)
+    from aggregator.config_validation import parse_chain
+    from aggregator.validate.profiles import default_chain
+
+    chain = parse_chain(table.get("validation", default_chain(fmt)), where, root, validation)
+    schedule, blackout, full_every = _source_timing(table, where)
+    notify = _source_notify(table, where)
+    workers = table.get("workers")
+    whole = isinstance(workers, int) and not isinstance(workers, bool)
+    if workers is not None and not (whole and 0 <= workers <= 256):
+        raise ConfigError(f"[{where}]: workers must be a whole number from 0 to 256")
+    secrets = _source_secrets(table, os.environ if environ is None else environ, where)
+    headers = _source_headers(table.get("headers", {}), secrets, where)
+    options = table.get("options", {})
+    if not isinstance(options, Mapping):
+        raise ConfigError(f"[{where}]: options must be a table")
+    source = SourceConfig(
+        name=name,
+        type=table["type"],
+        url=url,
+        format=fmt,
+        publisher=table.get("publisher"),
+        schedule=schedule,
+        blackout=blackout,
+        full_every=full_every,
+        notify=notify,
+        notify_digest=bool(table.get("notify_digest", False)),
+        validation=chain,
+        lenient=bool(table.get("lenient", False)),
+        workers=workers,
+        enabled=bool(table.get("enabled", True)),
+        options=dict(options),
+        secrets=secrets,
+        headers=headers,
+        categorisation=parse_categorisation(table.get("categorisation", {}), where, root),
+    )
+    harvester.check_config(source)
+    return source
+
+
+def _check_source_keys(name: str, table: Mapping[str, Any], where: str) -> None:
+    """The source's name, its keys known, ``type`` and ``url`` given."""
     if not SOURCE_NAME.match(name):
         raise ConfigError(f"{where}: name must match {SOURCE_NAME.pattern}")
     allowed = set(SourceConfig.__dataclass_fields__) - {"name"}
@@ -418,7 +461,9 @@ def parse_source(
     for required in ("type", "url"):
         if not isinstance(table.get(required), str) or not table[required]:
             raise ConfigError(f"[{where}]: '{required}' is required")
-    url = table["url"]
+
+
+def _source_url(url: str, where: str) -> str:
     try:
         parts = urlsplit(url)
         scheme, host = parts.scheme, parts.hostname
@@ -429,6 +474,13 @@ def parse_source(
             f"[{where}]: url must be an http(s) URL with a host, not {url!r}"
             " (every harvester fetches over HTTP; serve a local file with any web server)"
         )
+    return url
+
+
+def _source_format(table: Mapping[str, Any], where: str) -> tuple[type[Harvester], str]:
+    """The source's harvester class and the metadata format it maps."""
+    from aggregator.plugins import harvesters, mappers
+
     kind = table["type"]
     if kind not in harvesters:
         raise ConfigError(f"[{where}]: unknown type {kind!r} (known: {', '.join(harvesters)})")
@@ -440,10 +492,11 @@ def parse_source(
         raise ConfigError(
             f"[{where}]: a {kind} source yields {', '.join(harvester.formats)}, not {fmt!r}"
         )
-    from aggregator.config_validation import parse_chain
-    from aggregator.validate.profiles import default_chain
+    return harvester, fmt
 
-    chain = parse_chain(table.get("validation", default_chain(fmt)), where, root, validation)
+
+def _source_timing(table: Mapping[str, Any], where: str) -> tuple[str, tuple[str, ...], str]:
+    """The source's schedule, blackout periods and full_every, checked."""
     from aggregator.schedule.timing import parse_frequency, parse_period
 
     schedule = table.get("schedule", "daily")
@@ -462,6 +515,10 @@ def parse_source(
         raise ConfigError(f"[{where}]: full_every must be a frequency or 'never'")
     if full_every and full_every != "never":
         parse_frequency(full_every, f"{where}.full_every")
+    return str(schedule), tuple(blackout), full_every
+
+
+def _source_notify(table: Mapping[str, Any], where: str) -> str:
     from aggregator.notify.policy import POLICIES
 
     notify = table.get("notify", "never")
@@ -469,11 +526,13 @@ def parse_source(
         raise ConfigError(f"[{where}]: notify must be one of {', '.join(POLICIES)}")
     if not isinstance(table.get("notify_digest", False), bool):
         raise ConfigError(f"[{where}]: notify_digest must be true or false")
-    workers = table.get("workers")
-    whole = isinstance(workers, int) and not isinstance(workers, bool)
-    if workers is not None and not (whole and 0 <= workers <= 256):
-        raise ConfigError(f"[{where}]: workers must be a whole number from 0 to 256")
-    env = os.environ if environ is None else environ
+    return str(notify)
+
+
+def _source_secrets(
+    table: Mapping[str, Any], env: Mapping[str, str], where: str
+) -> dict[str, Secret]:
+    """``secrets = { KEY = "ENV_VAR_NAME" }``, each read from the environment."""
     secrets: dict[str, Secret] = {}
     raw_secrets = table.get("secrets", {})
     if not isinstance(raw_secrets, Mapping):
@@ -484,32 +543,7 @@ def parse_source(
                 f"[{where}]: secret {key!r} must name an environment variable, not {env_name!r}"
             )
         secrets[key] = Secret(env_name, env.get(env_name))
-    headers = _source_headers(table.get("headers", {}), secrets, where)
-    options = table.get("options", {})
-    if not isinstance(options, Mapping):
-        raise ConfigError(f"[{where}]: options must be a table")
-    source = SourceConfig(
-        name=name,
-        type=kind,
-        url=url,
-        format=fmt,
-        publisher=table.get("publisher"),
-        schedule=str(schedule),
-        blackout=tuple(blackout),
-        full_every=full_every,
-        notify=notify,
-        notify_digest=bool(table.get("notify_digest", False)),
-        validation=chain,
-        lenient=bool(table.get("lenient", False)),
-        workers=workers,
-        enabled=bool(table.get("enabled", True)),
-        options=dict(options),
-        secrets=secrets,
-        headers=headers,
-        categorisation=parse_categorisation(table.get("categorisation", {}), where, root),
-    )
-    harvester.check_config(source)
-    return source
+    return secrets
 
 
 def load_settings(path: Path, environ: Mapping[str, str] | None = None) -> Settings:
