@@ -16,7 +16,7 @@ from functools import lru_cache
 
 from lxml import etree
 
-from aggregator.mapping.iso_table import IsoTable
+from aggregator.mapping.iso_table import IsoTable, Thesaurus
 from aggregator.mapping.iso_xml import (
     GMD,
     Node,
@@ -195,58 +195,80 @@ APPLICABLE_LEGISLATION = named("http://data.europa.eu/r5r/applicableLegislation"
 def keywords(state: State, ident: etree._Element, subject: Node, themes: list[str]) -> None:
     """Every keyword text -> dcat:keyword; keywords of a thesaurus -> dcat:theme concepts (IRIs
     for the known thesauri of the table, else concepts in a scheme named by its title)."""
-    out, table = state.out, state.table
+    out = state.out
     for group in elements("gmd:descriptiveKeywords/gmd:MD_Keywords", ident):
-        title_el = first("gmd:thesaurusName/gmd:CI_Citation/gmd:title", group)
-        title = plain(title_el)
-        href = anchor_href(title_el)
-        known = None
-        if title or href:
-            folded = title.casefold()
-            known = next(
-                (
-                    t
-                    for t in table.thesauri
-                    if (t.title and t.title in folded)
-                    or (href and t.anchor and href.startswith(t.anchor))
-                ),
-                None,
-            )
-        scheme: Node | None = None
+        thesaurus = _KeywordGroup(state, subject, themes, group)
         for kw in group.iterchildren(GMD + "keyword"):
             lits = state.texts.literals(kw)
             kw_href = anchor_href(kw)
             if not lits and not kw_href:
                 continue
             out.add_all(subject, P["keyword"], lits)
-            if not (title or href):
-                continue
-            text = plain(kw)
-            concept_iri = ""
-            if kw_href and is_iri(kw_href):
-                concept_iri = kw_href
-            elif known is not None and known.labels.get(text.casefold()):
-                concept_iri = known.code_base + known.labels[text.casefold()]
-            elif known is not None and known.codes_are_labels and text.isalnum():
-                concept_iri = known.code_base + text
-            concept: Node | None = named(concept_iri) if concept_iri else None
-            prop = known.property if known is not None and known.property else P["theme"]
-            if concept is None:
-                if known is not None and known.property:
-                    continue  # not a code of that list: the keyword literal says it
-                if scheme is None:
-                    scheme = _scheme(state, known.scheme if known else "", href, title_el)
-                concept = out.typed(C["Concept"])
-                out.add_all(concept, P["prefLabel"], lits)
-                out.add(concept, P["inScheme"], scheme)
-            out.add(subject, prop, concept)
-            if known is not None and known.legislation:
-                out.add(subject, APPLICABLE_LEGISLATION, named(known.legislation))
-            if concept_iri:
-                if prop == P["theme"]:
-                    themes.append(concept_iri)
-                if concept_iri.startswith(INSPIRE_THEME):
-                    state.inspire_themes.append(concept_iri[len(INSPIRE_THEME) :])
+            if thesaurus.named:
+                thesaurus.concept(kw, kw_href, lits)
+
+
+class _KeywordGroup:
+    """One MD_Keywords: its thesaurus (known to the table or not) and the concepts of its
+    keywords, in a scheme made once for the group when the thesaurus is not known."""
+
+    def __init__(
+        self, state: State, subject: Node, themes: list[str], group: etree._Element
+    ) -> None:
+        self.state, self.subject, self.themes = state, subject, themes
+        self.title_el = first("gmd:thesaurusName/gmd:CI_Citation/gmd:title", group)
+        title = plain(self.title_el)
+        self.href = href = anchor_href(self.title_el)
+        self.named = bool(title or href)  # keywords of no named thesaurus are just keywords
+        self.known: Thesaurus | None = None
+        if self.named:
+            folded = title.casefold()
+            self.known = next(
+                (
+                    t
+                    for t in state.table.thesauri
+                    if (t.title and t.title in folded)
+                    or (href and t.anchor and href.startswith(t.anchor))
+                ),
+                None,
+            )
+        self.scheme: Node | None = None
+
+    def _concept_iri(self, kw: etree._Element, kw_href: str) -> str:
+        known = self.known
+        text = plain(kw)
+        if kw_href and is_iri(kw_href):
+            return kw_href
+        if known is not None and known.labels.get(text.casefold()):
+            return known.code_base + known.labels[text.casefold()]
+        if known is not None and known.codes_are_labels and text.isalnum():
+            return known.code_base + text
+        return ""
+
+    def concept(self, kw: etree._Element, kw_href: str, lits: list[str]) -> None:
+        """The keyword as a concept of the thesaurus, a theme of the dataset."""
+        state, known, out = self.state, self.known, self.state.out
+        concept_iri = self._concept_iri(kw, kw_href)
+        concept: Node | None = named(concept_iri) if concept_iri else None
+        prop = known.property if known is not None and known.property else P["theme"]
+        if concept is None:
+            if known is not None and known.property:
+                return  # not a code of that list: the keyword literal says it
+            if self.scheme is None:
+                self.scheme = _scheme(
+                    state, known.scheme if known else "", self.href, self.title_el
+                )
+            concept = out.typed(C["Concept"])
+            out.add_all(concept, P["prefLabel"], lits)
+            out.add(concept, P["inScheme"], self.scheme)
+        out.add(self.subject, prop, concept)
+        if known is not None and known.legislation:
+            out.add(self.subject, APPLICABLE_LEGISLATION, named(known.legislation))
+        if concept_iri:
+            if prop == P["theme"]:
+                self.themes.append(concept_iri)
+            if concept_iri.startswith(INSPIRE_THEME):
+                state.inspire_themes.append(concept_iri[len(INSPIRE_THEME) :])
 
 
 def _scheme(state: State, known: str, href: str, title_el: etree._Element | None) -> Node:
