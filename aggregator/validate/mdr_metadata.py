@@ -169,21 +169,7 @@ def check_page(root: etree._Element, profile: Profile) -> list[Finding]:
     """The violations of one WebPageMetadataVO element."""
     if etree.QName(root).namespace != TNS:
         return [_violation("page", "structure", "not a WebPageMetadataVO of the MDR namespace")]
-    findings: list[Finding] = []
-    flagged = [
-        (e.text or "").strip()
-        for e in root.findall(f"{{{TNS}}}mdValidationErrVO/{{{TNS}}}errAttributes")
-        if (e.text or "").strip()
-    ]
-    if flagged:
-        said = root.findtext(f"{{{TNS}}}mdValidationErrVO/{{{TNS}}}errDescription") or ""
-        findings.append(
-            _violation(
-                flagged[0],
-                SERVICE_FLAGGED,
-                f"the MDR service reports invalid metadata ({', '.join(flagged)}): {said}",
-            )
-        )
+    findings = _flagged(root)
     identifier = (root.findtext(f"{{{TNS}}}identifier") or "").strip()
     if not re.match(r"^https?://\S+$", identifier) or len(identifier) > 128:
         findings.append(
@@ -200,40 +186,72 @@ def check_page(root: etree._Element, profile: Profile) -> list[Finding]:
             if rule.mandatory:
                 findings.append(_violation(attribute, "mandatory", "a value is required"))
             continue
-        if kind != "list" and len(values) > 1:
-            findings.append(_violation(attribute, "maxValues", "takes one value"))
-        if rule.max_values is not None and len(values) > rule.max_values:
+        findings += _count_violations(attribute, kind, rule, len(values))
+        emails = profile.emails.get(attribute)
+        for value in values:
+            findings += _value_violations(attribute, kind, rule, emails, value)
+    return findings
+
+
+def _flagged(root: etree._Element) -> list[Finding]:
+    """What the MDR service itself reports invalid in the page."""
+    flagged = [
+        (e.text or "").strip()
+        for e in root.findall(f"{{{TNS}}}mdValidationErrVO/{{{TNS}}}errAttributes")
+        if (e.text or "").strip()
+    ]
+    if not flagged:
+        return []
+    said = root.findtext(f"{{{TNS}}}mdValidationErrVO/{{{TNS}}}errDescription") or ""
+    return [
+        _violation(
+            flagged[0],
+            SERVICE_FLAGGED,
+            f"the MDR service reports invalid metadata ({', '.join(flagged)}): {said}",
+        )
+    ]
+
+
+def _count_violations(attribute: str, kind: str, rule: Rule, count: int) -> list[Finding]:
+    findings = []
+    if kind != "list" and count > 1:
+        findings.append(_violation(attribute, "maxValues", "takes one value"))
+    if rule.max_values is not None and count > rule.max_values:
+        findings.append(
+            _violation(attribute, "maxValues", f"{count} values, at most {rule.max_values}")
+        )
+    return findings
+
+
+def _value_violations(
+    attribute: str, kind: str, rule: Rule, emails: frozenset[str] | None, value: str
+) -> list[Finding]:
+    """The violations of one value of ``attribute`` (``emails``: the addresses of the listed
+    departments, if the profile lists any for it)."""
+    findings = []
+    if rule.max_length is not None and len(value) > rule.max_length:
+        findings.append(
+            _violation(
+                attribute,
+                "maxLength",
+                f"{len(value)} characters, at most {rule.max_length}",
+            )
+        )
+    if rule.values and value not in rule.values:
+        findings.append(
+            _violation(attribute, "enumeration", f"{value!r} is not one of {_shown(rule.values)}")
+        )
+    if kind == "date" and not DATETIME.match(value):
+        findings.append(_violation(attribute, "dateTime", f"{value!r} is not a date-time"))
+    if kind == "email":
+        if not EMAIL.match(value):
+            findings.append(_violation(attribute, "email", f"{value!r} is not an e-mail"))
+        elif emails and value not in emails:
             findings.append(
                 _violation(
-                    attribute, "maxValues", f"{len(values)} values, at most {rule.max_values}"
+                    attribute,
+                    "enumeration",
+                    f"{value!r} is not the address of a listed department",
                 )
             )
-        for value in values:
-            if rule.max_length is not None and len(value) > rule.max_length:
-                findings.append(
-                    _violation(
-                        attribute,
-                        "maxLength",
-                        f"{len(value)} characters, at most {rule.max_length}",
-                    )
-                )
-            if rule.values and value not in rule.values:
-                findings.append(
-                    _violation(
-                        attribute, "enumeration", f"{value!r} is not one of {_shown(rule.values)}"
-                    )
-                )
-            if kind == "date" and not DATETIME.match(value):
-                findings.append(_violation(attribute, "dateTime", f"{value!r} is not a date-time"))
-            if kind == "email":
-                if not EMAIL.match(value):
-                    findings.append(_violation(attribute, "email", f"{value!r} is not an e-mail"))
-                elif profile.emails.get(attribute) and value not in profile.emails[attribute]:
-                    findings.append(
-                        _violation(
-                            attribute,
-                            "enumeration",
-                            f"{value!r} is not the address of a listed department",
-                        )
-                    )
     return findings
