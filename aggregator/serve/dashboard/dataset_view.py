@@ -19,7 +19,7 @@ from aggregator.quality.mqa import QualityError, assess
 from aggregator.serve.dashboard.geometry import Geometry, parse_geometry
 from aggregator.serve.dashboard.labels import property_label, term_label
 from aggregator.serve.dashboard.quality_view import NOT_CHECKED_HERE
-from aggregator.serve.pages import _LANG, Graph, safe_href
+from aggregator.serve.pages import _LANG, Graph, Term, safe_href
 from aggregator.store.state import RecordRow
 from aggregator.vocab import DCAT, DCT, FOAF, RDF_TYPE, VCARD
 
@@ -199,80 +199,35 @@ def build(
     descriptions = [Value.literal(d) for d in g.literals(ds, DCT + "description")]
     keywords = tuple(Value.literal(k) for k in g.literals(ds, DCAT + "keyword"))
 
-    def fact(label: str, values: Sequence[Value]) -> Fact:
-        return Fact(label, tuple(values))
-
     spatial = g.objects(ds, DCT + "spatial")
-    extents: list[Geometry] = []
-    extent_texts: list[str] = []
-    for node in spatial:
-        for prop in _GEO_PROPS:
-            for lit in g.objects(node, prop):
-                if isinstance(lit, Literal):
-                    geom = parse_geometry(lit.value, lit.datatype.value)
-                    if geom is not None:
-                        extents.append(geom)
-                    extent_texts.append(lit.value)
+    extents, extent_texts = _extents(g, spatial)
     facts = [
-        fact("Keywords", keywords),
-        fact("Themes", lab.values(ds, DCAT + "theme")),
-        fact("Publisher", [lab.agent(p) for p in g.objects(ds, DCT + "publisher")]),
-        fact("Contact", [lab.contact(c) for c in g.objects(ds, DCAT + "contactPoint")]),
-        fact("Licence", lab.values(ds, DCT + "license")),
-        fact("Access rights", lab.values(ds, DCT + "accessRights")),
-        fact("Language", lab.values(ds, DCT + "language")),
-        fact("Update frequency", lab.values(ds, DCT + "accrualPeriodicity")),
-        fact(
+        _fact("Keywords", keywords),
+        _fact("Themes", lab.values(ds, DCAT + "theme")),
+        _fact("Publisher", [lab.agent(p) for p in g.objects(ds, DCT + "publisher")]),
+        _fact("Contact", [lab.contact(c) for c in g.objects(ds, DCAT + "contactPoint")]),
+        _fact("Licence", lab.values(ds, DCT + "license")),
+        _fact("Access rights", lab.values(ds, DCT + "accessRights")),
+        _fact("Language", lab.values(ds, DCT + "language")),
+        _fact("Update frequency", lab.values(ds, DCT + "accrualPeriodicity")),
+        _fact(
             "Spatial coverage",
             [Value(lab.blank(s)) if isinstance(s, BlankNode) else lab.value(s) for s in spatial],
         ),
-        fact("Landing page", lab.values(ds, DCAT + "landingPage")),
-        fact("Identifier", lab.values(ds, DCT + "identifier")),
-        fact("Issued", lab.values(ds, DCT + "issued")),
-        fact("Modified", lab.values(ds, DCT + "modified")),
-        fact("Type", [Value(property_label(t.value)) for t in g.objects(ds, RDF_TYPE)]),
-        fact("IRI", [Value(iri, safe_href(iri))]),
+        _fact("Landing page", lab.values(ds, DCAT + "landingPage")),
+        _fact("Identifier", lab.values(ds, DCT + "identifier")),
+        _fact("Issued", lab.values(ds, DCT + "issued")),
+        _fact("Modified", lab.values(ds, DCT + "modified")),
+        _fact("Type", [Value(property_label(t.value)) for t in g.objects(ds, RDF_TYPE)]),
+        _fact("IRI", [Value(iri, safe_href(iri))]),
     ]
-    dists = []
-    for n, node in enumerate(g.objects(ds, DCAT + "distribution"), 1):
-        dt = g.literals(node, DCT + "title")
-        title = _preferred(dt) if dt else f"Distribution {n}"
-        dfacts = [
-            fact(label, lab.values(node, prop))
-            for label, prop in (
-                ("Description", DCT + "description"),
-                ("Access URL", DCAT + "accessURL"),
-                ("Download URL", DCAT + "downloadURL"),
-                ("Format", DCT + "format"),
-                ("Media type", DCAT + "mediaType"),
-                ("Size (bytes)", DCAT + "byteSize"),
-                ("Licence", DCT + "license"),
-                ("Access service", DCAT + "accessService"),
-            )
-        ]
-        dists.append(Distribution(title, tuple(f for f in dfacts if f.values)))
+    dists = _distributions(g, lab, ds)
     others = [
-        fact(property_label(prop), [lab.value(o) for o in objs])
+        _fact(property_label(prop), [lab.value(o) for o in objs])
         for prop, objs in sorted(g.index.get(ds, {}).items())
         if prop not in _SHOWN
     ]
-    record_url = local(row.record_iri, "record")
-    provenance = [
-        fact("Harvested from source", [Value(row.source)]),
-        fact("Fetched from", [Value(row.url, safe_href(row.url))] if row.url else []),
-        fact(
-            "Source datestamp",
-            [Value(row.source_datestamp, moment=True)] if row.source_datestamp else [],
-        ),
-        fact("In this catalogue since", [Value(row.first_seen, moment=True)]),
-        fact("Last changed here", [Value(row.modified, moment=True)]),
-        fact("Harvest job", [Value(str(row.job_id))] if row.job_id is not None else []),
-        fact("Catalogue record", [Value(row.record_iri, record_url)]),
-        fact(
-            "Original payload",
-            [Value(row.payload_sha, payload_url(row.payload_sha))] if row.payload_sha else [],
-        ),
-    ]
+    provenance = _provenance(row, local, payload_url)
     return DatasetView(
         iri=iri,
         title=_preferred(g.literals(ds, DCT + "title")) if titles else g.label(ds),
@@ -286,3 +241,68 @@ def build(
         extent_texts=extent_texts,
         quality=_quality(ntriples, iri, row.findings),
     )
+
+
+def _fact(label: str, values: Sequence[Value]) -> Fact:
+    return Fact(label, tuple(values))
+
+
+def _extents(g: Graph, spatial: Sequence[Term]) -> tuple[list[Geometry], list[str]]:
+    """The geometries of the spatial coverage that can be drawn, and every geometry's text."""
+    extents: list[Geometry] = []
+    extent_texts: list[str] = []
+    for node in spatial:
+        for prop in _GEO_PROPS:
+            for lit in g.objects(node, prop):
+                if isinstance(lit, Literal):
+                    geom = parse_geometry(lit.value, lit.datatype.value)
+                    if geom is not None:
+                        extents.append(geom)
+                    extent_texts.append(lit.value)
+    return extents, extent_texts
+
+
+def _distributions(g: Graph, lab: _Labeller, ds: NamedNode) -> list[Distribution]:
+    dists = []
+    for n, node in enumerate(g.objects(ds, DCAT + "distribution"), 1):
+        dt = g.literals(node, DCT + "title")
+        title = _preferred(dt) if dt else f"Distribution {n}"
+        dfacts = [
+            _fact(label, lab.values(node, prop))
+            for label, prop in (
+                ("Description", DCT + "description"),
+                ("Access URL", DCAT + "accessURL"),
+                ("Download URL", DCAT + "downloadURL"),
+                ("Format", DCT + "format"),
+                ("Media type", DCAT + "mediaType"),
+                ("Size (bytes)", DCAT + "byteSize"),
+                ("Licence", DCT + "license"),
+                ("Access service", DCAT + "accessService"),
+            )
+        ]
+        dists.append(Distribution(title, tuple(f for f in dfacts if f.values)))
+    return dists
+
+
+def _provenance(
+    row: RecordRow,
+    local: Callable[[str, str], str],
+    payload_url: Callable[[str], str],
+) -> list[Fact]:
+    record_url = local(row.record_iri, "record")
+    return [
+        _fact("Harvested from source", [Value(row.source)]),
+        _fact("Fetched from", [Value(row.url, safe_href(row.url))] if row.url else []),
+        _fact(
+            "Source datestamp",
+            [Value(row.source_datestamp, moment=True)] if row.source_datestamp else [],
+        ),
+        _fact("In this catalogue since", [Value(row.first_seen, moment=True)]),
+        _fact("Last changed here", [Value(row.modified, moment=True)]),
+        _fact("Harvest job", [Value(str(row.job_id))] if row.job_id is not None else []),
+        _fact("Catalogue record", [Value(row.record_iri, record_url)]),
+        _fact(
+            "Original payload",
+            [Value(row.payload_sha, payload_url(row.payload_sha))] if row.payload_sha else [],
+        ),
+    ]
