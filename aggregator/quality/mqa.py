@@ -301,22 +301,47 @@ def _distribution(
     formats = props.get(DCT + "format", [])
     media = props.get(DCAT + "mediaType", [])
     licences = props.get(DCT + "license", [])
+    nonprop, machine = _format_openness(formats, media, vocabs)
+    return [
+        _links("accessUrlReachable", props.get(ACCESS_URL, []), "dcat:accessURL", reachability),
+        _presence("downloadUrl", props.get(DOWNLOAD_URL, []), "dcat:downloadURL"),
+        _links(
+            "downloadUrlReachable", props.get(DOWNLOAD_URL, []), "dcat:downloadURL", reachability
+        ),
+        _presence("format", formats, "dct:format"),
+        _presence("mediaType", media, "dcat:mediaType"),
+        _format_vocabulary(formats, media, vocabs),
+        nonprop,
+        machine,
+        _presence("licence", licences, "dct:license"),
+        _licence_vocabulary(index, licences, vocabs),
+        _presence("rights", props.get(DCT + "rights", []), "dct:rights"),
+        _presence("byteSize", props.get(DCAT + "byteSize", []), "dcat:byteSize"),
+    ]
 
+
+def _format_vocabulary(
+    formats: list[Term], media: list[Term], vocabs: Vocabularies
+) -> IndicatorResult:
     stated = [*formats, *media]
     off_vocabulary = [
         _show(v) for v in formats if not (isinstance(v, NamedNode) and v.value in vocabs.file_type)
     ] + [_show(v) for v in media if not (isinstance(v, NamedNode) and v.value in vocabs.media_type)]
     if not stated:
-        vocab = _result("formatMediaTypeVocabulary", False, "no format or media type")
-    elif off_vocabulary:
-        vocab = _result(
+        return _result("formatMediaTypeVocabulary", False, "no format or media type")
+    if off_vocabulary:
+        return _result(
             "formatMediaTypeVocabulary", False, f"not from a vocabulary: {off_vocabulary[0]}"
         )
-    else:
-        vocab = _result(
-            "formatMediaTypeVocabulary", True, f"from vocabularies: {', '.join(map(_show, stated))}"
-        )
+    return _result(
+        "formatMediaTypeVocabulary", True, f"from vocabularies: {', '.join(map(_show, stated))}"
+    )
 
+
+def _format_openness(
+    formats: list[Term], media: list[Term], vocabs: Vocabularies
+) -> tuple[IndicatorResult, IndicatorResult]:
+    """The nonProprietary and machineReadable results, from the format table."""
     rows = [
         row
         for row in (vocabs.format_of(v.value, None) for v in formats if isinstance(v, NamedNode))
@@ -328,24 +353,31 @@ def _distribution(
             for row in (vocabs.format_of(None, v.value) for v in media if isinstance(v, NamedNode))
             if row is not None
         ]
-    codes = ", ".join(r.code for r in rows)
     if not rows:
-        nonprop = _result("nonProprietary", False, "format not in the format table")
-        machine = _result("machineReadable", False, "format not in the format table")
-    else:
-        open_rows = [r.code for r in rows if r.non_proprietary]
-        nonprop = _result(
-            "nonProprietary",
-            bool(open_rows),
-            f"{open_rows[0]} is non-proprietary" if open_rows else f"{codes}: proprietary",
+        return (
+            _result("nonProprietary", False, "format not in the format table"),
+            _result("machineReadable", False, "format not in the format table"),
         )
-        readable = [r.code for r in rows if r.machine_readable]
-        machine = _result(
-            "machineReadable",
-            bool(readable),
-            f"{readable[0]} is machine-readable" if readable else f"{codes}: not machine-readable",
-        )
+    codes = ", ".join(r.code for r in rows)
+    open_rows = [r.code for r in rows if r.non_proprietary]
+    nonprop = _result(
+        "nonProprietary",
+        bool(open_rows),
+        f"{open_rows[0]} is non-proprietary" if open_rows else f"{codes}: proprietary",
+    )
+    readable = [r.code for r in rows if r.machine_readable]
+    machine = _result(
+        "machineReadable",
+        bool(readable),
+        f"{readable[0]} is machine-readable" if readable else f"{codes}: not machine-readable",
+    )
+    return nonprop, machine
 
+
+def _licence_vocabulary(
+    index: Index, licences: list[Term], vocabs: Vocabularies
+) -> IndicatorResult:
+    """A licence of the vocabulary, named or aligned to (skos:exactMatch, owl:sameAs)."""
     known = _in_vocabulary(licences, vocabs.licence)
     if not known:
         for lic in licences:
@@ -354,30 +386,12 @@ def _distribution(
                 aligned = lic_props.get(SKOS_EXACT_MATCH, []) + lic_props.get(OWL_SAME_AS, [])
                 known.extend(f"{_show(lic)} = {v}" for v in _in_vocabulary(aligned, vocabs.licence))
     if known:
-        licence_vocab = _result("licenceVocabulary", True, f"known licence {known[0]}")
-    elif licences:
-        licence_vocab = _result(
+        return _result("licenceVocabulary", True, f"known licence {known[0]}")
+    if licences:
+        return _result(
             "licenceVocabulary", False, f"licence {_show(licences[0])} is not a known licence"
         )
-    else:
-        licence_vocab = _result("licenceVocabulary", False, "no dct:license")
-
-    return [
-        _links("accessUrlReachable", props.get(ACCESS_URL, []), "dcat:accessURL", reachability),
-        _presence("downloadUrl", props.get(DOWNLOAD_URL, []), "dcat:downloadURL"),
-        _links(
-            "downloadUrlReachable", props.get(DOWNLOAD_URL, []), "dcat:downloadURL", reachability
-        ),
-        _presence("format", formats, "dct:format"),
-        _presence("mediaType", media, "dcat:mediaType"),
-        vocab,
-        nonprop,
-        machine,
-        _presence("licence", licences, "dct:license"),
-        licence_vocab,
-        _presence("rights", props.get(DCT + "rights", []), "dct:rights"),
-        _presence("byteSize", props.get(DCAT + "byteSize", []), "dcat:byteSize"),
-    ]
+    return _result("licenceVocabulary", False, "no dct:license")
 
 
 def _dataset_level(
