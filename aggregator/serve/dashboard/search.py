@@ -76,47 +76,73 @@ class Doc:
 
 def extract(ntriples: bytes, dataset_iri: str, source: str) -> Doc:
     """What is indexed of one dataset graph."""
-    titles: list[Literal] = []
-    descs: list[str] = []
-    keywords: list[str] = []
-    facets: set[tuple[str, str, str]] = {("source", source, source)}
-    ds = NamedNode(dataset_iri)
-    dists = set()
-    by_subject: dict[object, list[tuple[str, object]]] = {}
+    by_subject: _BySubject = {}
     for q in parse(ntriples, format=RdfFormat.N_TRIPLES):
         by_subject.setdefault(q.subject, []).append((q.predicate.value, q.object))
-    for pred, obj in by_subject.get(ds, ()):
-        if pred == DCT + "title" and isinstance(obj, Literal):
-            titles.append(obj)
-        elif pred == DCT + "description" and isinstance(obj, Literal):
-            descs.append(obj.value)
-        elif pred == DCAT + "keyword" and isinstance(obj, Literal):
-            keywords.append(obj.value)
-        elif pred == DCAT + "theme" and isinstance(obj, NamedNode):
-            facets.add(("theme", obj.value, term_label(obj.value) or _tail(obj.value)))
-        elif pred == DCT + "license" and isinstance(obj, NamedNode):
-            facets.add(("licence", obj.value, term_label(obj.value) or _tail(obj.value)))
-        elif pred == DCAT + "distribution":
-            dists.add(obj)
-    for dist in dists:
-        formats, media = [], []
-        for pred, obj in by_subject.get(dist, ()):
-            if pred == DCT + "format":
-                formats.append(obj)
-            elif pred == DCAT + "mediaType":
-                media.append(obj)
-            elif pred == DCT + "license" and isinstance(obj, NamedNode):
-                facets.add(("licence", obj.value, term_label(obj.value) or _tail(obj.value)))
-        for fmt in formats or media:
-            if isinstance(fmt, NamedNode):
-                facets.add(("format", fmt.value, term_label(fmt.value) or _tail(fmt.value)))
-            elif isinstance(fmt, Literal):
-                facets.add(("format", fmt.value, fmt.value))
-    label = _preferred(titles) or dataset_iri
-    all_titles = "\n".join(t.value for t in titles)
+    facets: set[tuple[str, str, str]] = {("source", source, source)}
+    texts = _Texts(by_subject.get(NamedNode(dataset_iri), ()), facets)
+    for dist in texts.dists:
+        _distribution_facets(by_subject.get(dist, ()), facets)
+    label = _preferred(texts.titles) or dataset_iri
+    all_titles = "\n".join(t.value for t in texts.titles)
     return Doc(
-        label, all_titles or label, "\n".join(descs), " ".join(keywords), tuple(sorted(facets))
+        label,
+        all_titles or label,
+        "\n".join(texts.descs),
+        " ".join(texts.keywords),
+        tuple(sorted(facets)),
     )
+
+
+_BySubject = dict[object, list[tuple[str, object]]]
+
+
+def _facet(kind: str, iri: str) -> tuple[str, str, str]:
+    return kind, iri, term_label(iri) or _tail(iri)
+
+
+class _Texts:
+    """The dataset's titles, descriptions and keywords; its theme and licence facets."""
+
+    def __init__(
+        self, statements: Iterable[tuple[str, object]], facets: set[tuple[str, str, str]]
+    ) -> None:
+        self.titles: list[Literal] = []
+        self.descs: list[str] = []
+        self.keywords: list[str] = []
+        self.dists: set[object] = set()
+        for pred, obj in statements:
+            if pred == DCT + "title" and isinstance(obj, Literal):
+                self.titles.append(obj)
+            elif pred == DCT + "description" and isinstance(obj, Literal):
+                self.descs.append(obj.value)
+            elif pred == DCAT + "keyword" and isinstance(obj, Literal):
+                self.keywords.append(obj.value)
+            elif pred == DCAT + "theme" and isinstance(obj, NamedNode):
+                facets.add(_facet("theme", obj.value))
+            elif pred == DCT + "license" and isinstance(obj, NamedNode):
+                facets.add(_facet("licence", obj.value))
+            elif pred == DCAT + "distribution":
+                self.dists.add(obj)
+
+
+def _distribution_facets(
+    statements: Iterable[tuple[str, object]], facets: set[tuple[str, str, str]]
+) -> None:
+    """A distribution's format (dct:format, else dcat:mediaType) and licence facets."""
+    formats, media = [], []
+    for pred, obj in statements:
+        if pred == DCT + "format":
+            formats.append(obj)
+        elif pred == DCAT + "mediaType":
+            media.append(obj)
+        elif pred == DCT + "license" and isinstance(obj, NamedNode):
+            facets.add(_facet("licence", obj.value))
+    for fmt in formats or media:
+        if isinstance(fmt, NamedNode):
+            facets.add(_facet("format", fmt.value))
+        elif isinstance(fmt, Literal):
+            facets.add(("format", fmt.value, fmt.value))
 
 
 def _preferred(titles: Sequence[Literal]) -> str:
