@@ -354,34 +354,22 @@ class OgcRecordsMapper(Mapper):
             for f in props.get("formats") or []
             if isinstance(f, dict) and f.get("mediaType") and f.get("name")
         }
-        licence = text_of(props.get("license"))
+        entries = [
+            e for e in (links if isinstance(links, list) else [])
+            if isinstance(e, dict) and isinstance(e.get("href"), str)
+        ]  # fmt: skip
         licence_links = [
-            x["href"].strip() for x in links if isinstance(x, dict) and x.get("rel") == "license"
-            and isinstance(x.get("href"), str) and is_url(x["href"].strip())
-        ] if isinstance(links, list) else []  # fmt: skip
-        chosen = self._licence(licence, licence_links)
+            x["href"].strip() for x in entries
+            if x.get("rel") == "license" and is_url(x["href"].strip())
+        ]  # fmt: skip
+        chosen = self._licence(text_of(props.get("license")), licence_links)
         rights = text_of(props.get("rights"))
         distributions: list[Subject] = []
         unknown: set[str] = set()
-        for entry in links if isinstance(links, list) else []:
-            if not isinstance(entry, dict) or not isinstance(entry.get("href"), str):
-                continue
-            href, rel = entry["href"].strip(), str(entry.get("rel") or "")
-            media = str(entry.get("type") or "")
-            role = self.table.links.get(rel)
-            if role is None:
-                unknown.add(rel or "(none)")
-                continue
-            if role == "ignore" or not is_url(href):
-                continue
-            if role == "landing-page" and (not media or _media(media) == "text/html"):
-                g.add(iri, P["landingPage"], NamedNode(href))
-            elif role == "page":
-                g.add(iri, P["page"], NamedNode(href))
-            elif role == "licence":
-                continue  # see _licence
-            else:
-                distributions.append(self._distribution(g, iri, entry, href, rel, media, formats))
+        for entry in entries:
+            node = self._link(g, iri, entry, formats, unknown)
+            if node is not None:
+                distributions.append(node)
         for node in distributions:
             if chosen is not None:
                 g.add(node, P["license"], chosen)
@@ -393,6 +381,32 @@ class OgcRecordsMapper(Mapper):
                         "links of relations mappings/ogc-records.toml does not name (not"
                         " mapped): " + ", ".join(sorted(unknown)), location=iri.value)
             )  # fmt: skip
+
+    def _link(
+        self,
+        g: Graph,
+        iri: NamedNode,
+        entry: Mapping[str, Any],
+        formats: Mapping[str, str],
+        unknown: set[str],
+    ) -> Subject | None:
+        """Map one link by the role of its relation; the distribution it made, if any
+        (``unknown``: relations the table does not name, collected)."""
+        href, rel = entry["href"].strip(), str(entry.get("rel") or "")
+        media = str(entry.get("type") or "")
+        role = self.table.links.get(rel)
+        if role is None:
+            unknown.add(rel or "(none)")
+            return None
+        if role in ("ignore", "licence") or not is_url(href):
+            return None  # a licence link: see _licence
+        if role == "landing-page" and (not media or _media(media) == "text/html"):
+            g.add(iri, P["landingPage"], NamedNode(href))
+        elif role == "page":
+            g.add(iri, P["page"], NamedNode(href))
+        else:
+            return self._distribution(g, iri, entry, href, rel, media, formats)
+        return None
 
     def _licence(self, text: str | None, hrefs: list[str]) -> NamedNode | Literal | None:
         """The EU licence term the record's licence or licence link stands for; else the
