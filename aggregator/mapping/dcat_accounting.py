@@ -131,9 +131,24 @@ def _reachable(quads: Sequence[Quad]) -> tuple[set[object], tuple[set[object], s
         for r in typed.get(DCAT + "CatalogRecord", [])
         if any(q.predicate == PRIMARY_TOPIC and q.object in datasets for q in by_subject[r])
     ]
+    catalogs = _listing_catalogs(by_subject, typed.get(DCAT + "Catalog", []), datasets, records)
+    kinds = ("Dataset", "DataService", "DatasetSeries", "Catalog", "CatalogRecord")
+    boundary = {s for c in kinds for s in typed.get(DCAT + c, [])}  # never entered
+    all_catalogs = set(typed.get(DCAT + "Catalog", []))
+    seen = _walk(by_subject, [*datasets, *records, *catalogs], all_catalogs, boundary)
+    return seen, (datasets, set(records))
+
+
+def _listing_catalogs(
+    by_subject: dict[object, list[Quad]],
+    all_catalogs: list[object],
+    datasets: set[object],
+    records: list[object],
+) -> list[object]:
+    """The catalogues that list the datasets; all of them when some dataset is in none."""
     listed: set[object] = set()
     catalogs = []
-    for c in typed.get(DCAT + "Catalog", []):
+    for c in all_catalogs:
         # a catalogue lists a dataset by dcat:dataset / dcat:service, or by dcat:record naming
         # a catalogue record about it (a dcat:record naming the dataset itself lists nothing)
         members = {
@@ -152,14 +167,18 @@ def _reachable(quads: Sequence[Quad]) -> tuple[set[object], tuple[set[object], s
         if (members | topics) & datasets:
             catalogs.append(c)
             listed |= (members | topics) & datasets
-    if datasets - listed:
-        catalogs = typed.get(DCAT + "Catalog", [])
-    seen: set[object] = set()
-    stack = [*datasets, *records, *catalogs]
-    all_catalogs = set(typed.get(DCAT + "Catalog", []))
-    kinds = ("Dataset", "DataService", "DatasetSeries", "Catalog", "CatalogRecord")
-    boundary = {s for c in kinds for s in typed.get(DCAT + c, [])}  # never entered
-    seen.update(stack)
+    return all_catalogs if datasets - listed else catalogs
+
+
+def _walk(
+    by_subject: dict[object, list[Quad]],
+    stack: list[object],
+    all_catalogs: set[object],
+    boundary: set[object],
+) -> set[object]:
+    """The subjects reachable from those of ``stack``, not entering the ``boundary`` nor
+    following a catalogue's lists."""
+    seen: set[object] = set(stack)
     while stack:
         for quad in by_subject.get(stack.pop(), ()):
             obj = quad.object
@@ -172,4 +191,4 @@ def _reachable(quads: Sequence[Quad]) -> tuple[set[object], tuple[set[object], s
             ):
                 seen.add(obj)
                 stack.append(obj)
-    return seen, (datasets, set(records))
+    return seen
