@@ -175,10 +175,7 @@ def scan_page(payload: bytes, syntax: RdfSyntax, base_url: str) -> PageFacts:
     given, so a remote ``@context`` is a parse error.
     """
     facts = PageFacts()
-    nexts: list[tuple[str, str]] = []  # (subject key, resolved next URL)
-    view_nodes: set[str] = {base_url, urldefrag(base_url)[0]}
-    totals: set[int] = set()
-    blank_datasets: set[str] = set()
+    scan = _Scan({base_url, urldefrag(base_url)[0]})
     try:
         if syntax.key == "rdfxml":
             read = _read_rdf_xml(payload, base_url)
@@ -186,35 +183,7 @@ def scan_page(payload: bytes, syntax: RdfSyntax, base_url: str) -> PageFacts:
             facts.dropped = [str(node) for node in read.dropped]
         else:
             quads = parse(payload, syntax.rdf_format, base_iri=base_url)
-        for quad in quads:
-            pred = quad.predicate.value
-            subj = quad.subject
-            obj = quad.object
-            if isinstance(subj, BlankNode):
-                skey = f"_:{subj.value}"
-            else:
-                skey = subj.value if isinstance(subj, NamedNode) else str(subj)
-            if pred == RDF_TYPE and isinstance(obj, NamedNode):
-                if obj.value in DESCRIBED_TYPES:
-                    if isinstance(subj, NamedNode):
-                        facts.dataset_iris.add(subj.value)
-                    else:
-                        blank_datasets.add(skey)
-                elif obj.value in _VIEW_TYPES:
-                    view_nodes.add(skey)
-            elif pred in _NEXT:
-                if isinstance(obj, NamedNode):
-                    nexts.append((skey, obj.value))
-                elif isinstance(obj, Literal):
-                    nexts.append((skey, urljoin(base_url, obj.value.strip())))
-                    facts.notes.append(f"hydra next link given as a literal on {base_url}")
-            elif pred == _VIEW and isinstance(obj, NamedNode | BlankNode):
-                view_nodes.add(f"_:{obj.value}" if isinstance(obj, BlankNode) else str(obj.value))
-            elif pred == _TOTAL and isinstance(obj, Literal):
-                try:
-                    totals.add(int(obj.value.strip()))
-                except ValueError:
-                    facts.notes.append(f"ignored non-integer hydra:totalItems {obj.value!r}")
+        _scan_quads(quads, base_url, facts, scan)
     except (SyntaxError, ValueError, OSError) as err:
         raise HarvestError(
             f"cannot parse {base_url} as {syntax.key}: {err}", code="parseError"
@@ -225,9 +194,60 @@ def scan_page(payload: bytes, syntax: RdfSyntax, base_url: str) -> PageFacts:
             f"than the parser reads ({err})",
             code="inputLimit",
         ) from err
-    facts.blank_datasets = len(blank_datasets)
-    candidates = {url for subj, url in nexts if subj in view_nodes}
-    ignored = {url for subj, url in nexts if subj not in view_nodes}
+    facts.blank_datasets = len(scan.blank_datasets)
+    _paging(facts, scan, base_url)
+    return facts
+
+
+@dataclass(slots=True)
+class _Scan:
+    """What the scan of a page collects besides its facts."""
+
+    view_nodes: set[str]  # the page's view nodes, whose next links are the paging
+    nexts: list[tuple[str, str]] = field(default_factory=list)  # (subject key, next URL)
+    totals: set[int] = field(default_factory=set)
+    blank_datasets: set[str] = field(default_factory=set)
+
+
+def _scan_quads(quads: Iterable[Quad], base_url: str, facts: PageFacts, scan: _Scan) -> None:
+    """One pass over the page's quads (no call per quad: this is the harvest's inner loop)."""
+    nexts, view_nodes, totals = scan.nexts, scan.view_nodes, scan.totals
+    blank_datasets = scan.blank_datasets
+    for quad in quads:
+        pred = quad.predicate.value
+        subj = quad.subject
+        obj = quad.object
+        if isinstance(subj, BlankNode):
+            skey = f"_:{subj.value}"
+        else:
+            skey = subj.value if isinstance(subj, NamedNode) else str(subj)
+        if pred == RDF_TYPE and isinstance(obj, NamedNode):
+            if obj.value in DESCRIBED_TYPES:
+                if isinstance(subj, NamedNode):
+                    facts.dataset_iris.add(subj.value)
+                else:
+                    blank_datasets.add(skey)
+            elif obj.value in _VIEW_TYPES:
+                view_nodes.add(skey)
+        elif pred in _NEXT:
+            if isinstance(obj, NamedNode):
+                nexts.append((skey, obj.value))
+            elif isinstance(obj, Literal):
+                nexts.append((skey, urljoin(base_url, obj.value.strip())))
+                facts.notes.append(f"hydra next link given as a literal on {base_url}")
+        elif pred == _VIEW and isinstance(obj, NamedNode | BlankNode):
+            view_nodes.add(f"_:{obj.value}" if isinstance(obj, BlankNode) else str(obj.value))
+        elif pred == _TOTAL and isinstance(obj, Literal):
+            try:
+                totals.add(int(obj.value.strip()))
+            except ValueError:
+                facts.notes.append(f"ignored non-integer hydra:totalItems {obj.value!r}")
+
+
+def _paging(facts: PageFacts, scan: _Scan, base_url: str) -> None:
+    """The page's next link and total, from the scan; an error when it states several."""
+    candidates = {url for subj, url in scan.nexts if subj in scan.view_nodes}
+    ignored = {url for subj, url in scan.nexts if subj not in scan.view_nodes}
     if ignored:
         facts.notes.append(
             f"ignored {len(ignored)} hydra next link(s) not on a PartialCollectionView, "
@@ -240,12 +260,12 @@ def scan_page(payload: bytes, syntax: RdfSyntax, base_url: str) -> PageFacts:
             code="ambiguousPaging",
         )
     facts.next_url = candidates.pop() if candidates else None
+    totals = scan.totals
     if len(totals) > 1:
         raise HarvestError(
             f"{base_url} states several hydra:totalItems: {sorted(totals)}", code="badPaging"
         )
     facts.total_items = totals.pop() if totals else None
-    return facts
 
 
 @dataclass(frozen=True, slots=True)
