@@ -42,6 +42,7 @@ from aggregator.harvest.oaipmh_client import (
     Cancelled,
     Fetcher,
     OaiClient,
+    Page,
     Pages,
     parse_datestamp,
     serialise_record,
@@ -95,6 +96,19 @@ def _note_once(listing: Listing, key: str, message: str) -> None:
     """Note a fact once per listing (``key`` is a part of the message that identifies it)."""
     if not any(key in note for note in listing.notes):
         listing.note(message)
+
+
+def _list_records(page: Page, listing: Listing) -> etree._Element:
+    """The ListRecords element of a page (noting a DOCTYPE, which is never expanded)."""
+    if page.has_doctype:
+        _note_once(listing, "DOCTYPE", f"page {listing.pages} declares a DOCTYPE; not expanded")
+    body = page.xml.find(_LIST_RECORDS)
+    if body is None:
+        raise HarvestError(
+            f"{page.http_response.url}: page {listing.pages} has no ListRecords element",
+            code="malformedResponse",
+        )
+    return body
 
 
 def _list_size(value: str) -> int | None:
@@ -313,18 +327,8 @@ class OaiPmhHarvester(Harvester):
             raise self._oai_error(err, "ListRecords") from err
         self._checkpoint(listing)
         while True:
-            page = pages.page
             listing.pages += 1
-            if page.has_doctype:
-                _note_once(
-                    listing, "DOCTYPE", f"page {listing.pages} declares a DOCTYPE; not expanded"
-                )
-            body = page.xml.find(_LIST_RECORDS)
-            if body is None:
-                raise HarvestError(
-                    f"{page.http_response.url}: page {listing.pages} has no ListRecords element",
-                    code="malformedResponse",
-                )
+            body = _list_records(pages.page, listing)
             # what comes after this page is known before its records are read: if the walk
             # goes on, the next page is on its way (or is requested now) while this one is read
             heads = self._headers(body)
@@ -332,13 +336,7 @@ class OaiPmhHarvester(Harvester):
             empty_pages = empty_pages + 1 if listed == 0 else 0
             token = pages.resumption_token
             stop = self._stop_after(token, listing, tokens, empty_pages, listed)
-            if stop is None and not cancel.is_set():
-                following = pages.next_arguments()
-                if not self.client.sent_ahead(**following):
-                    self.client.drop_ahead()
-                    self.client.send_ahead(fetcher, **following)
-            else:
-                self.client.drop_ahead()
+            self._send_next(pages, fetcher, goes_on=stop is None and not cancel.is_set())
             known = self._up_to_date(request, heads)
             for head in heads:
                 if cancel.is_set():
@@ -379,6 +377,16 @@ class OaiPmhHarvester(Harvester):
             )
             return
         listing.mark_complete()
+
+    def _send_next(self, pages: Pages, fetcher: Fetcher, *, goes_on: bool) -> None:
+        """Have the next page on its way while this one is read, if the walk goes on."""
+        if not goes_on:
+            self.client.drop_ahead()
+            return
+        following = pages.next_arguments()
+        if not self.client.sent_ahead(**following):
+            self.client.drop_ahead()
+            self.client.send_ahead(fetcher, **following)
 
     def _peek_ahead(
         self,
