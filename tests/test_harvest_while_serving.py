@@ -27,7 +27,7 @@ from typing import Any
 import pytest
 import requests
 
-from aggregator.cli_context import job_line
+from aggregator.cli.context import job_line
 from aggregator.jobs.journal import JobRow
 from aggregator.peers.oaipmh import OaiPmhPeer
 from aggregator.peers.oaipmh_items import MemoryItems, OaiItem

@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from aggregator.cli_context import Ctx, pass_ctx
+from aggregator.cli.context import Ctx, pass_ctx
 
 
 def _raw_from_file(path: Path, fmt: str, media_type: str | None, collection: bool = True) -> Any:

@@ -13,7 +13,7 @@ from typing import Any, NoReturn
 
 import click
 
-from aggregator.cli_context import Ctx, job_line
+from aggregator.cli.context import Ctx, job_line
 from aggregator.jobs.journal import JobRow
 from aggregator.schedule.handoff import Followed, HandOff
 from aggregator.schedule.liveness import scheduler_holder

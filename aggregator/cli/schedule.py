@@ -9,7 +9,7 @@ import threading
 
 import click
 
-from aggregator.cli_context import Ctx, pass_ctx
+from aggregator.cli.context import Ctx, pass_ctx
 
 
 @click.command("scheduler")

@@ -1,6 +1,6 @@
 """Render the CLI reference (docs/cli.md) from the commands' own help.
 
-    python -m aggregator.clidoc > docs/cli.md
+    python -m aggregator.cli.reference > docs/cli.md
 
 tests/test_docs.py fails when docs/cli.md is not what this renders, so the reference cannot
 drift from the code.
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import click
 
-from aggregator.cli import main
+from aggregator.cli.app import main
 
 
 def _walk(cmd: click.Command, path: list[str]) -> list[tuple[list[str], click.Command]]:
@@ -25,7 +25,7 @@ def render() -> str:
     lines = [
         "# CLI reference",
         "",
-        "Generated from the commands' help by `python -m aggregator.clidoc > docs/cli.md`;",
+        "Generated from the commands' help by `python -m aggregator.cli.reference > docs/cli.md`;",
         "a test keeps it in step with the code.",
         "",
     ]

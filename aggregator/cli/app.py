@@ -18,13 +18,13 @@ from typing import Any
 
 import click
 
-from aggregator.cli_context import Ctx, fail, job_line, pass_ctx
-from aggregator.cli_files import map_file, validate
-from aggregator.cli_mdr import mdc_monitor
-from aggregator.cli_records import record, records, rejected
-from aggregator.cli_schedule import schedule, scheduler
-from aggregator.cli_sources import orphan_line, orphans, source
-from aggregator.cli_store import store
+from aggregator.cli.context import Ctx, fail, job_line, pass_ctx
+from aggregator.cli.files import map_file, validate
+from aggregator.cli.mdr import mdc_monitor
+from aggregator.cli.records import record, records, rejected
+from aggregator.cli.schedule import schedule, scheduler
+from aggregator.cli.sources import orphan_line, orphans, source
+from aggregator.cli.store import store
 from aggregator.errors import AggregatorError, ConfigError
 from aggregator.unattended import Progress, cancel_on_interrupt, summary
 
@@ -145,7 +145,7 @@ def harvest(
 
     holder = scheduler_holder(s.store_path)
     if holder is not None:  # it writes the store whenever it runs jobs: it runs these too
-        from aggregator.cli_handoff import harvest_by_scheduler
+        from aggregator.cli.handoff import harvest_by_scheduler
 
         harvest_by_scheduler(
             c,
@@ -360,7 +360,3 @@ def demo(directory: Path, port: int, no_serve: bool) -> None:
     from aggregator.demo import run_demo
 
     sys.exit(run_demo(directory, port=port, serve=not no_serve))
-
-
-if __name__ == "__main__":
-    main()

@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from aggregator.cli_context import Ctx, pass_ctx
+from aggregator.cli.context import Ctx, pass_ctx
 from aggregator.jobs.events import EventBus, HarvestEvent
 
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from aggregator.cli_context import Ctx, pass_ctx
+from aggregator.cli.context import Ctx, pass_ctx
 from aggregator.config import HttpSettings, SourceConfig
 from aggregator.errors import AggregatorError, ConfigError
 

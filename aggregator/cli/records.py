@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from aggregator.cli_context import Ctx, job_line, pass_ctx
+from aggregator.cli.context import Ctx, job_line, pass_ctx
 
 
 @click.command()

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 
 import click
 
-from aggregator.cli_context import Ctx, pass_ctx
+from aggregator.cli.context import Ctx, pass_ctx
 from aggregator.store.migrations import LATEST
 
 
