@@ -21,6 +21,7 @@ from pathlib import Path
 import click
 
 from aggregator.config import load_settings
+from aggregator.config.sources_file import add_source
 from aggregator.errors import ConfigError
 from aggregator.http import HttpClient
 from aggregator.peers.ckan import CkanPeer, MemoryCatalogue
@@ -40,7 +41,6 @@ from aggregator.peers.server import PeerServer
 from aggregator.peers.waf import WafApp
 from aggregator.pipeline import RunOptions, exit_code, run_source
 from aggregator.schedule.status import note_outside_job
-from aggregator.sources_file import add_source
 from aggregator.store.records import RecordStore, StoreNames
 
 MARKER = ".aggregator-demo"

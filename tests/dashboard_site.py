@@ -15,6 +15,7 @@ from pathlib import Path
 import uvicorn
 
 from aggregator.config import Settings, load_settings
+from aggregator.config.sources_file import add_source
 from aggregator.demo import CONFIG, start_sources
 from aggregator.http import HttpClient
 from aggregator.peers.rdf_files import RdfFilesApp
@@ -23,7 +24,6 @@ from aggregator.pipeline import run_source
 from aggregator.schedule.service import run_scheduler
 from aggregator.serve.app import create_app
 from aggregator.serve.dashboard.auth import hash_secret
-from aggregator.sources_file import add_source
 from aggregator.store.records import RecordStore, StoreNames
 
 PASSWORD = "correct horse battery"

@@ -13,11 +13,11 @@ import pytest
 from click.testing import CliRunner, Result
 
 from aggregator.cli import main
+from aggregator.config.sources_file import add_source
 from aggregator.harvest.csw_client import load_checkpoint
 from aggregator.peers.csw import CswFaults, CswPeer
 from aggregator.peers.gemini_samples import generate_gemini_record
 from aggregator.peers.server import PeerServer
-from aggregator.sources_file import add_source
 
 N = 7
 

@@ -28,12 +28,12 @@ import pytest
 import requests
 
 from aggregator.cli.context import job_line
+from aggregator.config.sources_file import add_source
 from aggregator.jobs.journal import JobRow
 from aggregator.peers.oaipmh import OaiPmhPeer
 from aggregator.peers.oaipmh_items import MemoryItems, OaiItem
 from aggregator.peers.sample_data import generate_dataset, generate_identifier
 from aggregator.peers.server import PeerServer
-from aggregator.sources_file import add_source
 
 pytestmark = pytest.mark.slow
 

@@ -131,7 +131,7 @@ action = "warn"
 
 
 def test_empty_name_is_a_configuration_error(tmp_path: Path) -> None:
-    from aggregator.plugin_options import read_options
+    from aggregator.config.plugin_options import read_options
     from aggregator.validate.iso_publisher import IsoPublisherOptions
 
     with pytest.raises(ConfigError, match="must not be empty"):

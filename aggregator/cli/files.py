@@ -206,7 +206,7 @@ def _validate_normalised(c: Ctx, raw: Any, profile: str, vocabularies: bool) -> 
     """Map FILE and validate each mapped record as a harvest would. True if all conform."""
     from dataclasses import replace
 
-    from aggregator.config_validation import parse_chain
+    from aggregator.config.validation_chain import parse_chain
     from aggregator.mapping.base import MappingContext
     from aggregator.plugins import validators
     from aggregator.processing import process

@@ -119,7 +119,7 @@ def source_add(
     The configuration file is created when it does not exist yet (the one command that does).
     """
     from aggregator.config import parse_source
-    from aggregator.sources_file import add_source
+    from aggregator.config.sources_file import add_source
 
     table: dict[str, Any] = {"type": kind, "url": url, "schedule": schedule}
     if fmt:
@@ -205,7 +205,7 @@ def source_edit(
     """Change a registered source in aggregator.toml (checked before it is written; the
     file's comments stay). Stored records are not touched: after a new format or options,
     re-harvest with --full --force to apply them to every record."""
-    from aggregator.sources_file import SourceEdit, edit_source
+    from aggregator.config.sources_file import SourceEdit, edit_source
 
     changes: dict[str, Any] = {}
     unset: list[str] = []
@@ -345,8 +345,8 @@ def source_probe(c: Ctx, name: str) -> None:
 def source_remove(c: Ctx, name: str, purge: bool, keep_records: bool) -> None:
     """Remove a source from aggregator.toml; refused while it has published records unless
     --purge or --keep-records says what happens to them."""
+    from aggregator.config.sources_file import remove_source
     from aggregator.retire import describe, purge_source, read_census
-    from aggregator.sources_file import remove_source
 
     if purge and keep_records:
         raise click.UsageError("--purge and --keep-records exclude each other")

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from aggregator.config import SOURCE_NAME, ValidationSettings, ValidationStep
+from aggregator.config.settings import SOURCE_NAME, ValidationSettings, ValidationStep
 from aggregator.errors import ConfigError
 
 
@@ -18,7 +18,7 @@ def parse_chain(
     """A source's ``validation``: validator names (``["xsd", "shacl"]``) or step tables
     (``{ validator = "xsd", schema = "iso.xsd" }``), in order; each step's options are checked
     against the validator's ``Options`` and merged over the ``[validation.NAME]`` defaults."""
-    from aggregator.plugin_options import complete_options, convert_options
+    from aggregator.config.plugin_options import complete_options, convert_options
     from aggregator.plugins import validators
     from aggregator.validate.profiles import PROFILES, profile_steps
 
@@ -70,7 +70,7 @@ def parse_chain(
 
 def validation_settings(table: Mapping[str, Any], root: Path) -> ValidationSettings:
     """Check each validator's default options against its ``Options`` at load time."""
-    from aggregator.plugin_options import convert_options
+    from aggregator.config.plugin_options import convert_options
     from aggregator.plugins import validators
 
     options: dict[str, dict[str, Any]] = {}

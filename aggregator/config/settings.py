@@ -141,7 +141,7 @@ class ValidationSettings:
         self, validator: str, overrides: Mapping[str, Any] | None = None, name: str = ""
     ) -> ValidationStep:
         """A chain step for ``validator``: these defaults, overridden by ``overrides`` (already
-        converted by :func:`aggregator.plugin_options.convert_options`)."""
+        converted by :func:`aggregator.config.plugin_options.convert_options`)."""
         merged = {**self.options.get(validator, {}), **(overrides or {})}
         return ValidationStep(validator, tuple(sorted(merged.items())), name)
 
@@ -440,7 +440,7 @@ def parse_source(
         raise ConfigError(
             f"[{where}]: a {kind} source yields {', '.join(harvester.formats)}, not {fmt!r}"
         )
-    from aggregator.config_validation import parse_chain
+    from aggregator.config.validation_chain import parse_chain
     from aggregator.validate.profiles import default_chain
 
     chain = parse_chain(table.get("validation", default_chain(fmt)), where, root, validation)
@@ -551,7 +551,7 @@ def load_settings(path: Path, environ: Mapping[str, str] | None = None) -> Setti
     input_limits = _dataclass_from(InputLimits, doc.get("input", {}), "input")
     serve = _dataclass_from(ServeSettings, doc.get("serve", {}), "serve")
     _check_map_tiles(serve)
-    from aggregator.config_validation import validation_settings
+    from aggregator.config.validation_chain import validation_settings
 
     validation = validation_settings(doc.get("validation", {}), root)
     schedule = _schedule_settings(doc.get("schedule", {}))
