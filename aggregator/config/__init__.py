@@ -1,8 +1,9 @@
-"""The configuration: ``aggregator.toml`` read once into typed settings (``settings``), a
-source's validation chain (``validation_chain``), the typed options of plugins
-(``plugin_options``) and the edits of ``[sources.NAME]`` tables that keep the operator's comments
-(``sources_file``). The parts import the names below from here."""
+"""The configuration: ``aggregator.toml`` read once (``loading``) into typed settings
+(``settings``), a source's validation chain (``validation_chain``), the typed options of plugins
+(``plugin_options``) and the edits of ``[sources.NAME]`` tables that keep the operator's
+comments (``sources_file``). The parts import the names below from here."""
 
+from aggregator.config.loading import load_settings, parse_source, tile_origin
 from aggregator.config.settings import (
     ENV_NAME,
     HEADER_NAME,
@@ -18,9 +19,6 @@ from aggregator.config.settings import (
     SourceConfig,
     ValidationSettings,
     ValidationStep,
-    load_settings,
-    parse_source,
-    tile_origin,
 )
 
 __all__ = [

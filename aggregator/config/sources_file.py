@@ -16,7 +16,7 @@ from typing import Any
 
 import tomlkit
 
-from aggregator.config.settings import load_settings, parse_source
+from aggregator.config.loading import load_settings, parse_source
 from aggregator.errors import ConfigError
 
 
