@@ -23,7 +23,7 @@ import click
 from aggregator.config import load_settings
 from aggregator.config.sources_file import add_source
 from aggregator.errors import ConfigError
-from aggregator.http import HttpClient
+from aggregator.net.client import HttpClient
 from aggregator.peers.ckan import CkanPeer, MemoryCatalogue
 from aggregator.peers.ckan_data import load_bundled_packages
 from aggregator.peers.csw import CswPeer

@@ -30,7 +30,7 @@ from typing import Any
 from harvest_oaipmh import RssSampler, _cpu, _proc_stats, disk_usage, rss_mb
 
 from aggregator.config import HarvestSettings, HttpSettings, Settings, SourceConfig
-from aggregator.http import HttpClient
+from aggregator.net.client import HttpClient
 from aggregator.pipeline import RunOptions, run_source
 from aggregator.store.records import RecordStore
 

@@ -40,7 +40,7 @@ from aggregator.config import (
 )
 from aggregator.harvest.base import HarvestRequest, Listing
 from aggregator.harvest.csw import CswHarvester
-from aggregator.http import HttpClient
+from aggregator.net.client import HttpClient
 from aggregator.pipeline import RunOptions, run_source
 from aggregator.plugins import mappers
 from aggregator.store.records import RecordStore

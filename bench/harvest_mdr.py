@@ -30,7 +30,7 @@ from aggregator.config import (
     SourceConfig,
     ValidationStep,
 )
-from aggregator.http import HttpClient
+from aggregator.net.client import HttpClient
 from aggregator.pipeline import run_source
 from aggregator.store.records import RecordStore
 

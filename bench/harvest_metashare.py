@@ -37,7 +37,7 @@ from typing import Any
 from aggregator.config import HarvestSettings, HttpSettings, Settings, parse_source
 from aggregator.harvest.base import HarvestRequest, Listing
 from aggregator.harvest.metashare import MetaShareHarvester
-from aggregator.http import HttpClient
+from aggregator.net.client import HttpClient
 from aggregator.peers.metashare import bundled_node, sample_xml, variant
 from aggregator.peers.server import PeerServer
 from aggregator.pipeline import RunOptions, run_source

@@ -42,7 +42,7 @@ import requests
 from aggregator.config import HarvestSettings, HttpSettings, Settings, SourceConfig
 from aggregator.harvest.base import HarvestRequest, Listing
 from aggregator.harvest.sparql import SparqlHarvester
-from aggregator.http import HttpClient
+from aggregator.net.client import HttpClient
 from aggregator.pipeline import RunOptions, run_source
 from aggregator.store.records import RecordStore
 

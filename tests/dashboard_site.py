@@ -17,7 +17,7 @@ import uvicorn
 from aggregator.config import Settings, load_settings
 from aggregator.config.sources_file import add_source
 from aggregator.demo import CONFIG, start_sources
-from aggregator.http import HttpClient
+from aggregator.net.client import HttpClient
 from aggregator.peers.rdf_files import RdfFilesApp
 from aggregator.peers.server import PeerServer
 from aggregator.pipeline import run_source

@@ -16,9 +16,9 @@ from aggregator.config import (
     SourceConfig,
     ValidationStep,
 )
-from aggregator.http import HttpClient
 from aggregator.jobs.events import EventBus, HarvestEvent
 from aggregator.jobs.journal import JobRow
+from aggregator.net.client import HttpClient
 from aggregator.notify import Notifier, attach, parse_notify
 from aggregator.peers.mdr import MdrService
 from aggregator.peers.mdr_pages import MdrPage

@@ -18,11 +18,11 @@ from aggregator.categorisation import (
 )
 from aggregator.config import load_settings
 from aggregator.errors import ConfigError
-from aggregator.http import HttpClient
 from aggregator.mapping.base import MappingContext, canonical_ntriples, content_hash
 from aggregator.mapping.ckan import CkanMapper
 from aggregator.mapping.dcat import DcatMapper
 from aggregator.models import MappedDataset, RawRecord
+from aggregator.net.client import HttpClient
 from aggregator.peers.ckan import CkanPeer, MemoryCatalogue
 from aggregator.peers.ckan_data import load_bundled_packages
 from aggregator.peers.rdf_files import RdfFilesApp

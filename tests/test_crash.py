@@ -17,8 +17,8 @@ import pytest
 from storecheck import assert_consistent
 
 from aggregator.config import load_settings
-from aggregator.http import HttpClient
 from aggregator.models import JobStatus
+from aggregator.net.client import HttpClient
 from aggregator.peers.oaipmh import OaiPmhPeer
 from aggregator.peers.oaipmh_items import generated_items
 from aggregator.peers.sample_data import generate_dataset

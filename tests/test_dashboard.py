@@ -84,7 +84,7 @@ def test_overview_says_how_each_source_is(site: Site) -> None:
 
 def test_a_failed_job_shows_its_error_text(site: Site, tmp_path: Path) -> None:
     from aggregator.config.sources_file import add_source
-    from aggregator.http import HttpClient
+    from aggregator.net.client import HttpClient
     from aggregator.pipeline import run_source
     from aggregator.store.records import RecordStore
 

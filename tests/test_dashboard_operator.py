@@ -16,7 +16,7 @@ import requests
 from dashboard_site import TOKEN, Site, served_site
 
 from aggregator.config import load_settings
-from aggregator.http import HttpClient
+from aggregator.net.client import HttpClient
 from aggregator.pipeline import run_source
 from aggregator.store.records import RecordStore
 

@@ -13,7 +13,6 @@ from pathlib import Path
 import pytest
 
 from aggregator.config import HarvestSettings, HttpSettings, Settings, SourceConfig
-from aggregator.http import HttpClient
 from aggregator.jobs.events import (
     EventBus,
     HarvestEvent,
@@ -25,6 +24,7 @@ from aggregator.jobs.events import (
     SourceUnreachable,
 )
 from aggregator.jobs.journal import JobRow
+from aggregator.net.client import HttpClient
 from aggregator.peers.oaipmh import OaiPmhPeer
 from aggregator.peers.oaipmh_items import MemoryItems, OaiItem
 from aggregator.peers.sample_data import generate_dataset, generate_identifier

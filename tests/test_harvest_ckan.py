@@ -25,9 +25,9 @@ from aggregator.errors import ConfigError, HarvestError, TransportError
 from aggregator.harvest.base import HarvestRequest, Listing
 from aggregator.harvest.checkpoints import Checkpoint
 from aggregator.harvest.ckan import CkanHarvester, action_url, solr_date
-from aggregator.http import HttpClient
 from aggregator.jobs.journal import JobRow
 from aggregator.models import JobStatus, RawRecord
+from aggregator.net.client import HttpClient
 from aggregator.peers.ckan import CkanPeer, MemoryCatalogue
 from aggregator.peers.ckan_data import generate_package, load_bundled_packages
 from aggregator.peers.ckan_query import Query

@@ -14,9 +14,9 @@ from pathlib import Path
 from aggregator.config import HarvestSettings, HttpSettings, Settings, SourceConfig
 from aggregator.harvest.checkpoints import Checkpoint
 from aggregator.harvest.ckan import parse_datestamp
-from aggregator.http import HttpClient
 from aggregator.lifecycle import iso
 from aggregator.models import JobStatus
+from aggregator.net.client import HttpClient
 from aggregator.peers.ckan import CkanPeer, MemoryCatalogue
 from aggregator.peers.ckan_data import small_package
 from aggregator.peers.server import PeerServer

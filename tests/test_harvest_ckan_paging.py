@@ -16,8 +16,8 @@ from aggregator.errors import ConfigError
 from aggregator.harvest.base import HarvestRequest, Listing
 from aggregator.harvest.ckan import CkanHarvester
 from aggregator.harvest.ckan_paging import PageKey, Row, page_problem, solr_ms, tiebreak_of
-from aggregator.http import HttpClient
 from aggregator.models import RawRecord
+from aggregator.net.client import HttpClient
 from aggregator.peers.ckan import CkanPeer, MemoryCatalogue
 from aggregator.peers.ckan_data import small_package
 from aggregator.peers.ckan_query import QueryError, parse_fq, solr_time

@@ -14,8 +14,8 @@ from aggregator.harvest.base import HarvestRequest, Listing
 from aggregator.harvest.csw import CswHarvester
 from aggregator.harvest.csw_client import ISO_SCHEMA_DMS, load_checkpoint
 from aggregator.harvest.gemini import record_facts
-from aggregator.http import HttpClient
 from aggregator.models import RawRecord
+from aggregator.net.client import HttpClient
 from aggregator.peers.csw import CswPeer
 from aggregator.peers.gemini_samples import bundled_gemini_records, generate_gemini_record
 from aggregator.peers.server import PeerServer

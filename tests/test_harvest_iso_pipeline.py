@@ -26,7 +26,7 @@ from aggregator.config import (
     ValidationStep,
 )
 from aggregator.harvest.gemini import record_facts
-from aggregator.http import HttpClient
+from aggregator.net.client import HttpClient
 from aggregator.peers.csw import CswItem, CswPeer
 from aggregator.peers.gemini_samples import bundled_gemini_records, generate_gemini_record
 from aggregator.peers.server import PeerServer

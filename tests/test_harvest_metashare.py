@@ -20,7 +20,7 @@ from aggregator.deadletter import rejections, revalidate
 from aggregator.errors import ConfigError
 from aggregator.harvest.base import HarvestRequest, Listing
 from aggregator.harvest.metashare import MetaShareHarvester
-from aggregator.http import HttpClient
+from aggregator.net.client import HttpClient
 from aggregator.peers.metashare import (
     MetaShareNode,
     ascii_xml,

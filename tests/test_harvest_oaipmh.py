@@ -23,8 +23,8 @@ from aggregator.errors import (
 )
 from aggregator.harvest.base import HarvestRequest, Listing
 from aggregator.harvest.oaipmh import OaiPmhHarvester, parse_datestamp
-from aggregator.http import HttpClient
 from aggregator.models import RawRecord
+from aggregator.net.client import HttpClient
 from aggregator.peers.oaipmh import DAY, OaiPmhPeer
 from aggregator.peers.oaipmh_items import MemoryItems, OaiItem, generated_items
 from aggregator.peers.server import PeerServer, respond

@@ -17,9 +17,9 @@ from aggregator.errors import HarvestError
 from aggregator.harvest.base import HarvestRequest, Listing
 from aggregator.harvest.checkpoints import Checkpoint
 from aggregator.harvest.ogc_records import OgcRecordsHarvester
-from aggregator.http import HttpClient
 from aggregator.jobs.journal import JobRow
 from aggregator.models import JobStatus, RawRecord
+from aggregator.net.client import HttpClient
 from aggregator.peers.ogc_records import OgcRecordsPeer, RecordCollection
 from aggregator.peers.ogc_records_data import generate_record, load_bundled_records, record_id
 from aggregator.peers.server import PeerServer

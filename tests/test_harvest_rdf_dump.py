@@ -16,8 +16,8 @@ from aggregator.config import HttpSettings, SourceConfig
 from aggregator.errors import ConfigError, HarvestError, TransportError
 from aggregator.harvest.base import HarvestRequest, Listing
 from aggregator.harvest.rdf_dump import RdfDumpHarvester, detect_syntax
-from aggregator.http import HttpClient
 from aggregator.models import RawRecord
+from aggregator.net.client import HttpClient
 from aggregator.peers.rdf_files import Fault, RdfFilesApp
 from aggregator.peers.server import PeerServer
 from aggregator.plugins import harvesters

@@ -26,8 +26,8 @@ from aggregator.harvest.sparql import (
     string_literal,
 )
 from aggregator.harvest.sparql_closure import ClosureShape, closure_query
-from aggregator.http import HttpClient
 from aggregator.models import RawRecord
+from aggregator.net.client import HttpClient
 from aggregator.peers.server import PeerServer
 from aggregator.peers.sparql import SparqlApp, SparqlFault, uses_service
 from aggregator.plugins import harvesters

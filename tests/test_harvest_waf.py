@@ -22,8 +22,8 @@ from aggregator.harvest.gemini import record_facts
 from aggregator.harvest.gemini_doc import GeminiDocHarvester
 from aggregator.harvest.waf import WafHarvester
 from aggregator.harvest.waf_listing import folder_url, read_listing
-from aggregator.http import HttpClient
 from aggregator.models import RawRecord
+from aggregator.net.client import HttpClient
 from aggregator.peers.gemini_samples import bundled_gemini_records, generate_gemini_record
 from aggregator.peers.server import PeerServer
 from aggregator.peers.waf import WafApp

@@ -23,8 +23,8 @@ from aggregator.errors import (
     TooManyRedirectsError,
     TransportError,
 )
-from aggregator.http import HttpClient, HttpSession, Response
-from aggregator.http_guard import check_address, is_public_address
+from aggregator.net.client import HttpClient, HttpSession, Response
+from aggregator.net.guard import check_address, is_public_address
 from aggregator.peers.http_faults import FaultApp, RawFaultServer, gzip_bomb
 from aggregator.peers.server import PeerServer
 

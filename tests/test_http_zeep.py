@@ -14,7 +14,7 @@ from lxml import etree
 
 from aggregator.config import HttpSettings, Secret, SourceConfig
 from aggregator.errors import BlockedAddressError
-from aggregator.http import HttpClient
+from aggregator.net.client import HttpClient
 from aggregator.peers.http_faults import FaultApp
 from aggregator.peers.server import PeerServer, respond
 

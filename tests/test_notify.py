@@ -14,8 +14,8 @@ import pytest
 
 from aggregator.config import HarvestSettings, HttpSettings, Settings, load_settings
 from aggregator.errors import ConfigError
-from aggregator.http import HttpClient
 from aggregator.jobs.events import EventBus, HarvestEvent, JobFailed
+from aggregator.net.client import HttpClient
 from aggregator.notify import Notice, Notifier, NotifySettings, parse_notify
 from aggregator.peers.oaipmh import OaiPmhPeer
 from aggregator.peers.oaipmh_items import MemoryItems, OaiItem

@@ -11,8 +11,8 @@ import pytest
 
 from aggregator.config import load_settings
 from aggregator.errors import ConfigError
-from aggregator.http import HttpClient
 from aggregator.jobs.events import EventBus
+from aggregator.net.client import HttpClient
 from aggregator.notify import attach
 from aggregator.notify.wiring import flush_digests
 from aggregator.peers.oaipmh import OaiPmhPeer

@@ -19,10 +19,10 @@ from storecheck import assert_consistent, make_unversioned
 from aggregator.config import HarvestSettings, HttpSettings, Settings, SourceConfig
 from aggregator.harvest.base import HarvestRequest, Listing
 from aggregator.harvest.oaipmh import OaiPmhHarvester
-from aggregator.http import HttpClient
 from aggregator.jobs.journal import JobRow
 from aggregator.lifecycle import UpToDate
 from aggregator.models import JobStatus
+from aggregator.net.client import HttpClient
 from aggregator.peers.oaipmh import OaiPmhPeer
 from aggregator.peers.oaipmh_items import MemoryItems, OaiItem
 from aggregator.peers.sample_data import generate_dataset, generate_identifier

@@ -36,10 +36,10 @@ from starlette.applications import Starlette
 from storecheck import make_unversioned
 
 from aggregator.config import HarvestSettings, HttpSettings, ServeSettings, Settings, SourceConfig
-from aggregator.http import HttpClient
 from aggregator.mapping.base import MappingContext, canonical_ntriples
 from aggregator.mapping.dcat import DcatMapper
 from aggregator.models import RawRecord
+from aggregator.net.client import HttpClient
 from aggregator.peers.oaipmh import OaiPmhPeer
 from aggregator.peers.oaipmh_items import MemoryItems, OaiItem
 from aggregator.peers.sample_data import generate_dataset, generate_identifier

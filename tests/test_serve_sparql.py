@@ -24,7 +24,7 @@ from SPARQLWrapper import CSV, JSON, TURTLE, XML, SPARQLWrapper
 from starlette.applications import Starlette
 
 from aggregator.config import HarvestSettings, HttpSettings, ServeSettings, Settings, SourceConfig
-from aggregator.http import HttpClient
+from aggregator.net.client import HttpClient
 from aggregator.peers.oaipmh import OaiPmhPeer
 from aggregator.peers.oaipmh_items import MemoryItems, OaiItem
 from aggregator.peers.sample_data import generate_dataset, generate_identifier

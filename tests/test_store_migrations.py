@@ -16,7 +16,7 @@ from click.testing import CliRunner
 from aggregator.cli import main
 from aggregator.config import HarvestSettings, HttpSettings, Settings, SourceConfig
 from aggregator.errors import StoreVersionError
-from aggregator.http import HttpClient
+from aggregator.net.client import HttpClient
 from aggregator.peers.oaipmh import OaiPmhPeer
 from aggregator.peers.oaipmh_items import MemoryItems, OaiItem
 from aggregator.peers.sample_data import generate_dataset, generate_identifier

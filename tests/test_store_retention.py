@@ -27,7 +27,7 @@ from aggregator.config import (
     SourceConfig,
     load_settings,
 )
-from aggregator.http import HttpClient
+from aggregator.net.client import HttpClient
 from aggregator.peers.oaipmh import OaiPmhPeer
 from aggregator.peers.oaipmh_items import MemoryItems, OaiItem
 from aggregator.peers.sample_data import generate_dataset, generate_identifier

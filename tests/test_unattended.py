@@ -24,7 +24,7 @@ from storecheck import assert_consistent
 
 from aggregator.config import HttpSettings, load_settings
 from aggregator.errors import TransportError
-from aggregator.http import HttpClient
+from aggregator.net.client import HttpClient
 from aggregator.peers.oaipmh import OaiPmhPeer
 from aggregator.peers.oaipmh_items import generated_items
 from aggregator.peers.sample_data import generate_dataset

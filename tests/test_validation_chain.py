@@ -25,9 +25,9 @@ from aggregator.config import (
     load_settings,
 )
 from aggregator.errors import ConfigError, ParseError
-from aggregator.http import HttpClient
 from aggregator.mapping.base import MappingContext
 from aggregator.models import Finding, MappedDataset, RawRecord, Severity, Stage, ValidationReport
+from aggregator.net.client import HttpClient
 from aggregator.payload import ParsedPayload
 from aggregator.peers.oaipmh import MetadataFormat, OaiPmhPeer
 from aggregator.peers.oaipmh_items import MemoryItems, OaiItem

@@ -23,9 +23,9 @@ from lxml import etree
 
 from aggregator.config import HarvestSettings, HttpSettings, Settings, load_settings
 from aggregator.errors import ConfigError
-from aggregator.http import HttpClient
 from aggregator.mapping.base import MappingContext
 from aggregator.models import RawRecord, Severity, Stage
+from aggregator.net.client import HttpClient
 from aggregator.payload import ParsedPayload
 from aggregator.peers.oaipmh import MetadataFormat, OaiPmhPeer
 from aggregator.peers.oaipmh_items import MemoryItems, OaiItem

@@ -128,8 +128,8 @@ def harvest(
     """Harvest sources now, one job per source. When a scheduler runs for the store
     (``serve``, ``aggregator scheduler``), the jobs are handed to it and followed to their
     end, with the same output and exit codes (Ctrl-C cancels them)."""
-    from aggregator.http import HttpClient
     from aggregator.jobs.journal import JobRow
+    from aggregator.net.client import HttpClient
     from aggregator.pipeline import RunOptions, jobs_exit_code, run_source
 
     s = c.settings

@@ -149,7 +149,7 @@ def source_add(
 
 def _probe(src: SourceConfig, http: HttpSettings) -> Harvester:
     """Probe a source and echo what it said; the harvester keeps what it read."""
-    from aggregator.http import HttpClient
+    from aggregator.net.client import HttpClient
     from aggregator.plugins import harvesters
 
     src.require_secrets()

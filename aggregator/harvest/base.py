@@ -21,9 +21,9 @@ from datetime import datetime
 from typing import Any, ClassVar
 
 from aggregator.config import SourceConfig
-from aggregator.http import HttpClient, HttpSession
 from aggregator.input_limits import DEFAULT_LIMITS, InputLimits
 from aggregator.models import RawRecord
+from aggregator.net.client import HttpClient, HttpSession
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,7 +121,7 @@ class Harvester:
     #: whose requests are signed for one use (a nonce and a timestamp, as WS-Security's
     #: UsernameToken): resent as they are, a strict service refuses them as replays, so the
     #: session sends each request once and the harvester retries whole calls, signed
-    #: afresh, with the session's :attr:`~aggregator.http.HttpSession.retry` rule.
+    #: afresh, with the session's :attr:`~aggregator.net.client.HttpSession.retry` rule.
     transport_retries: ClassVar[bool] = True
 
     def __init__(self, source: SourceConfig, http: HttpSession) -> None:

@@ -46,7 +46,7 @@ from aggregator.notify.settings import Condition
 if TYPE_CHECKING:
     from aggregator.harvest.mdr import MdrOptions
     from aggregator.harvest.mdr_client import MdrClient
-    from aggregator.http import HttpClient, HttpSession
+    from aggregator.net.client import HttpClient, HttpSession
 
 log = logging.getLogger("aggregator.harvest.mdr")
 
@@ -153,7 +153,7 @@ class Translator:
     def _mdr_client(self) -> MdrClient:
         if self._client is None:
             from aggregator.harvest.mdr import MdrHarvester
-            from aggregator.http import HttpClient
+            from aggregator.net.client import HttpClient
 
             self._http = HttpClient(self.settings.http)
             self._session = MdrHarvester.open_session(self._http, self.source)

@@ -1,7 +1,7 @@
 """The one HTTP client layer every harvester uses: :class:`HttpClient` (one per process)
 hands out an :class:`HttpSession` per source; both send with :meth:`~HttpSession.request`.
 
-The rules live in the session's adapter (:mod:`aggregator.http_session`), so a library given
+The rules live in the session's adapter (:mod:`aggregator.net.session`), so a library given
 ``HttpSession.session`` (zeep, OWSLib) gets them too:
 
 - timeouts (connect and read) on every request, and optionally a total deadline per body;
@@ -46,9 +46,9 @@ import urllib3.exceptions
 
 from aggregator.config import HttpSettings, SourceConfig
 from aggregator.errors import TooManyRedirectsError, TransportError
-from aggregator.http_guard import AddressGuard
-from aggregator.http_session import HostSlots, PoliteRetry, SafeAdapter, SourceSession
-from aggregator.http_words import EXCERPT_BYTES, body_excerpt, in_words
+from aggregator.net.guard import AddressGuard
+from aggregator.net.session import HostSlots, PoliteRetry, SafeAdapter, SourceSession
+from aggregator.net.words import EXCERPT_BYTES, body_excerpt, in_words
 
 log = logging.getLogger(__name__)
 

@@ -1,4 +1,4 @@
-"""The SSRF guard of :mod:`aggregator.http`: refuse non-http(s) schemes and hosts that resolve
+"""The SSRF guard of :mod:`aggregator.net.client`: refuse non-http(s) schemes and hosts that resolve
 to non-public addresses (private, loopback, link-local, multicast, reserved, unspecified,
 CGNAT; IPv4-mapped, 6to4 and NAT64 IPv6 forms unwrapped first) unless private targets are
 allowed. The check is repeated when the socket is opened, and the socket connects to the very

@@ -2,10 +2,10 @@
 
 A library that takes a session (zeep's ``Transport(session=...)``, OWSLib) and calls
 ``session.get``/``session.post`` directly gets the same rules as
-:class:`aggregator.http.HttpClient`:
+:class:`aggregator.net.client.HttpClient`:
 
 - :class:`SafeAdapter` (mounted for http and https): the SSRF guard at connect time (from
-  :class:`~aggregator.http_guard.GuardedAdapter`), default connect/read timeouts, the per-host
+  :class:`~aggregator.net.guard.GuardedAdapter`), default connect/read timeouts, the per-host
   concurrency slot (held until the body is read or the response closed), a size cap on the
   declared ``Content-Length`` and on the decoded bytes read, and retries through
   :class:`urllib3.util.Retry` (:class:`PoliteRetry`);
@@ -33,7 +33,7 @@ from urllib3.util.retry import Retry
 
 from aggregator.config import HttpSettings
 from aggregator.errors import ResponseTooLargeError, TransportError
-from aggregator.http_guard import AddressGuard, GuardedAdapter
+from aggregator.net.guard import AddressGuard, GuardedAdapter
 
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
 
