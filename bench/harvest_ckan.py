@@ -37,9 +37,9 @@ from aggregator.store.records import RecordStore
 
 def _serve(count: int, prebuild: bool, port_q: Any, stop: Any) -> None:
     """The peer process: a CKAN-like portal of ``count`` generated packages."""
-    from aggregator.peers.ckan import CkanPeer, GeneratedCatalogue
-    from aggregator.peers.ckan_data import generate_package
-    from aggregator.peers.server import PeerServer
+    from aggregator.demo.peers.ckan import CkanPeer, GeneratedCatalogue
+    from aggregator.demo.peers.ckan_data import generate_package
+    from aggregator.demo.peers.server import PeerServer
 
     make = generate_package
     if prebuild:

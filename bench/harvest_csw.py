@@ -50,8 +50,8 @@ from aggregator.validate.profiles import profile_steps
 def _serve(count: int, port_q: Any, stop: Any) -> None:
     """The peer process: every record made (and parsed once for its facts) before the clock
     starts, as a real catalogue has them stored."""
-    from aggregator.peers.csw import CswFaults, CswPeer, GeneratedCatalogue
-    from aggregator.peers.server import PeerServer
+    from aggregator.demo.peers.csw import CswFaults, CswPeer, GeneratedCatalogue
+    from aggregator.demo.peers.server import PeerServer
 
     items = list(GeneratedCatalogue(count))
     size = sum(len(i.payload) for i in items) // max(count, 1)

@@ -16,10 +16,10 @@ import uvicorn
 
 from aggregator.config import Settings, load_settings
 from aggregator.config.sources_file import add_source
-from aggregator.demo import CONFIG, start_sources
+from aggregator.demo.peers.rdf_files import RdfFilesApp
+from aggregator.demo.peers.server import PeerServer
+from aggregator.demo.run import CONFIG, start_sources
 from aggregator.net.client import HttpClient
-from aggregator.peers.rdf_files import RdfFilesApp
-from aggregator.peers.server import PeerServer
 from aggregator.pipeline import run_source
 from aggregator.schedule.service import run_scheduler
 from aggregator.serve.app import create_app

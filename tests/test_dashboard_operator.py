@@ -128,10 +128,10 @@ def _waf_with_a_record_without_lineage(site: Site) -> str:
     from datetime import UTC, datetime
 
     from aggregator.config.sources_file import add_source
+    from aggregator.demo.peers.gemini_samples import bundled_gemini_records
+    from aggregator.demo.peers.server import PeerServer
+    from aggregator.demo.peers.waf import WafApp
     from aggregator.harvest.gemini import record_facts
-    from aggregator.peers.gemini_samples import bundled_gemini_records
-    from aggregator.peers.server import PeerServer
-    from aggregator.peers.waf import WafApp
     from aggregator.xml import parse_xml
 
     name, doc = bundled_gemini_records()[0]

@@ -357,6 +357,6 @@ def dashboard_hash(secret: str) -> None:
 def demo(directory: Path, port: int, no_serve: bool) -> None:
     """Start bundled sources on 127.0.0.1, harvest them, then serve them with the scheduler, as
     ``serve`` does (``schedule now`` and ``harvest`` work meanwhile). No internet needed."""
-    from aggregator.demo import run_demo
+    from aggregator.demo.run import run_demo
 
     sys.exit(run_demo(directory, port=port, serve=not no_serve))

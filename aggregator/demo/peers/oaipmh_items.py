@@ -1,6 +1,6 @@
 """The records an OAI-PMH peer serves: :class:`OaiItem`, and the :class:`ItemSource` kinds
 (:class:`MemoryItems`, mutable; :class:`SequenceItems`, built on demand from an index, with
-:func:`generated_items` for the demo and the benchmark). See :mod:`aggregator.peers.oaipmh`.
+:func:`generated_items` for the demo and the benchmark). See :mod:`aggregator.demo.peers.oaipmh`.
 """
 
 from __future__ import annotations
@@ -191,7 +191,7 @@ class SequenceItems(ItemSource):
 # -- generated collections (demo and benchmark) --------------------------------------------------
 def minimal_dcat(index: int) -> bytes:
     """A small DCAT dataset as RDF/XML; the demo and benchmark pass a richer generator
-    (``aggregator.peers.sample_data.generate_dataset``) to :func:`generated_items`."""
+    (``aggregator.demo.peers.sample_data.generate_dataset``) to :func:`generated_items`."""
     return (
         '<rdf:RDF xmlns:rdf="http://www.w3.org/1999/02/22-rdf-syntax-ns#" '
         'xmlns:dcat="http://www.w3.org/ns/dcat#" xmlns:dct="http://purl.org/dc/terms/">'

@@ -26,10 +26,10 @@ from xml.sax.saxutils import escape
 
 from lxml import etree
 
+from aggregator.demo.peers.gemini_samples import generate_gemini_record, strip_declaration
+from aggregator.demo.peers.server import respond
 from aggregator.harvest.csw_client import CSW, ISO_SCHEMA, OGC, is_iso_schema
 from aggregator.harvest.gemini import record_facts
-from aggregator.peers.gemini_samples import generate_gemini_record, strip_declaration
-from aggregator.peers.server import respond
 from aggregator.xml import parse_xml
 
 StartResponse = Callable[..., Any]

@@ -1,6 +1,6 @@
 """A local server that misbehaves in every way the HTTP layer must survive.
 
-:class:`FaultApp` is a WSGI app (run it with :class:`~aggregator.peers.server.PeerServer`);
+:class:`FaultApp` is a WSGI app (run it with :class:`~aggregator.demo.peers.server.PeerServer`);
 :class:`RawFaultServer` is a raw-socket server for faults WSGI cannot express. Both count
 requests per path (``hits(path)``) so tests can assert how many attempts were made, and
 :class:`FaultApp` records the peak number of requests in flight per path (``peak(path)``).
@@ -52,7 +52,7 @@ from types import TracebackType
 from typing import Any
 from urllib.parse import parse_qs, quote
 
-from aggregator.peers.server import respond
+from aggregator.demo.peers.server import respond
 
 StartResponse = Callable[..., Any]
 

@@ -41,7 +41,7 @@ from urllib.parse import parse_qs
 
 from lxml import etree
 
-from aggregator.peers.server import respond
+from aggregator.demo.peers.server import respond
 
 MS = "http://www.ilsp.gr/META-XMLSchema"
 SAMPLES = ("corpus", "lexicon", "grammar", "tool-service")
@@ -72,7 +72,7 @@ def ascii_xml(xml: bytes) -> bytes:
 
 def sample_xml(name: str) -> bytes:
     """A bundled sample description (``corpus``, ``lexicon``, ``grammar``, ``tool-service``)."""
-    path = resources.files("aggregator.peers") / "data" / "meta-share" / f"{name}.xml"
+    path = resources.files("aggregator.demo.peers") / "data" / "meta-share" / f"{name}.xml"
     return path.read_bytes()
 
 

@@ -166,7 +166,7 @@ def small_package(package_id: str, modified: str, revision: int = 0) -> dict[str
 
 @lru_cache(maxsize=1)
 def _bundled() -> str:
-    return (resources.files("aggregator.peers") / "data" / "ckan" / "packages.json").read_text(
+    return (resources.files("aggregator.demo.peers") / "data" / "ckan" / "packages.json").read_text(
         encoding="utf-8"
     )
 

@@ -314,7 +314,7 @@ _OAI_DATESTAMP = datetime(2024, 11, 4, 9, 0, tzinfo=UTC)
 
 
 def _data_dir() -> Path:
-    return Path(str(resources.files("aggregator.peers") / "data"))
+    return Path(str(resources.files("aggregator.demo.peers") / "data"))
 
 
 def load_bundled_oai_records() -> list[tuple[str, datetime, bytes]]:
@@ -324,7 +324,7 @@ def load_bundled_oai_records() -> list[tuple[str, datetime, bytes]]:
     one hour per file in name order, so that a demo harvest with ``from`` returns a subset.
     """
     records: list[tuple[str, datetime, bytes]] = []
-    folder = resources.files("aggregator.peers") / "data" / "oai"
+    folder = resources.files("aggregator.demo.peers") / "data" / "oai"
     names = sorted(p.name for p in folder.iterdir() if p.name.endswith(".rdf"))
     for hour, name in enumerate(names):
         payload = (folder / name).read_bytes()

@@ -22,23 +22,23 @@ import click
 
 from aggregator.config import load_settings
 from aggregator.config.sources_file import add_source
+from aggregator.demo.peers.ckan import CkanPeer, MemoryCatalogue
+from aggregator.demo.peers.ckan_data import load_bundled_packages
+from aggregator.demo.peers.csw import CswPeer
+from aggregator.demo.peers.gemini_samples import bundled_gemini_records
+from aggregator.demo.peers.mdr import MdrService
+from aggregator.demo.peers.mdr_pages import iso, load_sample_pages
+from aggregator.demo.peers.metashare import bundled_node
+from aggregator.demo.peers.oaipmh import OaiPmhPeer
+from aggregator.demo.peers.oaipmh_items import MemoryItems, OaiItem
+from aggregator.demo.peers.ogc_records import OgcRecordsPeer, RecordCollection
+from aggregator.demo.peers.ogc_records_data import load_bundled_records
+from aggregator.demo.peers.rdf_files import RdfFilesApp
+from aggregator.demo.peers.sample_data import bundled_dump_path, load_bundled_oai_records
+from aggregator.demo.peers.server import PeerServer
+from aggregator.demo.peers.waf import WafApp
 from aggregator.errors import ConfigError
 from aggregator.net.client import HttpClient
-from aggregator.peers.ckan import CkanPeer, MemoryCatalogue
-from aggregator.peers.ckan_data import load_bundled_packages
-from aggregator.peers.csw import CswPeer
-from aggregator.peers.gemini_samples import bundled_gemini_records
-from aggregator.peers.mdr import MdrService
-from aggregator.peers.mdr_pages import iso, load_sample_pages
-from aggregator.peers.metashare import bundled_node
-from aggregator.peers.oaipmh import OaiPmhPeer
-from aggregator.peers.oaipmh_items import MemoryItems, OaiItem
-from aggregator.peers.ogc_records import OgcRecordsPeer, RecordCollection
-from aggregator.peers.ogc_records_data import load_bundled_records
-from aggregator.peers.rdf_files import RdfFilesApp
-from aggregator.peers.sample_data import bundled_dump_path, load_bundled_oai_records
-from aggregator.peers.server import PeerServer
-from aggregator.peers.waf import WafApp
 from aggregator.pipeline import RunOptions, exit_code, run_source
 from aggregator.schedule.status import note_outside_job
 from aggregator.store.records import RecordStore, StoreNames

@@ -40,9 +40,9 @@ from typing import Any, Literal
 
 from lxml import etree
 
+from aggregator.demo.peers.mdr_pages import MdrPage, iso, parse_time
+from aggregator.demo.peers.server import DropConnection, respond
 from aggregator.errors import AggregatorError
-from aggregator.peers.mdr_pages import MdrPage, iso, parse_time
-from aggregator.peers.server import DropConnection, respond
 from aggregator.resources import bundled
 from aggregator.xml import parse_xml
 

@@ -86,7 +86,7 @@ def generate_record(index: int, revision: int = 0) -> dict[str, Any]:
 
 def load_bundled_records() -> list[dict[str, Any]]:
     text = (
-        resources.files("aggregator.peers") / "data" / "ogc-records" / "records.json"
+        resources.files("aggregator.demo.peers") / "data" / "ogc-records" / "records.json"
     ).read_text(encoding="utf-8")
     records: list[dict[str, Any]] = json.loads(text)
     return records

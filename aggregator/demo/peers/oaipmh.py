@@ -1,16 +1,16 @@
 """An OAI-PMH 2.0 data provider as a WSGI app: fixture server for tests, demo and benchmark.
 
-Run it with :class:`aggregator.peers.server.PeerServer`::
+Run it with :class:`aggregator.demo.peers.server.PeerServer`::
 
     items = MemoryItems([OaiItem("oai:x:1", datetime(2024, 1, 1, tzinfo=UTC), metadata=rdf)])
     peer = OaiPmhPeer(items, page_size=50)
     with PeerServer(peer) as server:
         ...  # harvest server.url; tests may change ``items`` and ``peer.faults`` meanwhile
 
-Records come from an :class:`ItemSource` (in :mod:`aggregator.peers.oaipmh_items`):
+Records come from an :class:`ItemSource` (in :mod:`aggregator.demo.peers.oaipmh_items`):
 :class:`MemoryItems` (mutable, thread-safe) or :class:`SequenceItems` (built lazily from an
 index, so 100,000 records cost no memory up front; :func:`generated_items` makes one from a
-metadata generator such as ``aggregator.peers.sample_data.generate_dataset``). Responses are
+metadata generator such as ``aggregator.demo.peers.sample_data.generate_dataset``). Responses are
 built as strings; each record's metadata bytes are embedded verbatim. Paging is keyset-based:
 the resumption token carries the position after the last record sent, so items changed
 between pages do not shift the pages. ``faults`` switches on the failure modes the harvester
@@ -32,8 +32,8 @@ from typing import Any, Final, Literal
 from urllib.parse import parse_qs
 from wsgiref.util import request_uri
 
-from aggregator.peers.oaipmh_items import ItemSource, MemoryItems, OaiItem, Query
-from aggregator.peers.server import respond
+from aggregator.demo.peers.oaipmh_items import ItemSource, MemoryItems, OaiItem, Query
+from aggregator.demo.peers.server import respond
 from aggregator.serve.oai_args import OaiError, verb_arguments
 
 OAI_NS = "http://www.openarchives.org/OAI/2.0/"

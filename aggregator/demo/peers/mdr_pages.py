@@ -1,4 +1,4 @@
-"""The portal's web pages that the local MDR service (:mod:`aggregator.peers.mdr`) serves: the
+"""The portal's web pages that the local MDR service (:mod:`aggregator.demo.peers.mdr`) serves: the
 page model with its publishing events, the bundled sample pages and the benchmark's
 generated ones, and the service's time format."""
 
@@ -34,8 +34,8 @@ class MdrPage:
 
 
 def load_sample_pages() -> list[MdrPage]:
-    """The bundled sample pages (``aggregator/peers/data/mdr/pages.json``)."""
-    text = (resources.files("aggregator.peers") / "data" / "mdr" / "pages.json").read_text(
+    """The bundled sample pages (``aggregator/demo/peers/data/mdr/pages.json``)."""
+    text = (resources.files("aggregator.demo.peers") / "data" / "mdr" / "pages.json").read_text(
         encoding="utf-8"
     )
     pages = []

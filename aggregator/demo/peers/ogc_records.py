@@ -13,7 +13,7 @@ Routes (JSON only; ``f=json`` and ``Accept: application/geo+json`` are both acce
 offset), so a harvester that builds its own URLs gets a 400. ``datetime`` selects records
 whose ``updated`` (else ``created``) falls in the interval (``..`` open). A collection's
 records are a list of features or, for large collections, a count and a function making
-feature ``i`` (:func:`aggregator.peers.ogc_records_data.generate_record`). ``malformed``
+feature ``i`` (:func:`aggregator.demo.peers.ogc_records_data.generate_record`). ``malformed``
 holds indexes whose feature is served broken (no ``id``, ``properties`` not an object).
 ``delay`` slows every items page.
 """
@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qs, urlencode
 
-from aggregator.peers.server import respond
+from aggregator.demo.peers.server import respond
 
 CONFORMANCE = (
     "http://www.opengis.net/spec/ogcapi-common-1/1.0/conf/core",

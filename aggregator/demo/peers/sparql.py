@@ -35,7 +35,7 @@ from pyoxigraph import (
     Store,
 )
 
-from aggregator.peers.server import respond
+from aggregator.demo.peers.server import respond
 
 _SERVICE = re.compile(r"\bSERVICE\b", re.IGNORECASE)
 _IRIS_AND_STRINGS = re.compile(r'<[^<>"{}|^`\\\s]*>|"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\'')

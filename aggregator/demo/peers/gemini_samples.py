@@ -51,7 +51,7 @@ def strip_declaration(document: bytes) -> bytes:
 
 def bundled_gemini_records() -> list[tuple[str, bytes]]:
     """(file name, bytes) of each bundled GEMINI record, sorted by name."""
-    folder = resources.files("aggregator.peers") / "data" / "gemini"
+    folder = resources.files("aggregator.demo.peers") / "data" / "gemini"
     return sorted(
         (entry.name, entry.read_bytes())
         for entry in folder.iterdir()

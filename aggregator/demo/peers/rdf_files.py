@@ -31,7 +31,7 @@ from typing import Any, Literal
 
 from pyoxigraph import RdfFormat, parse, serialize
 
-from aggregator.peers.server import respond
+from aggregator.demo.peers.server import respond
 
 Variant = Literal["next", "nextPage", "loop"]
 

@@ -2,7 +2,7 @@
 
 Only ``/api/3/action/package_search`` is served, as a CKAN 2.9+ portal serves it: ``q``
 (``*:*``), ``fq`` (conjunctions of ranges and terms in Solr's syntax, read by
-:mod:`aggregator.peers.ckan_query`: ``metadata_modified:[2024-01-01T00:00:00.000Z TO *]``,
+:mod:`aggregator.demo.peers.ckan_query`: ``metadata_modified:[2024-01-01T00:00:00.000Z TO *]``,
 ``{A TO *]``, ``id:{"abc" TO *]``, ``organization:NAME``, joined with ``AND``), ``sort`` (any
 of ``metadata_modified``, ``metadata_created``, ``id``, ``name`` asc/desc; ``score`` is
 ignored; dates at millisecond precision as Solr holds them), ``rows`` (capped at
@@ -13,7 +13,7 @@ filter it cannot read is a 409 with ``success: false``, as CKAN answers it.
 The catalogue is either a :class:`MemoryCatalogue` (packages a test changes while the server
 runs, even between two pages of a listing: ``put``, ``delete``, ``touch``) or a
 :class:`GeneratedCatalogue` (N packages made by
-:func:`aggregator.peers.ckan_data.generate_package` on request, for the benchmark).
+:func:`aggregator.demo.peers.ckan_data.generate_package` on request, for the benchmark).
 
 Faults (:meth:`CkanPeer.fail`, each for ``times`` requests, from request number
 ``from_request`` on): ``success-false`` (HTTP 200, ``success: false``), ``html-500`` (an
@@ -39,7 +39,7 @@ from operator import itemgetter
 from typing import Any, Protocol
 from urllib.parse import parse_qs
 
-from aggregator.peers.ckan_query import (
+from aggregator.demo.peers.ckan_query import (
     Clause,
     Query,
     QueryError,
@@ -49,7 +49,7 @@ from aggregator.peers.ckan_query import (
     solr_time,
     sort_packages,
 )
-from aggregator.peers.server import respond
+from aggregator.demo.peers.server import respond
 
 PATH = "/api/3/action/package_search"
 DEFAULT_SORT = "score desc, metadata_modified desc"
@@ -160,7 +160,7 @@ class MemoryCatalogue:
 class GeneratedCatalogue:
     """``count`` generated packages, made on request. Their ``metadata_modified``,
     ``metadata_created`` and ``id`` all grow with the index (as
-    :func:`~aggregator.peers.ckan_data.generate_package` makes them), so a range on those
+    :func:`~aggregator.demo.peers.ckan_data.generate_package` makes them), so a range on those
     fields is a binary search over the index and either sort is the index order; other
     filters and sorts are refused (QueryError)."""
 

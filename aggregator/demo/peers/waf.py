@@ -19,7 +19,7 @@ from typing import Any, Literal
 from urllib.parse import quote, unquote
 from xml.sax.saxutils import escape, quoteattr
 
-from aggregator.peers.server import respond
+from aggregator.demo.peers.server import respond
 
 StartResponse = Callable[..., Any]
 
