@@ -1,6 +1,6 @@
 """End-to-end harvest benchmark (not a test): N generated DCAT-AP datasets served by the local
 OAI-PMH peer (in its own process, like a remote server), harvested into a fresh on-disk store
-through the real pipeline: sickle, the dcat mapper, SHACL, the journaled record store.
+through the real pipeline: the OAI-PMH client, the dcat mapper, SHACL, the journaled record store.
 
     python bench/harvest_oaipmh.py --records 100000
     python bench/harvest_oaipmh.py --records 10000 --workers 0

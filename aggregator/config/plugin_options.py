@@ -15,9 +15,10 @@ than a harvest at 3 a.m.::
                 raise ValueError("max_findings must be at least 1")
 
 Field types understood: ``str``, ``int``, ``float``, ``bool``, ``Path`` (an existing file,
-resolved against the directory of aggregator.toml), ``tuple[str, ...]``, ``tuple[Path, ...]``
-(TOML arrays), ``Literal[...]`` of strings, and any of these ``| None``. Paths are handed to
-the plugin as ``str`` (hashable and picklable, as the worker processes need).
+resolved against the directory of aggregator.toml), :data:`Directory` (an existing directory,
+resolved the same way), ``tuple[str, ...]``, ``tuple[Path, ...]`` (TOML arrays),
+``Literal[...]`` of strings, and any of these ``| None``. Paths are handed to the plugin as
+``str`` (hashable and picklable, as the worker processes need).
 
 Options are read in two steps so that defaults and overrides can be merged in between:
 :func:`convert_options` checks and converts the keys a table gives (a global
@@ -39,6 +40,9 @@ from aggregator.errors import ConfigError
 
 T = TypeVar("T")
 
+Directory = typing.NewType("Directory", str)
+"""An option that names an existing directory (relative to aggregator.toml's), as ``str``."""
+
 
 def option_fields(cls: type[Any]) -> dict[str, Any]:
     """The option names of an options dataclass and their (resolved) types."""
@@ -49,6 +53,8 @@ def option_fields(cls: type[Any]) -> dict[str, Any]:
 def _describe(kind: Any) -> str:
     if kind is Path:
         return "a file path"
+    if kind is Directory:
+        return "a directory"
     if typing.get_origin(kind) is tuple:
         item = typing.get_args(kind)[0]
         return "a list of " + (
@@ -81,6 +87,13 @@ def _convert(value: Any, kind: Any, where: str, root: Path | None) -> Any:
         path = (root / value) if root is not None else Path(value)
         if not path.is_file():
             raise ConfigError(f"{where}: no such file {path}")
+        return str(path.resolve())
+    if kind is Directory:
+        if not isinstance(value, str) or not value:
+            raise ConfigError(f"{where}: expected {_describe(kind)}")
+        path = (root / value) if root is not None else Path(value)
+        if not path.is_dir():
+            raise ConfigError(f"{where}: no such directory {path}")
         return str(path.resolve())
     if kind is float and isinstance(value, int) and not isinstance(value, bool):
         return float(value)
