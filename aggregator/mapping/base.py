@@ -22,6 +22,10 @@ from pyoxigraph import (
 
 from aggregator.input_limits import DEFAULT_LIMITS, InputLimits
 from aggregator.models import MappedDataset, RawRecord
+
+# re-exported: every mapper hashes its N-Triples; it lives with MappedDataset so that what
+# runs after the mapper (categorisation) need not import the mapping package
+from aggregator.models import content_hash as content_hash
 from aggregator.payload import ParsedPayload
 
 if TYPE_CHECKING:
@@ -71,10 +75,6 @@ def canonical_ntriples(triples: Iterable[Triple | Quad]) -> bytes:
     assert data is not None
     lines = sorted(set(data.splitlines()))
     return b"\n".join(lines) + b"\n" if lines else b""
-
-
-def content_hash(ntriples: bytes) -> str:
-    return hashlib.sha256(ntriples).hexdigest()
 
 
 class Mapper:
