@@ -47,8 +47,6 @@ KNOWN_CIRCLES: list[frozenset[str]] = [
             "aggregator.validate.profiles",
         }
     ),
-    # the rule table calls the range pass, which reads the rule types
-    frozenset({"aggregator.mapping.dcat_ranges", "aggregator.mapping.dcat_rules"}),
     # harvest/mdr's harvester hooks import mdr_events lazily; mdr_events names the harvester
     frozenset({"aggregator.harvest.mdr", "aggregator.harvest.mdr_events"}),
 ]
