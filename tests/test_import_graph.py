@@ -47,8 +47,6 @@ KNOWN_CIRCLES: list[frozenset[str]] = [
             "aggregator.validate.profiles",
         }
     ),
-    # harvest/mdr's harvester hooks import mdr_events lazily; mdr_events names the harvester
-    frozenset({"aggregator.harvest.mdr", "aggregator.harvest.mdr_events"}),
 ]
 
 # (importing part, imported part): arrows that must not exist. A part is a module or package

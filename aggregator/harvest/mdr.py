@@ -52,6 +52,7 @@ from aggregator.models import RawRecord
 
 if TYPE_CHECKING:
     from aggregator.config import Settings
+    from aggregator.http import HttpClient, HttpSession
     from aggregator.jobs.events import HarvestEvent
     from aggregator.notify.settings import Condition
 
@@ -248,7 +249,11 @@ class MdrHarvester(Harvester):
     ) -> Callable[[HarvestEvent], Sequence[HarvestEvent]]:
         from aggregator.harvest.mdr_events import Translator
 
-        return Translator(settings, source)
+        def connect(http: HttpClient) -> tuple[HttpSession, MdrClient]:
+            session = cls.open_session(http, source)
+            return session, cls(source, session).client()
+
+        return Translator(settings, source, connect)
 
 
 def _datestamp(element: etree._Element) -> datetime | None:
