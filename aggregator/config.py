@@ -40,45 +40,25 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from aggregator.categorisation import CategorisationConfig, parse_categorisation
+from aggregator.config_secret import ENV_NAME as ENV_NAME
+from aggregator.config_secret import Secret as Secret
+from aggregator.config_validation import (
+    NAME,
+    parse_chain,
+    validation_settings,
+)
+from aggregator.config_validation import ValidationSettings as ValidationSettings
+from aggregator.config_validation import ValidationStep as ValidationStep
 from aggregator.errors import ConfigError
 from aggregator.input_limits import InputLimits
+from aggregator.registry import HARVESTERS, MAPPERS, registry_of
 
 if TYPE_CHECKING:
     from aggregator.notify.settings import NotifySettings
 
-SOURCE_NAME = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,62}$")
-ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+SOURCE_NAME = NAME  # a source's name (and a validation step's label)
 HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")  # an RFC 9110 token
 SCHEDULES = ("manual", "hourly", "daily", "weekly", "monthly")
-
-
-class Secret:
-    """A secret value read from the environment at load time; never printed.
-
-    An unset variable does not stop the configuration from loading (one source's missing
-    secret must not block every other source): the secret is then *missing*, and
-    :meth:`SourceConfig.require_secrets` fails that source's job, naming the variable.
-    """
-
-    __slots__ = ("_value", "env_name")
-
-    def __init__(self, env_name: str, value: str | None) -> None:
-        self.env_name = env_name
-        self._value = value
-
-    @property
-    def missing(self) -> bool:
-        return self._value is None
-
-    def reveal(self) -> str:
-        if self._value is None:
-            raise ConfigError(f"environment variable {self.env_name!r} is not set")
-        return self._value
-
-    def __repr__(self) -> str:
-        return f"Secret(env={self.env_name!r}, value='***')"
-
-    __str__ = __repr__
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,50 +80,6 @@ class HarvestSettings:
     withdraw_brake: float = 0.2  # share of a source's active records
     batch_size: int = 1000  # records per journal transaction (and graph-store bulk load)
     workers: int = 1  # mapping/validation worker processes (0 = in-process)
-
-
-@dataclass(frozen=True, slots=True)
-class ValidationStep:
-    """One step of a source's validation chain: a validator and its options.
-
-    ``options`` are the constructor arguments, already checked against the validator's
-    ``Options`` and merged (the global ``[validation.NAME]`` table, overridden by the step's
-    own keys); hashable and picklable, as the worker processes need. ``name`` labels the
-    step's findings on the job and in the dead-letter store (default: the validator's name).
-    """
-
-    validator: str
-    options: tuple[tuple[str, Any], ...] = ()
-    name: str = ""
-
-    @property
-    def label(self) -> str:
-        return self.name or self.validator
-
-    def describe(self) -> dict[str, Any]:
-        return {"validator": self.validator, "name": self.label, "options": dict(self.options)}
-
-
-@dataclass(frozen=True, slots=True)
-class ValidationSettings:
-    """Default options for the validators, by validator name (``[validation.NAME]``).
-
-    ``[validation.shacl]`` takes ``shapes`` (replace the bundled DCAT-AP 3 shapes),
-    ``extra_shapes`` (add a national profile) and ``engine`` (``shacl`` or ``pyshacl``);
-    ``[validation.xsd]`` ``schema``; ``[validation.schematron]`` ``rules`` and ``phase``.
-    Relative paths are relative to aggregator.toml. A step of a source's chain starts from
-    these and overrides them key by key.
-    """
-
-    options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
-
-    def step(
-        self, validator: str, overrides: Mapping[str, Any] | None = None, name: str = ""
-    ) -> ValidationStep:
-        """A chain step for ``validator``: these defaults, overridden by ``overrides`` (already
-        converted by :func:`aggregator.plugin_options.convert_options`)."""
-        merged = {**self.options.get(validator, {}), **(overrides or {})}
-        return ValidationStep(validator, tuple(sorted(merged.items())), name)
 
 
 @dataclass(frozen=True, slots=True)
@@ -406,8 +342,9 @@ def parse_source(
     ``root``: the directory relative paths are resolved against (that of aggregator.toml);
     ``validation``: the global validator defaults the source's chain starts from.
     """
-    from aggregator.plugins import harvesters, mappers
-
+    # the plugin registries, filled by the plugins' entry points (the configuration imports
+    # no plugin: they import it)
+    harvesters, mappers = registry_of(HARVESTERS), registry_of(MAPPERS)
     where = f"sources.{name}"
     if not SOURCE_NAME.match(name):
         raise ConfigError(f"{where}: name must match {SOURCE_NAME.pattern}")
@@ -440,7 +377,6 @@ def parse_source(
         raise ConfigError(
             f"[{where}]: a {kind} source yields {', '.join(harvester.formats)}, not {fmt!r}"
         )
-    from aggregator.config_validation import parse_chain
     from aggregator.validate.profiles import default_chain
 
     chain = parse_chain(table.get("validation", default_chain(fmt)), where, root, validation)
@@ -462,7 +398,7 @@ def parse_source(
         raise ConfigError(f"[{where}]: full_every must be a frequency or 'never'")
     if full_every and full_every != "never":
         parse_frequency(full_every, f"{where}.full_every")
-    from aggregator.notify.policy import POLICIES
+    from aggregator.notify.settings import POLICIES
 
     notify = table.get("notify", "never")
     if notify not in POLICIES:
@@ -551,8 +487,6 @@ def load_settings(path: Path, environ: Mapping[str, str] | None = None) -> Setti
     input_limits = _dataclass_from(InputLimits, doc.get("input", {}), "input")
     serve = _dataclass_from(ServeSettings, doc.get("serve", {}), "serve")
     _check_map_tiles(serve)
-    from aggregator.config_validation import validation_settings
-
     validation = validation_settings(doc.get("validation", {}), root)
     schedule = _schedule_settings(doc.get("schedule", {}))
     sources = {

@@ -4,12 +4,62 @@ options checked against its validator's ``Options`` at load time (docs/validatio
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from aggregator.config import SOURCE_NAME, ValidationSettings, ValidationStep
 from aggregator.errors import ConfigError
+from aggregator.registry import VALIDATORS, registry_of
+
+#: a name in aggregator.toml: a source's (aggregator.config.SOURCE_NAME) or a step's label.
+#: The validation types live here, below aggregator.config, which imports this module.
+NAME = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,62}$")
+
+
+@dataclass(frozen=True, slots=True)
+class ValidationStep:
+    """One step of a source's validation chain: a validator and its options.
+
+    ``options`` are the constructor arguments, already checked against the validator's
+    ``Options`` and merged (the global ``[validation.NAME]`` table, overridden by the step's
+    own keys); hashable and picklable, as the worker processes need. ``name`` labels the
+    step's findings on the job and in the dead-letter store (default: the validator's name).
+    """
+
+    validator: str
+    options: tuple[tuple[str, Any], ...] = ()
+    name: str = ""
+
+    @property
+    def label(self) -> str:
+        return self.name or self.validator
+
+    def describe(self) -> dict[str, Any]:
+        return {"validator": self.validator, "name": self.label, "options": dict(self.options)}
+
+
+@dataclass(frozen=True, slots=True)
+class ValidationSettings:
+    """Default options for the validators, by validator name (``[validation.NAME]``).
+
+    ``[validation.shacl]`` takes ``shapes`` (replace the bundled DCAT-AP 3 shapes),
+    ``extra_shapes`` (add a national profile) and ``engine`` (``shacl`` or ``pyshacl``);
+    ``[validation.xsd]`` ``schema``; ``[validation.schematron]`` ``rules`` and ``phase``.
+    Relative paths are relative to aggregator.toml. A step of a source's chain starts from
+    these and overrides them key by key.
+    """
+
+    options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+
+    def step(
+        self, validator: str, overrides: Mapping[str, Any] | None = None, name: str = ""
+    ) -> ValidationStep:
+        """A chain step for ``validator``: these defaults, overridden by ``overrides`` (already
+        converted by :func:`aggregator.plugin_options.convert_options`)."""
+        merged = {**self.options.get(validator, {}), **(overrides or {})}
+        return ValidationStep(validator, tuple(sorted(merged.items())), name)
 
 
 def parse_chain(
@@ -19,8 +69,9 @@ def parse_chain(
     (``{ validator = "xsd", schema = "iso.xsd" }``), in order; each step's options are checked
     against the validator's ``Options`` and merged over the ``[validation.NAME]`` defaults."""
     from aggregator.plugin_options import complete_options, convert_options
-    from aggregator.plugins import validators
     from aggregator.validate.profiles import PROFILES, profile_steps
+
+    validators = registry_of(VALIDATORS)
 
     if isinstance(value, str):  # a profile name: its payload steps, then shacl
         if value not in PROFILES:
@@ -44,8 +95,8 @@ def parse_chain(
         opts = dict(table)
         validator = opts.pop("validator")
         label = opts.pop("name", "")
-        if not isinstance(label, str) or (label and not SOURCE_NAME.match(label)):
-            raise ConfigError(f"[{at}]: name must match {SOURCE_NAME.pattern}")
+        if not isinstance(label, str) or (label and not NAME.match(label)):
+            raise ConfigError(f"[{at}]: name must match {NAME.pattern}")
         if validator not in validators:
             known = ", ".join(validators)
             raise ConfigError(f"[{at}]: unknown validator {validator!r} (known: {known})")
@@ -71,7 +122,8 @@ def parse_chain(
 def validation_settings(table: Mapping[str, Any], root: Path) -> ValidationSettings:
     """Check each validator's default options against its ``Options`` at load time."""
     from aggregator.plugin_options import convert_options
-    from aggregator.plugins import validators
+
+    validators = registry_of(VALIDATORS)
 
     options: dict[str, dict[str, Any]] = {}
     for name, opts in dict(table).items():
