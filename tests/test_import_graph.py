@@ -53,7 +53,7 @@ KNOWN_ARROWS: set[tuple[str, str]] = {
     ("aggregator.config", "aggregator.notify.settings"),
     ("aggregator.config", "aggregator.validate.profiles"),
     ("aggregator.config_validation", "aggregator.validate.profiles"),
-    ("aggregator.store.records", "aggregator.mapping.base"),
+    # the store opens the job table (jobs/journal), which reads the store's state database
     ("aggregator.store.records", "aggregator.jobs.journal"),
 }
 
