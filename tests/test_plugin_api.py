@@ -123,6 +123,7 @@ def _aggregator(site: Path, config: Path, *args: str) -> subprocess.CompletedPro
     )
 
 
+@pytest.mark.slow
 def test_installed_example_plugin_harvests_into_the_store(
     plugin_site: Path, tmp_path: Path
 ) -> None:
@@ -149,6 +150,7 @@ def test_installed_example_plugin_harvests_into_the_store(
         assert '"Dataset 2"@en' in graph and '"k2"' in graph
 
 
+@pytest.mark.slow
 def test_the_example_refuses_bad_options_at_config_check(plugin_site: Path, tmp_path: Path) -> None:
     config = tmp_path / "aggregator.toml"
     config.write_text(
