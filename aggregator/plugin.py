@@ -25,6 +25,12 @@ contracts and a complete example plugin (``examples/plugin-example/`` in the rep
 from __future__ import annotations
 
 from aggregator.config import SourceConfig
+from aggregator.config.plugin_options import (
+    complete_options,
+    convert_options,
+    option_fields,
+    read_options,
+)
 from aggregator.errors import (
     AggregatorError,
     ConfigError,
@@ -35,7 +41,6 @@ from aggregator.errors import (
     UnsafeInputError,
 )
 from aggregator.harvest.base import Harvester, HarvestRequest, Listing
-from aggregator.http import HttpSession, Response
 from aggregator.input_limits import InputLimitError, InputLimits, dump_record, load_page
 from aggregator.mapping.base import (
     Mapper,
@@ -52,13 +57,8 @@ from aggregator.models import (
     Stage,
     ValidationReport,
 )
+from aggregator.net.client import HttpSession, Response
 from aggregator.payload import ParsedPayload
-from aggregator.plugin_options import (
-    complete_options,
-    convert_options,
-    option_fields,
-    read_options,
-)
 from aggregator.plugins import harvesters, mappers, validators
 from aggregator.validate.base import Validator
 from aggregator.vocab import ADMS, DCAT, DCT, FOAF, PROV, RDF, RDF_TYPE, RDFS, SKOS, VCARD, XSD

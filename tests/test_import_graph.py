@@ -32,7 +32,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "aggregator"
 KNOWN_CIRCLES: list[frozenset[str]] = []
 
 # (importing part, imported part): arrows that must not exist. A part is a module or package
-# prefix; "aggregator.config" is the configuration (config.py and config_validation.py).
+# prefix; "aggregator.config" is the configuration (the aggregator/config/ package).
 FORBIDDEN_ARROWS: list[tuple[str, str]] = [
     # configuration is read by the parts and reaches up into none of them
     ("aggregator.config", "aggregator.notify"),
@@ -50,9 +50,10 @@ FORBIDDEN_ARROWS: list[tuple[str, str]] = [
 KNOWN_ARROWS: set[tuple[str, str]] = {
     # the [notify] section's reader and the profiles' steps: no circle (neither imports the
     # configuration), but the configuration still reaches them instead of their registering
-    ("aggregator.config", "aggregator.notify.settings"),
-    ("aggregator.config", "aggregator.validate.profiles"),
-    ("aggregator.config_validation", "aggregator.validate.profiles"),
+    ("aggregator.config.loading", "aggregator.notify.settings"),
+    ("aggregator.config.settings", "aggregator.notify.settings"),
+    ("aggregator.config.loading", "aggregator.validate.profiles"),
+    ("aggregator.config.validation_chain", "aggregator.validate.profiles"),
     # the store opens the job table (jobs/journal), which reads the store's state database
     ("aggregator.store.records", "aggregator.jobs.journal"),
 }

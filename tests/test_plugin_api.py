@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 import aggregator.plugin
-from aggregator.peers.server import PeerServer
+from aggregator.demo.peers.server import PeerServer
 from aggregator.store.records import RecordStore
 
 ROOT = Path(__file__).resolve().parents[1]

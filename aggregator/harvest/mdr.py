@@ -52,8 +52,8 @@ from aggregator.models import RawRecord
 
 if TYPE_CHECKING:
     from aggregator.config import Settings
-    from aggregator.http import HttpClient, HttpSession
     from aggregator.jobs.events import HarvestEvent
+    from aggregator.net.client import HttpClient, HttpSession
     from aggregator.notify.settings import Condition
 
 MINUTES = (1, 65535)  # the specification's range: 1 to 64K

@@ -45,7 +45,7 @@ from aggregator.notify.settings import Condition
 
 if TYPE_CHECKING:
     from aggregator.harvest.mdr_client import MdrClient
-    from aggregator.http import HttpClient, HttpSession
+    from aggregator.net.client import HttpClient, HttpSession
 
 #: opens the source's session and a client of its service on it (given by the harvester,
 #: which this module does not import: the harvester imports it, for its notify hooks)
@@ -166,7 +166,7 @@ class Translator:
 
     def _mdr_client(self) -> MdrClient:
         if self._client is None:
-            from aggregator.http import HttpClient
+            from aggregator.net.client import HttpClient
 
             self._http = HttpClient(self.settings.http)
             self._session, self._client = self._connect(self._http)

@@ -3,7 +3,7 @@
 sickle does the protocol: request parameters, resumption tokens, mapping OAI error codes to
 exceptions, the ``Identify`` model. Everything under it is ours:
 
-- transport goes through :class:`aggregator.http.HttpSession` (timeouts, retries honouring
+- transport goes through :class:`aggregator.net.client.HttpSession` (timeouts, retries honouring
   ``Retry-After``, size cap, SSRF guard) by overriding ``Sickle.harvest``;
 - each page is parsed once by a hardened lxml parser (no entity expansion, no DTD loading, no
   network, no recovery from broken XML; sickle's own parser has ``recover=True`` and would
@@ -46,8 +46,8 @@ from aggregator.harvest.oaipmh_client import (
     parse_datestamp,
     serialise_record,
 )
-from aggregator.http import HttpSession
 from aggregator.models import RawRecord
+from aggregator.net.client import HttpSession
 
 log = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """The HTTP side of the OAI-PMH harvester: sickle, adapted.
 
-- :class:`OaiClient` is sickle whose requests go through :class:`aggregator.http.HttpSession`
+- :class:`OaiClient` is sickle whose requests go through :class:`aggregator.net.client.HttpSession`
   (timeouts, retries honouring ``Retry-After``, size cap, SSRF guard) and can be sent one page
   ahead from a :class:`Fetcher` thread;
 - :class:`Page` is a response parsed once, by a hardened parser (:func:`page_parser`);
@@ -24,7 +24,7 @@ from sickle.models import ResumptionToken
 from sickle.response import OAIResponse
 
 from aggregator.errors import HarvestError
-from aggregator.http import HttpSession, Response
+from aggregator.net.client import HttpSession, Response
 
 OAI_NS = "http://www.openarchives.org/OAI/2.0/"
 OAI = "{" + OAI_NS + "}"

@@ -53,7 +53,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from aggregator.config_secret import ENV_NAME, Secret
+from aggregator.config.secret import ENV_NAME, Secret
 from aggregator.errors import ConfigError
 
 #: a source's ``notify`` policy -> the events it mails about (aggregator.notify.policy); here,
