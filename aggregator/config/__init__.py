@@ -1,7 +1,8 @@
 """The configuration: ``aggregator.toml`` read once (``loading``) into typed settings
 (``settings``), a source's validation chain (``validation_chain``), the typed options of plugins
-(``plugin_options``) and the edits of ``[sources.NAME]`` tables that keep the operator's
-comments (``sources_file``). The parts import the names below from here."""
+(``plugin_options``), the edits of ``[sources.NAME]`` tables that keep the operator's
+comments (``sources_file``) and the environment secrets (``secret``, below the settings). The
+parts import the names below from here."""
 
 from aggregator.config.loading import load_settings, parse_source, tile_origin
 from aggregator.config.settings import (

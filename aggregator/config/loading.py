@@ -55,8 +55,10 @@ from aggregator.config.settings import (
     SourceConfig,
     ValidationSettings,
 )
+from aggregator.config.validation_chain import parse_chain, validation_settings
 from aggregator.errors import ConfigError
 from aggregator.input_limits import InputLimits
+from aggregator.registry import HARVESTERS, MAPPERS, registry_of
 
 
 def _typed(table: Mapping[str, Any], key: str, kind: type | tuple[type, ...], where: str) -> Any:
@@ -177,7 +179,9 @@ def parse_source(
     ``root``: the directory relative paths are resolved against (that of aggregator.toml);
     ``validation``: the global validator defaults the source's chain starts from.
     """
-    from aggregator.plugins import harvesters, mappers
+    # the plugin registries, filled by the plugins' entry points (the configuration imports
+    # no plugin: they import it)
+    harvesters, mappers = registry_of(HARVESTERS), registry_of(MAPPERS)
 
     where = f"sources.{name}"
     if not SOURCE_NAME.match(name):
@@ -211,7 +215,6 @@ def parse_source(
         raise ConfigError(
             f"[{where}]: a {kind} source yields {', '.join(harvester.formats)}, not {fmt!r}"
         )
-    from aggregator.config.validation_chain import parse_chain
     from aggregator.validate.profiles import default_chain
 
     chain = parse_chain(table.get("validation", default_chain(fmt)), where, root, validation)
@@ -233,7 +236,7 @@ def parse_source(
         raise ConfigError(f"[{where}]: full_every must be a frequency or 'never'")
     if full_every and full_every != "never":
         parse_frequency(full_every, f"{where}.full_every")
-    from aggregator.notify.policy import POLICIES
+    from aggregator.notify.settings import POLICIES
 
     notify = table.get("notify", "never")
     if notify not in POLICIES:
@@ -322,8 +325,6 @@ def load_settings(path: Path, environ: Mapping[str, str] | None = None) -> Setti
     input_limits = _dataclass_from(InputLimits, doc.get("input", {}), "input")
     serve = _dataclass_from(ServeSettings, doc.get("serve", {}), "serve")
     _check_map_tiles(serve)
-    from aggregator.config.validation_chain import validation_settings
-
     validation = validation_settings(doc.get("validation", {}), root)
     schedule = _schedule_settings(doc.get("schedule", {}))
     sources = {

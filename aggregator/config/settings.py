@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from aggregator.categorisation import CategorisationConfig
+from aggregator.config.secret import ENV_NAME as ENV_NAME
+from aggregator.config.secret import Secret as Secret
 from aggregator.errors import ConfigError
 from aggregator.input_limits import InputLimits
 
@@ -24,38 +26,8 @@ if TYPE_CHECKING:
     from aggregator.notify.settings import NotifySettings
 
 SOURCE_NAME = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,62}$")
-ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")  # an RFC 9110 token
 SCHEDULES = ("manual", "hourly", "daily", "weekly", "monthly")
-
-
-class Secret:
-    """A secret value read from the environment at load time; never printed.
-
-    An unset variable does not stop the configuration from loading (one source's missing
-    secret must not block every other source): the secret is then *missing*, and
-    :meth:`SourceConfig.require_secrets` fails that source's job, naming the variable.
-    """
-
-    __slots__ = ("_value", "env_name")
-
-    def __init__(self, env_name: str, value: str | None) -> None:
-        self.env_name = env_name
-        self._value = value
-
-    @property
-    def missing(self) -> bool:
-        return self._value is None
-
-    def reveal(self) -> str:
-        if self._value is None:
-            raise ConfigError(f"environment variable {self.env_name!r} is not set")
-        return self._value
-
-    def __repr__(self) -> str:
-        return f"Secret(env={self.env_name!r}, value='***')"
-
-    __str__ = __repr__
 
 
 @dataclass(frozen=True, slots=True)

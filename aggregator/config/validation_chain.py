@@ -10,6 +10,7 @@ from typing import Any
 
 from aggregator.config.settings import SOURCE_NAME, ValidationSettings, ValidationStep
 from aggregator.errors import ConfigError
+from aggregator.registry import VALIDATORS, registry_of
 
 
 def parse_chain(
@@ -19,8 +20,9 @@ def parse_chain(
     (``{ validator = "xsd", schema = "iso.xsd" }``), in order; each step's options are checked
     against the validator's ``Options`` and merged over the ``[validation.NAME]`` defaults."""
     from aggregator.config.plugin_options import complete_options, convert_options
-    from aggregator.plugins import validators
     from aggregator.validate.profiles import PROFILES, profile_steps
+
+    validators = registry_of(VALIDATORS)
 
     if isinstance(value, str):  # a profile name: its payload steps, then shacl
         if value not in PROFILES:
@@ -71,7 +73,8 @@ def parse_chain(
 def validation_settings(table: Mapping[str, Any], root: Path) -> ValidationSettings:
     """Check each validator's default options against its ``Options`` at load time."""
     from aggregator.config.plugin_options import convert_options
-    from aggregator.plugins import validators
+
+    validators = registry_of(VALIDATORS)
 
     options: dict[str, dict[str, Any]] = {}
     for name, opts in dict(table).items():
