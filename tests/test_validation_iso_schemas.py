@@ -22,7 +22,7 @@ from aggregator.payload import ParsedPayload
 from aggregator.processing import build_chain, process
 from aggregator.validate.iso_xsd import Iso19139XsdValidator, schema_root
 
-SAMPLES = Path(__file__).parents[1] / "aggregator" / "peers" / "data" / "iso"
+SAMPLES = Path(__file__).parents[1] / "aggregator" / "demo" / "peers" / "data" / "iso"
 DATASET = (SAMPLES / "gemini-dataset-flood-risk.xml").read_text(encoding="utf-8")
 BROKEN = DATASET.replace("<gmd:fileIdentifier>", "<gmd:fileIdentifierX>", 1).replace(
     "</gmd:fileIdentifier>", "</gmd:fileIdentifierX>", 1
