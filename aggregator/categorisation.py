@@ -39,8 +39,7 @@ from typing import Any
 from pyoxigraph import BlankNode, Literal, NamedNode, RdfFormat, Triple, parse, serialize
 
 from aggregator.errors import ConfigError
-from aggregator.mapping.base import content_hash
-from aggregator.models import Finding, MappedDataset, Severity, Stage
+from aggregator.models import Finding, MappedDataset, Severity, Stage, content_hash
 from aggregator.resources import bundled
 from aggregator.vocab import DCAT, DCT, EU_DATA_THEME, EU_THEME_LABELS, RDF_TYPE, RDFS, SKOS
 

@@ -25,9 +25,9 @@ from typing import Any
 from aggregator.config import Settings
 from aggregator.errors import NotFoundError
 from aggregator.harvest.base import HarvestRequest, Listing
-from aggregator.http import HttpClient
 from aggregator.jobs.journal import JobRow
 from aggregator.models import Finding, RawRecord, Severity, Stage
+from aggregator.net.client import HttpClient
 from aggregator.pipeline import RunOptions, run_source
 from aggregator.store.records import RecordStore, StoreReads
 from aggregator.store.rejections import REJECTION_COLUMNS

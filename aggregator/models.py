@@ -13,6 +13,7 @@ processes while one process owns the store.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
@@ -144,6 +145,11 @@ class MappedDataset:
     catalog_ntriples: bytes = b""
     findings: tuple[Finding, ...] = ()
     themes: tuple[str, ...] = field(default=())  # dcat:theme IRIs, for sets and facets
+
+
+def content_hash(ntriples: bytes) -> str:
+    """The ``content_hash`` of a :class:`MappedDataset`: SHA-256 of its canonical N-Triples."""
+    return hashlib.sha256(ntriples).hexdigest()
 
 
 @dataclass(frozen=True, slots=True)

@@ -31,13 +31,13 @@ from typing import Any
 from aggregator.config import Settings, SourceConfig
 from aggregator.errors import AggregatorError, TransportError
 from aggregator.harvest.base import HarvestRequest, Listing
-from aggregator.http import HttpClient, HttpSession
 from aggregator.jobs.events import EventBus, JobStarted, default_bus, emit_closing, rejections
 from aggregator.jobs.journal import Heartbeat, JobLog, JobRow
 from aggregator.lifecycle import BatchWriter, UpToDate
 from aggregator.logjson import in_job, job_context
 from aggregator.mapping.base import MappingContext
 from aggregator.models import JobStatus, Outcome, RawRecord
+from aggregator.net.client import HttpClient, HttpSession
 from aggregator.plugins import harvesters
 from aggregator.processing import Lean, build_chain, process_chunk, rejoin
 from aggregator.store.records import RecordStore

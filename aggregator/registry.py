@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from importlib import import_module
 from importlib.metadata import entry_points
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from aggregator.errors import RegistryError
 
@@ -76,3 +76,22 @@ class Registry(Generic[T]):
             raise RegistryError(f"{self.kind} {name!r} is not a class")
         self._loaded[name] = plugin
         return plugin
+
+
+#: the entry-point groups of the plugin kinds, and what a plugin of each is called
+HARVESTERS = "aggregator.harvesters"
+MAPPERS = "aggregator.mappers"
+VALIDATORS = "aggregator.validators"
+_KINDS = {HARVESTERS: "harvester", MAPPERS: "mapper", VALIDATORS: "validator"}
+_SHARED: dict[str, Registry[Any]] = {}
+
+
+def registry_of(group: str) -> Registry[Any]:
+    """The process's one registry of a plugin kind (made on first use).
+
+    ``aggregator.plugins`` gives them typed to the parts that run plugins; the configuration
+    checks names and options through this function, so that it imports none of the plugins'
+    base classes (they import the configuration)."""
+    if group not in _SHARED:
+        _SHARED[group] = Registry(group, _KINDS[group])
+    return _SHARED[group]

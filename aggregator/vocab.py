@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
+import re
+from urllib.parse import quote
+
 AGG = "https://w3id.org/ld-aggregator/ns#"
 DCAT = "http://www.w3.org/ns/dcat#"
 DCT = "http://purl.org/dc/terms/"
@@ -49,3 +53,15 @@ EU_THEME_LABELS = {
     "TECH": "Science and technology",
     "TRAN": "Transport",
 }
+
+
+_SAFE_SEGMENT = re.compile(r"^[A-Za-z0-9._~-]{1,80}$")
+
+
+def minted_iri(base_iri: str, source: str, kind: str, key: str) -> str:
+    """The IRI of a ``kind`` of thing (dataset, record...) of ``source`` under ``base_iri``:
+    the same (source, key) always gives the same IRI. Readable keys are kept as they are;
+    anything else is replaced by a hash of it. (Here, below the mappers and the store, which
+    both mint: ``aggregator.mapping.base.mint_iri`` is this with a mapping context.)"""
+    segment = key if _SAFE_SEGMENT.match(key) else hashlib.sha256(key.encode()).hexdigest()[:32]
+    return f"{base_iri}{kind}/{quote(source, safe='')}/{segment}"

@@ -15,8 +15,8 @@ import timeit
 
 from pyoxigraph import RdfFormat, parse, serialize
 
+from aggregator.demo.peers.sample_data import generate_dataset
 from aggregator.mapping.dcat_input import check_rdf_xml
-from aggregator.peers.sample_data import generate_dataset
 from aggregator.xml import scan_prolog
 
 

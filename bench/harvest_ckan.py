@@ -30,16 +30,16 @@ from typing import Any
 from harvest_oaipmh import RssSampler, _cpu, _proc_stats, disk_usage, rss_mb
 
 from aggregator.config import HarvestSettings, HttpSettings, Settings, SourceConfig
-from aggregator.http import HttpClient
+from aggregator.net.client import HttpClient
 from aggregator.pipeline import RunOptions, run_source
 from aggregator.store.records import RecordStore
 
 
 def _serve(count: int, prebuild: bool, port_q: Any, stop: Any) -> None:
     """The peer process: a CKAN-like portal of ``count`` generated packages."""
-    from aggregator.peers.ckan import CkanPeer, GeneratedCatalogue
-    from aggregator.peers.ckan_data import generate_package
-    from aggregator.peers.server import PeerServer
+    from aggregator.demo.peers.ckan import CkanPeer, GeneratedCatalogue
+    from aggregator.demo.peers.ckan_data import generate_package
+    from aggregator.demo.peers.server import PeerServer
 
     make = generate_package
     if prebuild:

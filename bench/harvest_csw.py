@@ -40,7 +40,7 @@ from aggregator.config import (
 )
 from aggregator.harvest.base import HarvestRequest, Listing
 from aggregator.harvest.csw import CswHarvester
-from aggregator.http import HttpClient
+from aggregator.net.client import HttpClient
 from aggregator.pipeline import RunOptions, run_source
 from aggregator.plugins import mappers
 from aggregator.store.records import RecordStore
@@ -50,8 +50,8 @@ from aggregator.validate.profiles import profile_steps
 def _serve(count: int, port_q: Any, stop: Any) -> None:
     """The peer process: every record made (and parsed once for its facts) before the clock
     starts, as a real catalogue has them stored."""
-    from aggregator.peers.csw import CswFaults, CswPeer, GeneratedCatalogue
-    from aggregator.peers.server import PeerServer
+    from aggregator.demo.peers.csw import CswFaults, CswPeer, GeneratedCatalogue
+    from aggregator.demo.peers.server import PeerServer
 
     items = list(GeneratedCatalogue(count))
     size = sum(len(i.payload) for i in items) // max(count, 1)

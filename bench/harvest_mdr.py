@@ -30,7 +30,7 @@ from aggregator.config import (
     SourceConfig,
     ValidationStep,
 )
-from aggregator.http import HttpClient
+from aggregator.net.client import HttpClient
 from aggregator.pipeline import run_source
 from aggregator.store.records import RecordStore
 
@@ -40,9 +40,9 @@ USER, PASSWORD = "benchmdr", "bench-password"
 def _serve(count: int, days: float, port_q: Any, commands: Any) -> None:
     """The service process: ``count`` pages published evenly over the last ``days``; then it
     obeys ("publish", k) commands (k new pages, published now) until ("stop", 0)."""
-    from aggregator.peers.mdr import MdrService
-    from aggregator.peers.mdr_pages import generate_page
-    from aggregator.peers.server import PeerServer
+    from aggregator.demo.peers.mdr import MdrService
+    from aggregator.demo.peers.mdr_pages import generate_page
+    from aggregator.demo.peers.server import PeerServer
 
     now = datetime.now(UTC)
     step = timedelta(days=days) / max(count, 1)

@@ -6,7 +6,7 @@ through the real pipeline (the ``meta-share`` harvester, the v3.0 structure Sche
     python bench/harvest_metashare.py --lrs 10000 --changed 0.01 --parallel 8
     python bench/harvest_metashare.py --lrs 3000 --fetch-only
 
-The node runs in a process of its own (``aggregator.peers.metashare``, numbered variants of
+The node runs in a process of its own (``aggregator.demo.peers.metashare``, numbered variants of
 the four bundled sample LRs, ~3 kB of metadata.xml each), so that serving does not share the
 harvester's interpreter. Reported: LRs/s of the first sync (login, inventory, one resource
 ZIP per LR, validate, map, store), then of a resync after ``--changed`` of the LRs changed
@@ -35,11 +35,11 @@ from pathlib import Path
 from typing import Any
 
 from aggregator.config import HarvestSettings, HttpSettings, Settings, parse_source
+from aggregator.demo.peers.metashare import bundled_node, sample_xml, variant
+from aggregator.demo.peers.server import PeerServer
 from aggregator.harvest.base import HarvestRequest, Listing
 from aggregator.harvest.metashare import MetaShareHarvester
-from aggregator.http import HttpClient
-from aggregator.peers.metashare import bundled_node, sample_xml, variant
-from aggregator.peers.server import PeerServer
+from aggregator.net.client import HttpClient
 from aggregator.pipeline import RunOptions, run_source
 from aggregator.store.records import RecordStore
 

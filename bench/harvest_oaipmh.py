@@ -1,6 +1,6 @@
 """End-to-end harvest benchmark (not a test): N generated DCAT-AP datasets served by the local
 OAI-PMH peer (in its own process, like a remote server), harvested into a fresh on-disk store
-through the real pipeline: sickle, the dcat mapper, SHACL, the journaled record store.
+through the real pipeline: the OAI-PMH client, the dcat mapper, SHACL, the journaled record store.
 
     python bench/harvest_oaipmh.py --records 100000
     python bench/harvest_oaipmh.py --records 10000 --workers 0
@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from aggregator.config import HarvestSettings, HttpSettings, Settings, SourceConfig
-from aggregator.http import HttpClient
+from aggregator.net.client import HttpClient
 from aggregator.pipeline import RunOptions, run_source
 from aggregator.store.records import RecordStore
 
@@ -37,10 +37,10 @@ def _serve(count: int, page_size: int, prebuild: bool, port_q: Any, stop: Any) -
     """The peer process. With ``prebuild`` it makes every record before it starts listening,
     as a real provider has its records stored, so that the clock measures serving them and
     not generating them (~45 us each); it reports only the CPU it spent serving."""
-    from aggregator.peers.oaipmh import OaiPmhPeer
-    from aggregator.peers.oaipmh_items import generated_items
-    from aggregator.peers.sample_data import generate_dataset
-    from aggregator.peers.server import PeerServer
+    from aggregator.demo.peers.oaipmh import OaiPmhPeer
+    from aggregator.demo.peers.oaipmh_items import generated_items
+    from aggregator.demo.peers.sample_data import generate_dataset
+    from aggregator.demo.peers.server import PeerServer
 
     metadata = generate_dataset
     if prebuild:

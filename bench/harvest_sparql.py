@@ -5,7 +5,7 @@ SHACL, the journaled record store) into a fresh on-disk store.
     python bench/harvest_sparql.py --datasets 10000
     python bench/harvest_sparql.py --datasets 10000 --layout default --batch-size 200
 
-The datasets come from ``aggregator.peers.sample_data.generate_dataset`` (2-4 distributions,
+The datasets come from ``aggregator.demo.peers.sample_data.generate_dataset`` (2-4 distributions,
 a publisher shared with other datasets, a blank-node contact point, period, provenance and
 identifier; ~75 triples). ``--layout graphs`` (default) puts each dataset in its own named
 graph and serves the union as the default graph, as our own ``aggregator serve`` does (a
@@ -42,7 +42,7 @@ import requests
 from aggregator.config import HarvestSettings, HttpSettings, Settings, SourceConfig
 from aggregator.harvest.base import HarvestRequest, Listing
 from aggregator.harvest.sparql import SparqlHarvester
-from aggregator.http import HttpClient
+from aggregator.net.client import HttpClient
 from aggregator.pipeline import RunOptions, run_source
 from aggregator.store.records import RecordStore
 
@@ -60,7 +60,7 @@ def write_data(path: Path, count: int, layout: str) -> int:
     """N-Quads of ``count`` generated datasets; returns the number of quads."""
     import pyoxigraph
 
-    from aggregator.peers.sample_data import generate_dataset
+    from aggregator.demo.peers.sample_data import generate_dataset
 
     quads = 0
     with path.open("wb") as out:

@@ -6,7 +6,7 @@
 Maps a fixed corpus and digests every field of every MappedDataset (N-Triples, catalogue
 N-Triples, content hash, datestamp, findings, themes; a MappingError's message when the
 record fails): the bundled ISO and GEMINI samples, 300 records of
-:func:`aggregator.peers.gemini_samples.generate_gemini_record` (some in two revisions),
+:func:`aggregator.demo.peers.gemini_samples.generate_gemini_record` (some in two revisions),
 bench/iso_pipeline.py's generated records, any ``--extra`` folder of records,
 and variants of every bundled sample that reach the mapper's corners:
 each element removed in turn, each element's children reversed, each sample made a dataset,
@@ -30,11 +30,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
+from aggregator.demo.peers.gemini_samples import bundled_gemini_records, generate_gemini_record  # noqa: E402
 from aggregator.errors import AggregatorError  # noqa: E402
 from aggregator.mapping.base import MappingContext  # noqa: E402
 from aggregator.mapping.iso19139 import IsoMapper  # noqa: E402
 from aggregator.models import RawRecord  # noqa: E402
-from aggregator.peers.gemini_samples import bundled_gemini_records, generate_gemini_record  # noqa: E402
 
 CTX = MappingContext("https://aggregator.example.org/", "golden")
 LEVELS = ("dataset", "series", "service")
@@ -99,7 +99,7 @@ PARTIES = (
 
 
 def samples() -> list[tuple[str, bytes]]:
-    iso = sorted((ROOT / "aggregator" / "peers" / "data" / "iso").glob("*.xml"))
+    iso = sorted((ROOT / "aggregator" / "demo" / "peers" / "data" / "iso").glob("*.xml"))
     return [(f"iso/{p.name}", p.read_bytes()) for p in iso] + [
         (f"gemini/{name}", data) for name, data in bundled_gemini_records()
     ]

@@ -4,7 +4,7 @@
     python bench/iso_pipeline.py --records 20000 --workers 2
 
 Generates N distinct, realistic GEMINI 2.3 dataset records of ~8 KB (the bundled series
-record aggregator/peers/data/iso/gemini-series-aerial-photography.xml as a template, made a
+record aggregator/demo/peers/data/iso/gemini-series-aerial-photography.xml as a template, made a
 dataset, its indentation removed, a fresh file identifier, title, bounding box and dates per
 record), then runs each through what a harvest does to a record between the HTTP response and
 the store (``aggregator.processing.process`` with the default ``iso19139`` chain:
@@ -33,7 +33,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-TEMPLATE = ROOT / "aggregator" / "peers" / "data" / "iso" / "gemini-series-aerial-photography.xml"
+TEMPLATE = (
+    ROOT / "aggregator" / "demo" / "peers" / "data" / "iso" / "gemini-series-aerial-photography.xml"
+)
 NAMESPACE = uuid.UUID("3a7c5a52-7e0c-4a8e-9d7e-0b2f4f6b8c11")
 PLACES = ("Aberdeen", "Bangor", "Carlisle", "Dundee", "Exeter", "Falkirk", "Gloucester")
 

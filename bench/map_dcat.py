@@ -91,10 +91,10 @@ def corpus() -> None:
 
 
 def single_records(count: int) -> None:
+    from aggregator.demo.peers.sample_data import generate_dataset
     from aggregator.mapping.base import MappingContext
     from aggregator.mapping.dcat import DcatMapper
     from aggregator.models import RawRecord
-    from aggregator.peers.sample_data import generate_dataset
 
     mapper = DcatMapper()
     ctx = MappingContext(base_iri="https://agg.example.org/", source="bench")
@@ -121,7 +121,7 @@ def write_catalogue(path: Path, datasets: int) -> int:
     """A catalogue of ``datasets`` generated DCAT-AP datasets in one Turtle file."""
     import pyoxigraph as ox
 
-    from aggregator.peers.sample_data import generate_dataset
+    from aggregator.demo.peers.sample_data import generate_dataset
 
     catalog = ox.NamedNode("https://data.example.org/catalogue")
     dcat = "http://www.w3.org/ns/dcat#"

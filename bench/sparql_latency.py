@@ -56,10 +56,10 @@ def free_port() -> int:
 # -- filling the store ----------------------------------------------------------------------------
 def harvest(store_path: Path, records: int) -> None:
     from aggregator.config import HarvestSettings, HttpSettings, Settings, SourceConfig
-    from aggregator.peers.oaipmh import OaiPmhPeer
-    from aggregator.peers.oaipmh_items import generated_items
-    from aggregator.peers.sample_data import generate_dataset
-    from aggregator.peers.server import PeerServer
+    from aggregator.demo.peers.oaipmh import OaiPmhPeer
+    from aggregator.demo.peers.oaipmh_items import generated_items
+    from aggregator.demo.peers.sample_data import generate_dataset
+    from aggregator.demo.peers.server import PeerServer
     from aggregator.pipeline import RunOptions, run_source
     from aggregator.store.records import RecordStore
 

@@ -25,7 +25,7 @@ from urllib.parse import quote
 from pyoxigraph import QueryBoolean, QuerySolutions, QueryTriples
 
 from aggregator.config import load_settings
-from aggregator.http import HttpClient
+from aggregator.net.client import HttpClient
 from aggregator.pipeline import RunOptions, run_source
 from aggregator.store.graphs import GraphBackend, GraphContent, OxigraphGraphs
 from aggregator.store.records import RecordStore

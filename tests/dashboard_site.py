@@ -15,15 +15,15 @@ from pathlib import Path
 import uvicorn
 
 from aggregator.config import Settings, load_settings
-from aggregator.demo import CONFIG, start_sources
-from aggregator.http import HttpClient
-from aggregator.peers.rdf_files import RdfFilesApp
-from aggregator.peers.server import PeerServer
+from aggregator.config.sources_file import add_source
+from aggregator.demo.peers.rdf_files import RdfFilesApp
+from aggregator.demo.peers.server import PeerServer
+from aggregator.demo.run import CONFIG, start_sources
+from aggregator.net.client import HttpClient
 from aggregator.pipeline import run_source
 from aggregator.schedule.service import run_scheduler
 from aggregator.serve.app import create_app
 from aggregator.serve.dashboard.auth import hash_secret
-from aggregator.sources_file import add_source
 from aggregator.store.records import RecordStore, StoreNames
 
 PASSWORD = "correct horse battery"

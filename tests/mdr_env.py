@@ -16,14 +16,14 @@ from aggregator.config import (
     SourceConfig,
     ValidationStep,
 )
-from aggregator.http import HttpClient
+from aggregator.demo.peers.mdr import MdrService
+from aggregator.demo.peers.mdr_pages import MdrPage
+from aggregator.demo.peers.server import PeerServer
+from aggregator.demo.peers.smtp import SmtpPeer
 from aggregator.jobs.events import EventBus, HarvestEvent
 from aggregator.jobs.journal import JobRow
+from aggregator.net.client import HttpClient
 from aggregator.notify import Notifier, attach, parse_notify
-from aggregator.peers.mdr import MdrService
-from aggregator.peers.mdr_pages import MdrPage
-from aggregator.peers.server import PeerServer
-from aggregator.peers.smtp import SmtpPeer
 from aggregator.pipeline import run_source
 from aggregator.store.records import RecordStore
 

@@ -1,8 +1,9 @@
 """Plugins used only by the tests: an in-memory harvester, an N-Triples mapper and a mapper of
 a small XML record format (``urn:test:record``, see tests/data/chains/record.xsd).
 
-They are real plugins (registered in the registries like any third-party one), not mocks of a
-protocol: the protocol harvesters have their own tests against local servers.
+They are real plugins (registered in the registries like any third-party one, and importing
+only the public API, ``aggregator.plugin``), not mocks of a protocol: the protocol harvesters
+have their own tests against local servers.
 """
 
 from __future__ import annotations
@@ -12,18 +13,23 @@ from typing import ClassVar
 
 from pyoxigraph import Literal, NamedNode, RdfFormat, Triple, parse
 
-from aggregator.errors import MappingError, ParseError
-from aggregator.harvest.base import Harvester, HarvestRequest, Listing
-from aggregator.mapping.base import (
+from aggregator.plugin import (
+    Harvester,
+    HarvestRequest,
+    Listing,
+    MappedDataset,
     Mapper,
     MappingContext,
+    MappingError,
+    ParsedPayload,
+    ParseError,
+    RawRecord,
     canonical_ntriples,
     content_hash,
+    harvesters,
+    mappers,
     mint_iri,
 )
-from aggregator.models import MappedDataset, RawRecord
-from aggregator.payload import ParsedPayload
-from aggregator.plugins import harvesters, mappers
 
 DCAT_DATASET = NamedNode("http://www.w3.org/ns/dcat#Dataset")
 RDF_TYPE = NamedNode("http://www.w3.org/1999/02/22-rdf-syntax-ns#type")

@@ -2,7 +2,7 @@
 
 Its SQLite repository is loaded from our own GEMINI records with pycsw's admin functions
 (``setup_db``, ``load_records``); each request goes to ``pycsw.server.Csw`` through a small
-WSGI wrapper run by our :class:`~aggregator.peers.server.PeerServer`.
+WSGI wrapper run by our :class:`~aggregator.demo.peers.server.PeerServer`.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ with warnings.catch_warnings():
     from pycsw import server as pycsw_server  # type: ignore[import-untyped]
     from pycsw.core import admin, config  # type: ignore[import-untyped]
 
-from aggregator.peers.server import PeerServer
+from aggregator.demo.peers.server import PeerServer
 
 TABLE = "records"
 

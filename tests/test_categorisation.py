@@ -17,16 +17,16 @@ from aggregator.categorisation import (
     parse_categorisation,
 )
 from aggregator.config import load_settings
+from aggregator.demo.peers.ckan import CkanPeer, MemoryCatalogue
+from aggregator.demo.peers.ckan_data import load_bundled_packages
+from aggregator.demo.peers.rdf_files import RdfFilesApp
+from aggregator.demo.peers.server import PeerServer
 from aggregator.errors import ConfigError
-from aggregator.http import HttpClient
 from aggregator.mapping.base import MappingContext, canonical_ntriples, content_hash
 from aggregator.mapping.ckan import CkanMapper
 from aggregator.mapping.dcat import DcatMapper
 from aggregator.models import MappedDataset, RawRecord
-from aggregator.peers.ckan import CkanPeer, MemoryCatalogue
-from aggregator.peers.ckan_data import load_bundled_packages
-from aggregator.peers.rdf_files import RdfFilesApp
-from aggregator.peers.server import PeerServer
+from aggregator.net.client import HttpClient
 from aggregator.pipeline import RunOptions, run_source
 from aggregator.store.records import RecordStore
 from aggregator.validate.shacl import ShaclValidator

@@ -14,10 +14,14 @@ from click.testing import CliRunner
 
 from aggregator.cli import main
 from aggregator.config import load_settings
-from aggregator.peers.oaipmh import OaiPmhPeer
-from aggregator.peers.oaipmh_items import MemoryItems, OaiItem
-from aggregator.peers.sample_data import bundled_dump_path, generate_dataset, generate_identifier
-from aggregator.peers.server import PeerServer
+from aggregator.demo.peers.oaipmh import OaiPmhPeer
+from aggregator.demo.peers.oaipmh_items import MemoryItems, OaiItem
+from aggregator.demo.peers.sample_data import (
+    bundled_dump_path,
+    generate_dataset,
+    generate_identifier,
+)
+from aggregator.demo.peers.server import PeerServer
 
 T0 = datetime(2024, 5, 1, tzinfo=UTC)
 
@@ -316,7 +320,7 @@ def test_a_source_answering_with_a_big_html_error_page_gets_a_short_job_message(
 ) -> None:
     """The job message (``aggregator jobs``, the dashboard) keeps the status, its reason and
     the start of the page's text, not 100 kB of the remote server's markup."""
-    from aggregator.peers.http_faults import FaultApp
+    from aggregator.demo.peers.http_faults import FaultApp
 
     with PeerServer(FaultApp()) as server:
         for name, kind in (("portal", "oai-pmh"), ("dump", "rdf-dump")):

@@ -24,10 +24,10 @@ from storecheck import assert_consistent
 
 from aggregator.cli import main
 from aggregator.config import load_settings
-from aggregator.peers.oaipmh import OaiPmhPeer
-from aggregator.peers.oaipmh_items import MemoryItems, OaiItem, generated_items
-from aggregator.peers.sample_data import generate_dataset, generate_identifier
-from aggregator.peers.server import PeerServer
+from aggregator.demo.peers.oaipmh import OaiPmhPeer
+from aggregator.demo.peers.oaipmh_items import MemoryItems, OaiItem, generated_items
+from aggregator.demo.peers.sample_data import generate_dataset, generate_identifier
+from aggregator.demo.peers.server import PeerServer
 from aggregator.store.records import RecordStore
 
 T0 = datetime(2024, 5, 1, tzinfo=UTC)

@@ -17,12 +17,12 @@ import pytest
 from storecheck import assert_consistent
 
 from aggregator.config import load_settings
-from aggregator.http import HttpClient
+from aggregator.demo.peers.oaipmh import OaiPmhPeer
+from aggregator.demo.peers.oaipmh_items import generated_items
+from aggregator.demo.peers.sample_data import generate_dataset
+from aggregator.demo.peers.server import PeerServer
 from aggregator.models import JobStatus
-from aggregator.peers.oaipmh import OaiPmhPeer
-from aggregator.peers.oaipmh_items import generated_items
-from aggregator.peers.sample_data import generate_dataset
-from aggregator.peers.server import PeerServer
+from aggregator.net.client import HttpClient
 from aggregator.pipeline import RunOptions, run_source
 from aggregator.store.records import RecordStore
 
@@ -132,8 +132,8 @@ def test_kill_between_the_graph_writes_of_one_record_written_in_consecutive_batc
     write of the first batch and before that of the second: the state database holds the
     second version, the graph store the first. Clearing the first batch's pending marks must
     leave the second batch's mark on the record, so that opening the store repairs it."""
-    from aggregator.peers.oaipmh_items import MemoryItems, OaiItem
-    from aggregator.peers.sample_data import generate_identifier
+    from aggregator.demo.peers.oaipmh_items import MemoryItems, OaiItem
+    from aggregator.demo.peers.sample_data import generate_identifier
     from aggregator.store.records import StoreNames
 
     def item(i: int, revision: int = 0, when: datetime | None = None) -> OaiItem:

@@ -13,11 +13,11 @@ import pytest
 from click.testing import CliRunner, Result
 
 from aggregator.cli import main
+from aggregator.config.sources_file import add_source
+from aggregator.demo.peers.csw import CswFaults, CswPeer
+from aggregator.demo.peers.gemini_samples import generate_gemini_record
+from aggregator.demo.peers.server import PeerServer
 from aggregator.harvest.csw_client import load_checkpoint
-from aggregator.peers.csw import CswFaults, CswPeer
-from aggregator.peers.gemini_samples import generate_gemini_record
-from aggregator.peers.server import PeerServer
-from aggregator.sources_file import add_source
 
 N = 7
 
@@ -139,7 +139,7 @@ def test_add_with_probe_refuses_what_is_not_a_csw_2_0_2(
 
 
 def test_add_with_probe_refuses_a_document_that_is_not_capabilities(config: Path) -> None:
-    from aggregator.peers.oaipmh import OaiPmhPeer
+    from aggregator.demo.peers.oaipmh import OaiPmhPeer
 
     with PeerServer(OaiPmhPeer()) as server:
         added = run(config, "source", "add", "c", "--type", "csw", "--url", server.url, "--probe")

@@ -83,9 +83,9 @@ def test_overview_says_how_each_source_is(site: Site) -> None:
 
 
 def test_a_failed_job_shows_its_error_text(site: Site, tmp_path: Path) -> None:
-    from aggregator.http import HttpClient
+    from aggregator.config.sources_file import add_source
+    from aggregator.net.client import HttpClient
     from aggregator.pipeline import run_source
-    from aggregator.sources_file import add_source
     from aggregator.store.records import RecordStore
 
     # a source whose server is gone: the job fails with a message in words

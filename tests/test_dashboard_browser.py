@@ -320,7 +320,7 @@ def _png(width: int = 256, height: int = 256) -> bytes:
 
 
 def test_a_configured_tile_server_draws_its_tiles(browser: Browser, tmp_path: Path) -> None:
-    from aggregator.peers.server import PeerServer
+    from aggregator.demo.peers.server import PeerServer
 
     tile = _png()
     asked: list[str] = []

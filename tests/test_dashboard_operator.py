@@ -16,7 +16,7 @@ import requests
 from dashboard_site import TOKEN, Site, served_site
 
 from aggregator.config import load_settings
-from aggregator.http import HttpClient
+from aggregator.net.client import HttpClient
 from aggregator.pipeline import run_source
 from aggregator.store.records import RecordStore
 
@@ -70,7 +70,7 @@ def test_notes_are_not_errors_and_the_kind_follows_the_listing(site: Site) -> No
 
 
 def test_a_failed_jobs_message_stays_an_error(site: Site) -> None:
-    from aggregator.sources_file import add_source
+    from aggregator.config.sources_file import add_source
 
     add_source(site.config, "gone", {"type": "rdf-dump", "url": "http://127.0.0.1:9/x.ttl"})
     job = harvest(site, "gone")
@@ -127,11 +127,11 @@ def _waf_with_a_record_without_lineage(site: Site) -> str:
     from contextlib import ExitStack
     from datetime import UTC, datetime
 
+    from aggregator.config.sources_file import add_source
+    from aggregator.demo.peers.gemini_samples import bundled_gemini_records
+    from aggregator.demo.peers.server import PeerServer
+    from aggregator.demo.peers.waf import WafApp
     from aggregator.harvest.gemini import record_facts
-    from aggregator.peers.gemini_samples import bundled_gemini_records
-    from aggregator.peers.server import PeerServer
-    from aggregator.peers.waf import WafApp
-    from aggregator.sources_file import add_source
     from aggregator.xml import parse_xml
 
     name, doc = bundled_gemini_records()[0]

@@ -16,11 +16,11 @@ from click.testing import CliRunner, Result
 from storecheck import make_unversioned
 
 from aggregator.cli import main
-from aggregator.peers.oaipmh import OaiPmhPeer
-from aggregator.peers.oaipmh_items import MemoryItems, OaiItem
-from aggregator.peers.rdf_files import RdfFilesApp
-from aggregator.peers.sample_data import generate_dataset, generate_identifier
-from aggregator.peers.server import PeerServer
+from aggregator.demo.peers.oaipmh import OaiPmhPeer
+from aggregator.demo.peers.oaipmh_items import MemoryItems, OaiItem
+from aggregator.demo.peers.rdf_files import RdfFilesApp
+from aggregator.demo.peers.sample_data import generate_dataset, generate_identifier
+from aggregator.demo.peers.server import PeerServer
 
 T0 = datetime(2024, 6, 1, tzinfo=UTC)
 RDF = "xmlns:rdf='http://www.w3.org/1999/02/22-rdf-syntax-ns#'"

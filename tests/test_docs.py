@@ -10,10 +10,10 @@ DOCS = Path(__file__).parent.parent / "docs"
 
 
 def test_cli_reference_is_current() -> None:
-    from aggregator.clidoc import render
+    from aggregator.cli.reference import render
 
     assert (DOCS / "cli.md").read_text(encoding="utf-8") == render(), (
-        "docs/cli.md is stale: run `python -m aggregator.clidoc > docs/cli.md`"
+        "docs/cli.md is stale: run `python -m aggregator.cli.reference > docs/cli.md`"
     )
 
 

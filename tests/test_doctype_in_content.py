@@ -15,12 +15,12 @@ from pyoxigraph import Literal, NamedNode
 
 from aggregator.cli import main
 from aggregator.config import HarvestSettings, HttpSettings, Settings, SourceConfig
+from aggregator.demo.peers.rdf_files import RdfFilesApp
+from aggregator.demo.peers.server import PeerServer
 from aggregator.errors import UnsafeInputError
-from aggregator.http import HttpClient
 from aggregator.mapping.dcat_input import check_rdf_xml
 from aggregator.models import JobStatus
-from aggregator.peers.rdf_files import RdfFilesApp
-from aggregator.peers.server import PeerServer
+from aggregator.net.client import HttpClient
 from aggregator.pipeline import RunOptions, run_source
 from aggregator.store.records import RecordStore
 from aggregator.xml import parse_xml, scan_prolog

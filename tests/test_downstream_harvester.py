@@ -24,10 +24,10 @@ import requests
 from sickle import Sickle
 from sickle.oaiexceptions import NoRecordsMatch
 
-from aggregator.peers.oaipmh import OaiPmhPeer
-from aggregator.peers.oaipmh_items import MemoryItems, OaiItem
-from aggregator.peers.sample_data import generate_dataset
-from aggregator.peers.server import PeerServer
+from aggregator.demo.peers.oaipmh import OaiPmhPeer
+from aggregator.demo.peers.oaipmh_items import MemoryItems, OaiItem
+from aggregator.demo.peers.sample_data import generate_dataset
+from aggregator.demo.peers.server import PeerServer
 
 pytestmark = pytest.mark.slow
 

@@ -13,7 +13,10 @@ from pathlib import Path
 import pytest
 
 from aggregator.config import HarvestSettings, HttpSettings, Settings, SourceConfig
-from aggregator.http import HttpClient
+from aggregator.demo.peers.oaipmh import OaiPmhPeer
+from aggregator.demo.peers.oaipmh_items import MemoryItems, OaiItem
+from aggregator.demo.peers.sample_data import generate_dataset, generate_identifier
+from aggregator.demo.peers.server import PeerServer
 from aggregator.jobs.events import (
     EventBus,
     HarvestEvent,
@@ -25,10 +28,7 @@ from aggregator.jobs.events import (
     SourceUnreachable,
 )
 from aggregator.jobs.journal import JobRow
-from aggregator.peers.oaipmh import OaiPmhPeer
-from aggregator.peers.oaipmh_items import MemoryItems, OaiItem
-from aggregator.peers.sample_data import generate_dataset, generate_identifier
-from aggregator.peers.server import PeerServer
+from aggregator.net.client import HttpClient
 from aggregator.pipeline import run_source
 from aggregator.store.records import RecordStore
 

@@ -7,13 +7,13 @@ from __future__ import annotations
 import pytest
 from lxml import etree
 
+from aggregator.demo.peers.csw import GeneratedCatalogue
 from aggregator.harvest.gemini import (
     RecordFacts,
     parse_metadata_date,
     record_facts,
     serialise_embedded,
 )
-from aggregator.peers.csw import GeneratedCatalogue
 from aggregator.xml import parse_xml
 
 CSW = "http://www.opengis.net/cat/csw/2.0.2"

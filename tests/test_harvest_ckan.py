@@ -1,4 +1,4 @@
-"""The ckan harvester against the local CKAN-like action API (aggregator.peers.ckan), on its
+"""The ckan harvester against the local CKAN-like action API (aggregator.demo.peers.ckan), on its
 own and through the whole pipeline into an on-disk store."""
 
 from __future__ import annotations
@@ -21,17 +21,17 @@ from aggregator.config import (
     Settings,
     SourceConfig,
 )
+from aggregator.demo.peers.ckan import CkanPeer, MemoryCatalogue
+from aggregator.demo.peers.ckan_data import generate_package, load_bundled_packages
+from aggregator.demo.peers.ckan_query import Query
+from aggregator.demo.peers.server import PeerServer
 from aggregator.errors import ConfigError, HarvestError, TransportError
 from aggregator.harvest.base import HarvestRequest, Listing
 from aggregator.harvest.checkpoints import Checkpoint
 from aggregator.harvest.ckan import CkanHarvester, action_url, solr_date
-from aggregator.http import HttpClient
 from aggregator.jobs.journal import JobRow
 from aggregator.models import JobStatus, RawRecord
-from aggregator.peers.ckan import CkanPeer, MemoryCatalogue
-from aggregator.peers.ckan_data import generate_package, load_bundled_packages
-from aggregator.peers.ckan_query import Query
-from aggregator.peers.server import PeerServer
+from aggregator.net.client import HttpClient
 from aggregator.pipeline import RunOptions, run_source
 from aggregator.store.records import RecordStore
 

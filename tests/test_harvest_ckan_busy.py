@@ -12,14 +12,14 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 from aggregator.config import HarvestSettings, HttpSettings, Settings, SourceConfig
+from aggregator.demo.peers.ckan import CkanPeer, MemoryCatalogue
+from aggregator.demo.peers.ckan_data import small_package
+from aggregator.demo.peers.server import PeerServer
 from aggregator.harvest.checkpoints import Checkpoint
 from aggregator.harvest.ckan import parse_datestamp
-from aggregator.http import HttpClient
 from aggregator.lifecycle import iso
 from aggregator.models import JobStatus
-from aggregator.peers.ckan import CkanPeer, MemoryCatalogue
-from aggregator.peers.ckan_data import small_package
-from aggregator.peers.server import PeerServer
+from aggregator.net.client import HttpClient
 from aggregator.pipeline import RunOptions, run_source
 from aggregator.store.records import RecordStore
 

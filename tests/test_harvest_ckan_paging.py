@@ -12,16 +12,16 @@ import pytest
 import requests
 
 from aggregator.config import HttpSettings, SourceConfig
+from aggregator.demo.peers.ckan import CkanPeer, MemoryCatalogue
+from aggregator.demo.peers.ckan_data import small_package
+from aggregator.demo.peers.ckan_query import QueryError, parse_fq, solr_time
+from aggregator.demo.peers.server import PeerServer
 from aggregator.errors import ConfigError
 from aggregator.harvest.base import HarvestRequest, Listing
 from aggregator.harvest.ckan import CkanHarvester
 from aggregator.harvest.ckan_paging import PageKey, Row, page_problem, solr_ms, tiebreak_of
-from aggregator.http import HttpClient
 from aggregator.models import RawRecord
-from aggregator.peers.ckan import CkanPeer, MemoryCatalogue
-from aggregator.peers.ckan_data import small_package
-from aggregator.peers.ckan_query import QueryError, parse_fq, solr_time
-from aggregator.peers.server import PeerServer
+from aggregator.net.client import HttpClient
 
 
 def pid(n: int) -> str:

@@ -1,4 +1,4 @@
-"""The csw harvester against our own CSW 2.0.2 fixture server (aggregator.peers.csw)."""
+"""The csw harvester against our own CSW 2.0.2 fixture server (aggregator.demo.peers.csw)."""
 
 from __future__ import annotations
 
@@ -9,16 +9,16 @@ from typing import Any
 import pytest
 
 from aggregator.config import HttpSettings, SourceConfig
+from aggregator.demo.peers.csw import CswPeer
+from aggregator.demo.peers.gemini_samples import bundled_gemini_records, generate_gemini_record
+from aggregator.demo.peers.server import PeerServer
 from aggregator.errors import ConfigError, HarvestError, TransportError
 from aggregator.harvest.base import HarvestRequest, Listing
 from aggregator.harvest.csw import CswHarvester
 from aggregator.harvest.csw_client import ISO_SCHEMA_DMS, load_checkpoint
 from aggregator.harvest.gemini import record_facts
-from aggregator.http import HttpClient
 from aggregator.models import RawRecord
-from aggregator.peers.csw import CswPeer
-from aggregator.peers.gemini_samples import bundled_gemini_records, generate_gemini_record
-from aggregator.peers.server import PeerServer
+from aggregator.net.client import HttpClient
 from aggregator.plugins import harvesters
 from aggregator.xml import parse_xml
 

@@ -25,12 +25,12 @@ from aggregator.config import (
     ValidationSettings,
     ValidationStep,
 )
+from aggregator.demo.peers.csw import CswItem, CswPeer
+from aggregator.demo.peers.gemini_samples import bundled_gemini_records, generate_gemini_record
+from aggregator.demo.peers.server import PeerServer
+from aggregator.demo.peers.waf import WafApp
 from aggregator.harvest.gemini import record_facts
-from aggregator.http import HttpClient
-from aggregator.peers.csw import CswItem, CswPeer
-from aggregator.peers.gemini_samples import bundled_gemini_records, generate_gemini_record
-from aggregator.peers.server import PeerServer
-from aggregator.peers.waf import WafApp
+from aggregator.net.client import HttpClient
 from aggregator.pipeline import RunOptions, run_source
 from aggregator.serve.context import ServeContext
 from aggregator.serve.oai import routes

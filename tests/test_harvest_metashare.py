@@ -17,11 +17,7 @@ import pytest
 
 from aggregator.config import HarvestSettings, HttpSettings, Settings, load_settings
 from aggregator.deadletter import rejections, revalidate
-from aggregator.errors import ConfigError
-from aggregator.harvest.base import HarvestRequest, Listing
-from aggregator.harvest.metashare import MetaShareHarvester
-from aggregator.http import HttpClient
-from aggregator.peers.metashare import (
+from aggregator.demo.peers.metashare import (
     MetaShareNode,
     ascii_xml,
     bundled_node,
@@ -29,7 +25,11 @@ from aggregator.peers.metashare import (
     storage_id,
     zip_of,
 )
-from aggregator.peers.server import PeerServer
+from aggregator.demo.peers.server import PeerServer
+from aggregator.errors import ConfigError
+from aggregator.harvest.base import HarvestRequest, Listing
+from aggregator.harvest.metashare import MetaShareHarvester
+from aggregator.net.client import HttpClient
 from aggregator.pipeline import RunOptions, run_source
 from aggregator.store.records import RecordStore
 

@@ -14,6 +14,9 @@ import pytest
 from pyoxigraph import RdfFormat, parse
 
 from aggregator.config import HttpSettings, SourceConfig
+from aggregator.demo.peers.oaipmh import DAY, OaiPmhPeer
+from aggregator.demo.peers.oaipmh_items import MemoryItems, OaiItem, generated_items
+from aggregator.demo.peers.server import PeerServer, respond
 from aggregator.errors import (
     ConfigError,
     HarvestError,
@@ -23,11 +26,8 @@ from aggregator.errors import (
 )
 from aggregator.harvest.base import HarvestRequest, Listing
 from aggregator.harvest.oaipmh import OaiPmhHarvester, parse_datestamp
-from aggregator.http import HttpClient
 from aggregator.models import RawRecord
-from aggregator.peers.oaipmh import DAY, OaiPmhPeer
-from aggregator.peers.oaipmh_items import MemoryItems, OaiItem, generated_items
-from aggregator.peers.server import PeerServer, respond
+from aggregator.net.client import HttpClient
 from aggregator.xml import parse_xml
 
 DATA = Path(__file__).parent / "data" / "oaipmh"

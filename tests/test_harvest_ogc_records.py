@@ -1,5 +1,5 @@
 """The ogc-records harvester against the local OGC API - Records server
-(aggregator.peers.ogc_records), on its own and through the pipeline into an on-disk store."""
+(aggregator.demo.peers.ogc_records), on its own and through the pipeline into an on-disk store."""
 
 from __future__ import annotations
 
@@ -13,16 +13,16 @@ import pytest
 from storecheck import assert_consistent
 
 from aggregator.config import HarvestSettings, HttpSettings, Settings, SourceConfig
+from aggregator.demo.peers.ogc_records import OgcRecordsPeer, RecordCollection
+from aggregator.demo.peers.ogc_records_data import generate_record, load_bundled_records, record_id
+from aggregator.demo.peers.server import PeerServer
 from aggregator.errors import HarvestError
 from aggregator.harvest.base import HarvestRequest, Listing
 from aggregator.harvest.checkpoints import Checkpoint
 from aggregator.harvest.ogc_records import OgcRecordsHarvester
-from aggregator.http import HttpClient
 from aggregator.jobs.journal import JobRow
 from aggregator.models import JobStatus, RawRecord
-from aggregator.peers.ogc_records import OgcRecordsPeer, RecordCollection
-from aggregator.peers.ogc_records_data import generate_record, load_bundled_records, record_id
-from aggregator.peers.server import PeerServer
+from aggregator.net.client import HttpClient
 from aggregator.pipeline import RunOptions, run_source
 from aggregator.store.records import RecordStore
 

@@ -1,4 +1,4 @@
-"""The rdf-dump harvester against a real local server of RDF documents (aggregator.peers)."""
+"""The rdf-dump harvester against a real local server of RDF documents (aggregator.demo.peers)."""
 
 from __future__ import annotations
 
@@ -13,13 +13,13 @@ import rdflib
 from rdflib.compare import isomorphic
 
 from aggregator.config import HttpSettings, SourceConfig
+from aggregator.demo.peers.rdf_files import Fault, RdfFilesApp
+from aggregator.demo.peers.server import PeerServer
 from aggregator.errors import ConfigError, HarvestError, TransportError
 from aggregator.harvest.base import HarvestRequest, Listing
 from aggregator.harvest.rdf_dump import RdfDumpHarvester, detect_syntax
-from aggregator.http import HttpClient
 from aggregator.models import RawRecord
-from aggregator.peers.rdf_files import Fault, RdfFilesApp
-from aggregator.peers.server import PeerServer
+from aggregator.net.client import HttpClient
 from aggregator.plugins import harvesters
 
 DATA = Path(__file__).parent / "data" / "rdf_dump"

@@ -16,6 +16,8 @@ import pytest
 import requests
 
 from aggregator.config import HttpSettings, SourceConfig
+from aggregator.demo.peers.server import PeerServer
+from aggregator.demo.peers.sparql import SparqlApp, SparqlFault, uses_service
 from aggregator.errors import ConfigError, HarvestError, TransportError
 from aggregator.harvest.base import HarvestRequest, Listing
 from aggregator.harvest.sparql import (
@@ -26,10 +28,8 @@ from aggregator.harvest.sparql import (
     string_literal,
 )
 from aggregator.harvest.sparql_closure import ClosureShape, closure_query
-from aggregator.http import HttpClient
 from aggregator.models import RawRecord
-from aggregator.peers.server import PeerServer
-from aggregator.peers.sparql import SparqlApp, SparqlFault, uses_service
+from aggregator.net.client import HttpClient
 from aggregator.plugins import harvesters
 
 DATA = Path(__file__).parent / "data" / "rdf_dump" / "sparql-endpoint.trig"
@@ -474,7 +474,7 @@ def canonical(triples: bytes, rdf_format: pyoxigraph.RdfFormat) -> list[str]:
 def generated(endpoint: str) -> list[str]:
     """60 generated DCAT-AP datasets in their own graph: 2-4 distributions each, blank-node
     contact points, periods, provenance and identifiers, publishers shared between datasets."""
-    from aggregator.peers.sample_data import generate_dataset
+    from aggregator.demo.peers.sample_data import generate_dataset
 
     store = pyoxigraph.Store()
     for i in range(60):

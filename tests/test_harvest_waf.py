@@ -1,4 +1,4 @@
-"""The waf and gemini-doc harvesters against local servers (aggregator.peers.waf)."""
+"""The waf and gemini-doc harvesters against local servers (aggregator.demo.peers.waf)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,9 @@ from typing import Any
 import pytest
 
 from aggregator.config import HttpSettings, SourceConfig
+from aggregator.demo.peers.gemini_samples import bundled_gemini_records, generate_gemini_record
+from aggregator.demo.peers.server import PeerServer
+from aggregator.demo.peers.waf import WafApp
 from aggregator.errors import (
     ConfigError,
     HarvestError,
@@ -22,11 +25,8 @@ from aggregator.harvest.gemini import record_facts
 from aggregator.harvest.gemini_doc import GeminiDocHarvester
 from aggregator.harvest.waf import WafHarvester
 from aggregator.harvest.waf_listing import folder_url, read_listing
-from aggregator.http import HttpClient
 from aggregator.models import RawRecord
-from aggregator.peers.gemini_samples import bundled_gemini_records, generate_gemini_record
-from aggregator.peers.server import PeerServer
-from aggregator.peers.waf import WafApp
+from aggregator.net.client import HttpClient
 from aggregator.plugins import harvesters
 from aggregator.xml import parse_xml
 

@@ -27,13 +27,13 @@ from typing import Any
 import pytest
 import requests
 
-from aggregator.cli_context import job_line
+from aggregator.cli.context import job_line
+from aggregator.config.sources_file import add_source
+from aggregator.demo.peers.oaipmh import OaiPmhPeer
+from aggregator.demo.peers.oaipmh_items import MemoryItems, OaiItem
+from aggregator.demo.peers.sample_data import generate_dataset, generate_identifier
+from aggregator.demo.peers.server import PeerServer
 from aggregator.jobs.journal import JobRow
-from aggregator.peers.oaipmh import OaiPmhPeer
-from aggregator.peers.oaipmh_items import MemoryItems, OaiItem
-from aggregator.peers.sample_data import generate_dataset, generate_identifier
-from aggregator.peers.server import PeerServer
-from aggregator.sources_file import add_source
 
 pytestmark = pytest.mark.slow
 

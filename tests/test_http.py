@@ -1,4 +1,4 @@
-"""HttpClient against a real local server that misbehaves (aggregator.peers.http_faults)."""
+"""HttpClient against a real local server that misbehaves (aggregator.demo.peers.http_faults)."""
 
 from __future__ import annotations
 
@@ -17,16 +17,16 @@ import pytest
 import requests
 
 from aggregator.config import HttpSettings, Secret, SourceConfig
+from aggregator.demo.peers.http_faults import FaultApp, RawFaultServer, gzip_bomb
+from aggregator.demo.peers.server import PeerServer
 from aggregator.errors import (
     BlockedAddressError,
     ResponseTooLargeError,
     TooManyRedirectsError,
     TransportError,
 )
-from aggregator.http import HttpClient, HttpSession, Response
-from aggregator.http_guard import AddressGuard, is_public_address
-from aggregator.peers.http_faults import FaultApp, RawFaultServer, gzip_bomb
-from aggregator.peers.server import PeerServer
+from aggregator.net.client import HttpClient, HttpSession, Response
+from aggregator.net.guard import AddressGuard, is_public_address
 
 BASE = HttpSettings(
     timeout=0.5,

@@ -13,10 +13,10 @@ import zeep.transports
 from lxml import etree
 
 from aggregator.config import HttpSettings, Secret, SourceConfig
+from aggregator.demo.peers.http_faults import FaultApp
+from aggregator.demo.peers.server import PeerServer, respond
 from aggregator.errors import BlockedAddressError
-from aggregator.http import HttpClient
-from aggregator.peers.http_faults import FaultApp
-from aggregator.peers.server import PeerServer, respond
+from aggregator.net.client import HttpClient
 
 TNS = "urn:test:echo"
 WSDL = f"""<?xml version="1.0" encoding="UTF-8"?>

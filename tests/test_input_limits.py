@@ -21,15 +21,15 @@ from pathlib import Path
 import pytest
 
 from aggregator.deadletter import rejections
+from aggregator.demo.peers.ckan import CkanPeer, MemoryCatalogue
+from aggregator.demo.peers.ckan_data import generate_package
+from aggregator.demo.peers.mdr import MdrService
+from aggregator.demo.peers.mdr_pages import load_sample_pages
+from aggregator.demo.peers.rdf_files import RdfFilesApp
+from aggregator.demo.peers.server import PeerServer
+from aggregator.demo.peers.waf import WafApp
 from aggregator.errors import ParseError
 from aggregator.input_limits import InputLimitError, InputLimits, dump_record, load_page
-from aggregator.peers.ckan import CkanPeer, MemoryCatalogue
-from aggregator.peers.ckan_data import generate_package
-from aggregator.peers.mdr import MdrService
-from aggregator.peers.mdr_pages import load_sample_pages
-from aggregator.peers.rdf_files import RdfFilesApp
-from aggregator.peers.server import PeerServer
-from aggregator.peers.waf import WafApp
 from aggregator.store.records import ReadOnlyStore
 
 BASE = "http://localhost:8000/"
@@ -38,7 +38,7 @@ MB = 1024 * 1024
 #: is fetched (50 MB), but nothing is allowed to grow with what it holds
 MAX_RSS_MB = 450
 BIG_INTEGER = "1" * 100_000
-ISO = Path(__file__).parents[1] / "aggregator" / "peers" / "data" / "iso"
+ISO = Path(__file__).parents[1] / "aggregator" / "demo" / "peers" / "data" / "iso"
 
 
 @dataclass

@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
+from aggregator.demo.peers.gemini_samples import bundled_gemini_records, generate_gemini_record
 from aggregator.mapping import iso_xml
 from aggregator.mapping.base import MappingContext
 from aggregator.mapping.iso19139 import IsoMapper
 from aggregator.models import RawRecord
-from aggregator.peers.gemini_samples import bundled_gemini_records, generate_gemini_record
 
-ISO = Path(__file__).resolve().parents[1] / "aggregator" / "peers" / "data" / "iso"
+ISO = Path(__file__).resolve().parents[1] / "aggregator" / "demo" / "peers" / "data" / "iso"
 Triple = tuple[str, str, str]
 
 

@@ -16,7 +16,7 @@ from click.testing import CliRunner
 from pyoxigraph import BlankNode, NamedNode, RdfFormat, parse
 
 from aggregator.cli import main
-from aggregator.cli_files import MAP_SYNTAXES
+from aggregator.cli.files import MAP_SYNTAXES
 
 DCAT = "http://www.w3.org/ns/dcat#"
 DATASETS = 25

@@ -1,6 +1,6 @@
 """The iso19139 mapper: golden GEMINI records, SHACL conformance, the irregular parts, bad input.
 
-The three bundled GEMINI 2.3 records (aggregator/peers/data/iso/gemini-*.xml: a dataset, a
+The three bundled GEMINI 2.3 records (aggregator/demo/peers/data/iso/gemini-*.xml: a dataset, a
 series and a service, written by us to cover every mapped element) are mapped and compared by
 graph isomorphism (rdflib, tests only) with tests/data/iso/<name>.trig, whose graph
 ``urn:golden:resource`` is the mapped resource and ``urn:golden:record`` the catalogue record.
@@ -25,7 +25,7 @@ from aggregator.models import MappedDataset, RawRecord, Severity
 from aggregator.plugins import mappers
 from aggregator.validate.shacl import ShaclValidator, shapes_dir
 
-SAMPLES = Path(__file__).parents[1] / "aggregator" / "peers" / "data" / "iso"
+SAMPLES = Path(__file__).parents[1] / "aggregator" / "demo" / "peers" / "data" / "iso"
 GOLDEN = Path(__file__).parent / "data" / "iso"
 CTX = MappingContext(base_iri="https://aggregator.example.org/", source="gemini")
 NAMES = [

@@ -12,10 +12,10 @@ import pytest
 from mdr_env import PASSWORD, T0, USER, Clock, MdrBench
 
 from aggregator.config import Secret
+from aggregator.demo.peers.mdr_pages import MdrPage, generate_page, iso, load_sample_pages
+from aggregator.demo.peers.smtp import SmtpPeer
 from aggregator.harvest.mdr import MdrHarvester
 from aggregator.harvest.mdr_client import MdrClient, MdrFault
-from aggregator.peers.mdr_pages import MdrPage, generate_page, iso, load_sample_pages
-from aggregator.peers.smtp import SmtpPeer
 
 INVALID = "https://portal.example.gov.in/transport/driving-licence.html"  # language "xyz"
 HOSPITALS = "https://portal.example.gov.in/health/hospitals.html"

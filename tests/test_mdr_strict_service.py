@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from mdr_env import T0, MdrBench
 
+from aggregator.demo.peers.mdr_pages import MdrPage, generate_page, iso, load_sample_pages
 from aggregator.harvest.mdr import MdrHarvester
-from aggregator.peers.mdr_pages import MdrPage, generate_page, iso, load_sample_pages
 
 HOSPITALS = "https://portal.example.gov.in/health/hospitals.html"
 ACT = "https://portal.example.gov.in/acts/right-to-services-act.html"

@@ -20,10 +20,10 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from aggregator.peers.oaipmh import OaiPmhPeer
-from aggregator.peers.oaipmh_items import generated_items
-from aggregator.peers.sample_data import generate_dataset
-from aggregator.peers.server import PeerServer
+from aggregator.demo.peers.oaipmh import OaiPmhPeer
+from aggregator.demo.peers.oaipmh_items import generated_items
+from aggregator.demo.peers.sample_data import generate_dataset
+from aggregator.demo.peers.server import PeerServer
 
 
 def _free_port() -> int:

@@ -13,15 +13,15 @@ from pathlib import Path
 import pytest
 
 from aggregator.config import HarvestSettings, HttpSettings, Settings, load_settings
+from aggregator.demo.peers.oaipmh import OaiPmhPeer
+from aggregator.demo.peers.oaipmh_items import MemoryItems, OaiItem
+from aggregator.demo.peers.sample_data import generate_dataset, generate_identifier
+from aggregator.demo.peers.server import PeerServer
+from aggregator.demo.peers.smtp import SmtpPeer
 from aggregator.errors import ConfigError
-from aggregator.http import HttpClient
 from aggregator.jobs.events import EventBus, HarvestEvent, JobFailed
+from aggregator.net.client import HttpClient
 from aggregator.notify import Notice, Notifier, NotifySettings, parse_notify
-from aggregator.peers.oaipmh import OaiPmhPeer
-from aggregator.peers.oaipmh_items import MemoryItems, OaiItem
-from aggregator.peers.sample_data import generate_dataset, generate_identifier
-from aggregator.peers.server import PeerServer
-from aggregator.peers.smtp import SmtpPeer
 from aggregator.pipeline import run_source
 from aggregator.store.records import RecordStore
 

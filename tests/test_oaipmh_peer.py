@@ -13,9 +13,9 @@ import pytest
 import requests
 from lxml import etree
 
-from aggregator.peers.oaipmh import DAY, OaiPmhPeer
-from aggregator.peers.oaipmh_items import MemoryItems, OaiItem, generated_items
-from aggregator.peers.server import PeerServer
+from aggregator.demo.peers.oaipmh import DAY, OaiPmhPeer
+from aggregator.demo.peers.oaipmh_items import MemoryItems, OaiItem, generated_items
+from aggregator.demo.peers.server import PeerServer
 
 NS = "http://www.openarchives.org/OAI/2.0/"
 OAI = "{" + NS + "}"

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from aggregator.peers.sample_data import generate_dataset
+from aggregator.demo.peers.sample_data import generate_dataset
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow
@@ -53,7 +53,7 @@ def test_wheel_carries_the_mappings_and_shapes(wheel: Path) -> None:
     for path in schemas:
         assert f"share/ld-aggregator/schemas/{path.name}" in data
     assert "aggregator/resources.py" in names
-    assert any(n.startswith("aggregator/peers/data/") for n in names)
+    assert any(n.startswith("aggregator/demo/peers/data/") for n in names)
 
 
 def test_installed_wheel_maps_and_validates_outside_the_tree(wheel: Path, tmp_path: Path) -> None:
@@ -96,7 +96,9 @@ def test_installed_wheel_maps_and_validates_outside_the_tree(wheel: Path, tmp_pa
     assert checked.returncode == 0, checked.stdout + checked.stderr
 
     # the iso19139 mapper reads its tables from share/ld-aggregator/mappings too
-    gemini = ROOT / "aggregator" / "peers" / "data" / "iso" / "gemini-service-flood-wms.xml"
+    gemini = (
+        ROOT / "aggregator" / "demo" / "peers" / "data" / "iso" / "gemini-service-flood-wms.xml"
+    )
     iso = _run(
         [str(env_dir / "bin" / "aggregator"), "map", "--from", "iso19139", str(gemini)], tmp_path
     )

@@ -6,7 +6,7 @@ import http.client
 from collections.abc import Callable
 from typing import Any
 
-from aggregator.peers.server import PeerServer, respond
+from aggregator.demo.peers.server import PeerServer, respond
 
 
 class App:

@@ -17,16 +17,16 @@ import pytest
 from storecheck import assert_consistent, make_unversioned
 
 from aggregator.config import HarvestSettings, HttpSettings, Settings, SourceConfig
+from aggregator.demo.peers.oaipmh import OaiPmhPeer
+from aggregator.demo.peers.oaipmh_items import MemoryItems, OaiItem
+from aggregator.demo.peers.sample_data import generate_dataset, generate_identifier
+from aggregator.demo.peers.server import PeerServer
 from aggregator.harvest.base import HarvestRequest, Listing
 from aggregator.harvest.oaipmh import OaiPmhHarvester
-from aggregator.http import HttpClient
 from aggregator.jobs.journal import JobRow
 from aggregator.lifecycle import UpToDate
 from aggregator.models import JobStatus
-from aggregator.peers.oaipmh import OaiPmhPeer
-from aggregator.peers.oaipmh_items import MemoryItems, OaiItem
-from aggregator.peers.sample_data import generate_dataset, generate_identifier
-from aggregator.peers.server import PeerServer
+from aggregator.net.client import HttpClient
 from aggregator.pipeline import RunOptions, exit_code, run_source
 from aggregator.store.packing import ZSTD_MAGIC, pack, unpack
 from aggregator.store.records import RecordStore

@@ -8,9 +8,9 @@ import pickle
 from dataclasses import replace
 
 from aggregator.config import ValidationSettings, ValidationStep
+from aggregator.demo.peers.gemini_samples import bundled_gemini_records, generate_gemini_record
 from aggregator.mapping.base import MappingContext
 from aggregator.models import Finding, RawRecord, Severity, Stage
-from aggregator.peers.gemini_samples import bundled_gemini_records, generate_gemini_record
 from aggregator.processing import (
     Checked,
     Processed,

@@ -12,8 +12,8 @@ from click.testing import CliRunner
 
 from aggregator.cli import main
 from aggregator.config import load_settings
-from aggregator.peers.rdf_files import RdfFilesApp
-from aggregator.peers.server import PeerServer
+from aggregator.demo.peers.rdf_files import RdfFilesApp
+from aggregator.demo.peers.server import PeerServer
 from aggregator.store.records import RecordStore
 
 CATALOGUE = """\

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from aggregator.config import HttpSettings
-from aggregator.peers.server import PeerServer
+from aggregator.demo.peers.server import PeerServer
 from aggregator.quality import assess
 from aggregator.quality.reachability import (
     HostRateLimiter,

@@ -16,8 +16,8 @@ import pytest
 from test_schedule_store import _book_rows, _cli, _progress, _wait, items, write_config
 
 from aggregator.config import load_settings
-from aggregator.peers.oaipmh import OaiPmhPeer
-from aggregator.peers.server import PeerServer
+from aggregator.demo.peers.oaipmh import OaiPmhPeer
+from aggregator.demo.peers.server import PeerServer
 from aggregator.schedule.liveness import scheduler_holder, scheduler_running
 from aggregator.store.records import ReadOnlyStore
 

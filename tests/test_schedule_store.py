@@ -23,10 +23,10 @@ import pytest
 from storecheck import assert_consistent
 
 from aggregator.config import load_settings
-from aggregator.peers.oaipmh import OaiPmhPeer
-from aggregator.peers.oaipmh_items import generated_items
-from aggregator.peers.sample_data import generate_dataset
-from aggregator.peers.server import PeerServer
+from aggregator.demo.peers.oaipmh import OaiPmhPeer
+from aggregator.demo.peers.oaipmh_items import generated_items
+from aggregator.demo.peers.sample_data import generate_dataset
+from aggregator.demo.peers.server import PeerServer
 from aggregator.schedule.book import Book
 from aggregator.schedule.liveness import scheduler_running
 from aggregator.schedule.runner import SchedulerLock, StoreJobs

@@ -1,7 +1,7 @@
 """The compiled-XPath Schematron run gives the XSLT's findings on a corpus of real records.
 
 The records a harvest meets: the generated GEMINI records of bench/iso_pipeline.py and of the
-CSW peer (aggregator/peers/gemini_samples.py), the bundled GEMINI and ISO samples, and each
+CSW peer (aggregator/demo/peers/gemini_samples.py), the bundled GEMINI and ISO samples, and each
 of them broken in the ways publishers break records (an empty identifier, a bounding box in
 eastings, an empty title, a wrong resource type, a missing lineage, ...), so that most rules
 of both bundled files fire somewhere. For every record and both rule files, the findings of
@@ -18,14 +18,14 @@ from pathlib import Path
 
 import pytest
 
+from aggregator.demo.peers.gemini_samples import bundled_gemini_records, generate_gemini_record
 from aggregator.models import RawRecord
 from aggregator.payload import ParsedPayload
-from aggregator.peers.gemini_samples import bundled_gemini_records, generate_gemini_record
 from aggregator.resources import bundled
 from aggregator.validate.schematron import SchematronValidator
 
 ROOT = Path(__file__).parents[1]
-ISO = ROOT / "aggregator" / "peers" / "data" / "iso"
+ISO = ROOT / "aggregator" / "demo" / "peers" / "data" / "iso"
 RULES = (bundled("schemas", "iso19139-table-a1.sch"), bundled("schemas", "gemini-2.3.sch"))
 
 

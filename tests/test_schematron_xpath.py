@@ -21,7 +21,7 @@ from aggregator.validate.schematron import SchematronValidator
 from aggregator.validate.schematron_xpath import Unsupported, run
 
 META_SHARE = bundled("schemas", "meta-share-3.0.sch")
-MS_SAMPLES = Path(__file__).parents[1] / "aggregator" / "peers" / "data" / "meta-share"
+MS_SAMPLES = Path(__file__).parents[1] / "aggregator" / "demo" / "peers" / "data" / "meta-share"
 _VALIDATORS: dict[str, SchematronValidator] = {}
 
 

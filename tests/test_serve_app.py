@@ -15,11 +15,11 @@ import uvicorn
 from SPARQLWrapper import JSON, SPARQLWrapper
 
 from aggregator.config import load_settings
-from aggregator.demo import CONFIG, start_sources
-from aggregator.http import HttpClient
+from aggregator.config.sources_file import add_source
+from aggregator.demo.run import CONFIG, start_sources
+from aggregator.net.client import HttpClient
 from aggregator.pipeline import run_source
 from aggregator.serve.app import create_app
-from aggregator.sources_file import add_source
 from aggregator.store.records import RecordStore
 
 

@@ -30,18 +30,18 @@ from rdflib.compare import isomorphic
 from starlette.applications import Starlette
 
 from aggregator.config import HarvestSettings, HttpSettings, ServeSettings, Settings, SourceConfig
-from aggregator.http import HttpClient
-from aggregator.models import JobStatus
-from aggregator.peers.oaipmh import OaiPmhPeer
-from aggregator.peers.oaipmh_items import MemoryItems, OaiItem
-from aggregator.peers.rdf_files import RdfFilesApp
-from aggregator.peers.sample_data import (
+from aggregator.demo.peers.oaipmh import OaiPmhPeer
+from aggregator.demo.peers.oaipmh_items import MemoryItems, OaiItem
+from aggregator.demo.peers.rdf_files import RdfFilesApp
+from aggregator.demo.peers.sample_data import (
     bundled_dump_path,
     generate_dataset,
     generate_identifier,
     load_bundled_oai_records,
 )
-from aggregator.peers.server import PeerServer
+from aggregator.demo.peers.server import PeerServer
+from aggregator.models import JobStatus
+from aggregator.net.client import HttpClient
 from aggregator.pipeline import RunOptions, run_source
 from aggregator.serve.catalog import routes
 from aggregator.serve.catalog_data import (

@@ -36,14 +36,14 @@ from starlette.applications import Starlette
 from storecheck import make_unversioned
 
 from aggregator.config import HarvestSettings, HttpSettings, ServeSettings, Settings, SourceConfig
-from aggregator.http import HttpClient
+from aggregator.demo.peers.oaipmh import OaiPmhPeer
+from aggregator.demo.peers.oaipmh_items import MemoryItems, OaiItem
+from aggregator.demo.peers.sample_data import generate_dataset, generate_identifier
+from aggregator.demo.peers.server import PeerServer
 from aggregator.mapping.base import MappingContext, canonical_ntriples
 from aggregator.mapping.dcat import DcatMapper
 from aggregator.models import RawRecord
-from aggregator.peers.oaipmh import OaiPmhPeer
-from aggregator.peers.oaipmh_items import MemoryItems, OaiItem
-from aggregator.peers.sample_data import generate_dataset, generate_identifier
-from aggregator.peers.server import PeerServer
+from aggregator.net.client import HttpClient
 from aggregator.pipeline import RunOptions, run_source
 from aggregator.serve import oai_store as oai_db
 from aggregator.serve.context import ServeContext

@@ -24,11 +24,11 @@ from SPARQLWrapper import CSV, JSON, TURTLE, XML, SPARQLWrapper
 from starlette.applications import Starlette
 
 from aggregator.config import HarvestSettings, HttpSettings, ServeSettings, Settings, SourceConfig
-from aggregator.http import HttpClient
-from aggregator.peers.oaipmh import OaiPmhPeer
-from aggregator.peers.oaipmh_items import MemoryItems, OaiItem
-from aggregator.peers.sample_data import generate_dataset, generate_identifier
-from aggregator.peers.server import PeerServer
+from aggregator.demo.peers.oaipmh import OaiPmhPeer
+from aggregator.demo.peers.oaipmh_items import MemoryItems, OaiItem
+from aggregator.demo.peers.sample_data import generate_dataset, generate_identifier
+from aggregator.demo.peers.server import PeerServer
+from aggregator.net.client import HttpClient
 from aggregator.pipeline import RunOptions, run_source
 from aggregator.serve.context import ServeContext
 from aggregator.serve.sparql import SparqlEndpoint, routes

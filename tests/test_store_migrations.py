@@ -15,12 +15,12 @@ from click.testing import CliRunner
 
 from aggregator.cli import main
 from aggregator.config import HarvestSettings, HttpSettings, Settings, SourceConfig
+from aggregator.demo.peers.oaipmh import OaiPmhPeer
+from aggregator.demo.peers.oaipmh_items import MemoryItems, OaiItem
+from aggregator.demo.peers.sample_data import generate_dataset, generate_identifier
+from aggregator.demo.peers.server import PeerServer
 from aggregator.errors import StoreVersionError
-from aggregator.http import HttpClient
-from aggregator.peers.oaipmh import OaiPmhPeer
-from aggregator.peers.oaipmh_items import MemoryItems, OaiItem
-from aggregator.peers.sample_data import generate_dataset, generate_identifier
-from aggregator.peers.server import PeerServer
+from aggregator.net.client import HttpClient
 from aggregator.pipeline import RunOptions, run_source
 from aggregator.store import migrations
 from aggregator.store.migrations import LATEST, MIGRATIONS, schema_version, upgrade

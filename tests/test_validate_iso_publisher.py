@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from aggregator.config import load_settings
+from aggregator.demo.peers.gemini_samples import bundled_gemini_records
 from aggregator.errors import ConfigError
 from aggregator.models import RawRecord, Severity, Stage
 from aggregator.payload import ParsedPayload
-from aggregator.peers.gemini_samples import bundled_gemini_records
 from aggregator.plugins import validators
 from aggregator.processing import validator
 from aggregator.validate.iso_publisher import IsoPublisherValidator, responsible_parties
@@ -131,7 +131,7 @@ action = "warn"
 
 
 def test_empty_name_is_a_configuration_error(tmp_path: Path) -> None:
-    from aggregator.plugin_options import read_options
+    from aggregator.config.plugin_options import read_options
     from aggregator.validate.iso_publisher import IsoPublisherOptions
 
     with pytest.raises(ConfigError, match="must not be empty"):

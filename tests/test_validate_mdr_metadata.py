@@ -9,11 +9,11 @@ from typing import Any
 import pytest
 from lxml import etree
 
+from aggregator.demo.peers.mdr import page_element
+from aggregator.demo.peers.mdr_pages import MdrPage, load_sample_pages
 from aggregator.errors import ConfigError
 from aggregator.models import RawRecord
 from aggregator.payload import ParsedPayload
-from aggregator.peers.mdr import page_element
-from aggregator.peers.mdr_pages import MdrPage, load_sample_pages
 from aggregator.validate.mdr_metadata import MdrMetadataValidator
 
 

@@ -24,15 +24,15 @@ from aggregator.config import (
     ValidationStep,
     load_settings,
 )
+from aggregator.demo.peers.oaipmh import MetadataFormat, OaiPmhPeer
+from aggregator.demo.peers.oaipmh_items import MemoryItems, OaiItem
+from aggregator.demo.peers.sample_data import generate_dataset
+from aggregator.demo.peers.server import PeerServer
 from aggregator.errors import ConfigError, ParseError
-from aggregator.http import HttpClient
 from aggregator.mapping.base import MappingContext
 from aggregator.models import Finding, MappedDataset, RawRecord, Severity, Stage, ValidationReport
+from aggregator.net.client import HttpClient
 from aggregator.payload import ParsedPayload
-from aggregator.peers.oaipmh import MetadataFormat, OaiPmhPeer
-from aggregator.peers.oaipmh_items import MemoryItems, OaiItem
-from aggregator.peers.sample_data import generate_dataset
-from aggregator.peers.server import PeerServer
 from aggregator.pipeline import RunOptions, run_source
 from aggregator.plugins import validators
 from aggregator.processing import process

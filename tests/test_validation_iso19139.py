@@ -22,14 +22,14 @@ import pytest
 from lxml import etree
 
 from aggregator.config import HarvestSettings, HttpSettings, Settings, load_settings
+from aggregator.demo.peers.oaipmh import MetadataFormat, OaiPmhPeer
+from aggregator.demo.peers.oaipmh_items import MemoryItems, OaiItem
+from aggregator.demo.peers.server import PeerServer
 from aggregator.errors import ConfigError
-from aggregator.http import HttpClient
 from aggregator.mapping.base import MappingContext
 from aggregator.models import RawRecord, Severity, Stage
+from aggregator.net.client import HttpClient
 from aggregator.payload import ParsedPayload
-from aggregator.peers.oaipmh import MetadataFormat, OaiPmhPeer
-from aggregator.peers.oaipmh_items import MemoryItems, OaiItem
-from aggregator.peers.server import PeerServer
 from aggregator.pipeline import RunOptions, run_source
 from aggregator.processing import build_chain, process
 from aggregator.resources import bundled
@@ -37,7 +37,7 @@ from aggregator.store.records import RecordStore
 from aggregator.validate.iso_xsd import Iso19139XsdValidator, schema_root
 from aggregator.validate.schematron import SchematronValidator
 
-SAMPLES = Path(__file__).parents[1] / "aggregator" / "peers" / "data" / "iso"
+SAMPLES = Path(__file__).parents[1] / "aggregator" / "demo" / "peers" / "data" / "iso"
 DATASET = (SAMPLES / "gemini-dataset-flood-risk.xml").read_text(encoding="utf-8")
 SERIES = (SAMPLES / "gemini-series-aerial-photography.xml").read_text(encoding="utf-8")
 SERVICE = (SAMPLES / "gemini-service-flood-wms.xml").read_text(encoding="utf-8")

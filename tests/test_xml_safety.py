@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from lxml import etree
 
+from aggregator.demo.peers.http_faults import FaultApp
+from aggregator.demo.peers.server import PeerServer
 from aggregator.errors import ParseError, UnsafeInputError
-from aggregator.peers.http_faults import FaultApp
-from aggregator.peers.server import PeerServer
 from aggregator.xml import (
     _parser_finds_doctype,
     _prolog_has_doctype,
@@ -446,13 +446,13 @@ def test_the_prolog_scan_finds_every_doctype(data: bytes, doctype: bool, from_by
 
 
 def test_the_byte_scan_agrees_with_the_parser_on_the_bundled_records() -> None:
-    from aggregator.peers.gemini_samples import (
+    from aggregator.demo.peers.gemini_samples import (
         bundled_gemini_records,
         generate_gemini_record,
         strip_declaration,
     )
 
-    iso = Path(__file__).parents[1] / "aggregator" / "peers" / "data" / "iso"
+    iso = Path(__file__).parents[1] / "aggregator" / "demo" / "peers" / "data" / "iso"
     documents = [data for _, data in bundled_gemini_records()]
     documents += [path.read_bytes() for path in sorted(iso.glob("*.xml"))]
     documents += [generate_gemini_record(i) for i in range(3)]

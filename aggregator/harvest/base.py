@@ -21,9 +21,9 @@ from datetime import datetime
 from typing import Any, ClassVar
 
 from aggregator.config import SourceConfig
-from aggregator.http import HttpClient, HttpSession
 from aggregator.input_limits import DEFAULT_LIMITS, InputLimits
 from aggregator.models import RawRecord
+from aggregator.net.client import HttpClient, HttpSession
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,8 +107,9 @@ class Harvester:
     #: whether the protocol carries any metadata format (OAI-PMH does: a source may name any
     #: mapper); otherwise a source's ``format`` must be one of ``formats``
     any_format: ClassVar[bool] = False
-    #: the dataclass of the source's ``options`` table (see :mod:`aggregator.plugin_options`):
-    #: checked at configuration load by the default :meth:`check_config`
+    #: the dataclass of the source's ``options`` table (see
+    #: :mod:`aggregator.config.plugin_options`): checked at configuration load by the default
+    #: :meth:`check_config`
     Options: ClassVar[type[Any] | None] = None
     #: HTTP statuses this protocol's requests are retried on (``None``: the client's rule, 429
     #: and 5xx). A protocol whose error answers are final narrows it: SOAP answers a fault
@@ -118,7 +119,7 @@ class Harvester:
     #: whose requests are signed for one use (a nonce and a timestamp, as WS-Security's
     #: UsernameToken): resent as they are, a strict service refuses them as replays, so the
     #: session sends each request once and the harvester retries whole calls, signed
-    #: afresh, with the session's :attr:`~aggregator.http.HttpSession.retry` rule.
+    #: afresh, with the session's :attr:`~aggregator.net.client.HttpSession.retry` rule.
     transport_retries: ClassVar[bool] = True
 
     def __init__(self, source: SourceConfig, http: HttpSession) -> None:
@@ -136,7 +137,7 @@ class Harvester:
     @classmethod
     def options_of(cls, source: SourceConfig) -> Any:
         """The source's options as an instance of ``Options`` (ConfigError if they are not)."""
-        from aggregator.plugin_options import read_options
+        from aggregator.config.plugin_options import read_options
 
         if cls.Options is None:
             raise TypeError(f"{cls.__name__} declares no Options")

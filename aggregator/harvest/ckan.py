@@ -40,9 +40,9 @@ from aggregator.harvest.ckan_paging import (
     solr_ms,
     tiebreak_of,
 )
-from aggregator.http import Response
 from aggregator.input_limits import dump_record, load_page
 from aggregator.models import RawRecord
+from aggregator.net.client import Response
 
 log = logging.getLogger(__name__)
 

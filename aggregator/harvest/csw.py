@@ -48,8 +48,8 @@ from aggregator.harvest.csw_client import (
     load_checkpoint,
 )
 from aggregator.harvest.gemini import RECORD_TAGS, record_facts, serialise_embedded
-from aggregator.http import HttpSession
 from aggregator.models import RawRecord
+from aggregator.net.client import HttpSession
 
 MEDIA_TYPE = "application/xml"
 _URL_SAFE = re.compile(r"[A-Za-z0-9_.~-]+")

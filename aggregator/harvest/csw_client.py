@@ -1,4 +1,4 @@
-"""A small OGC CSW 2.0.2 client over :class:`~aggregator.http.HttpSession` and lxml.
+"""A small OGC CSW 2.0.2 client over :class:`~aggregator.net.client.HttpSession` and lxml.
 
 Three operations, each in both bindings (HTTP GET with KVP parameters, HTTP POST with an XML
 request body): ``GetCapabilities`` (read into :class:`Capabilities`), ``GetRecords`` and
@@ -19,7 +19,7 @@ from xml.sax.saxutils import escape, quoteattr
 from lxml import etree
 
 from aggregator.errors import AggregatorError, HarvestError
-from aggregator.http import HttpSession, Response
+from aggregator.net.client import HttpSession, Response
 from aggregator.xml import parse_xml
 
 CSW = "http://www.opengis.net/cat/csw/2.0.2"

@@ -53,6 +53,7 @@ from aggregator.models import RawRecord
 if TYPE_CHECKING:
     from aggregator.config import Settings
     from aggregator.jobs.events import HarvestEvent
+    from aggregator.net.client import HttpClient, HttpSession
     from aggregator.notify.settings import Condition
 
 MINUTES = (1, 65535)  # the specification's range: 1 to 64K
@@ -247,7 +248,11 @@ class MdrHarvester(Harvester):
     ) -> Callable[[HarvestEvent], Sequence[HarvestEvent]]:
         from aggregator.harvest.mdr_events import Translator
 
-        return Translator(settings, source)
+        def connect(http: HttpClient) -> tuple[HttpSession, MdrClient]:
+            session = cls.open_session(http, source)
+            return session, cls(source, session).client()
+
+        return Translator(settings, source, connect)
 
 
 def _datestamp(element: etree._Element) -> datetime | None:

@@ -3,7 +3,7 @@
 zeep reads our WSDL (``schemas/mdr-service.wsdl``, never fetched from the service), builds
 each request and signs it with a WS-Security UsernameToken whose password is a
 PasswordDigest over a fresh nonce and ``Created`` (UTC, ``Z``) per request
-(:class:`DigestToken`); it posts through the source's :class:`~aggregator.http.HttpSession`
+(:class:`DigestToken`); it posts through the source's :class:`~aggregator.net.client.HttpSession`
 (guard, timeouts, size cap). The small answers (getStatus, getMetadataSize,
 notifyWebSiteAdmin) are read as zeep objects; the page sets are read with the hardened
 parser, so that each page's ``WebPageMetadataVO`` element is kept byte for byte as the
@@ -14,7 +14,7 @@ Retries are whole calls, each signed afresh: the session must send each request 
 as it is carries a nonce the service has seen and is refused as a replay. After a 429, 502,
 503 or 504, a dropped connection, a read timeout or an answer cut off mid-body, the client
 calls the operation again (a new nonce and ``Created``), with the session's retry rule
-(:attr:`HttpSession.retry <aggregator.http.HttpSession.retry>`: the ``[http]`` retries,
+(:attr:`HttpSession.retry <aggregator.net.client.HttpSession.retry>`: the ``[http]`` retries,
 backoff and ``Retry-After`` cap an operator configures, computed by urllib3's ``Retry``).
 
 The password is a :class:`~aggregator.config.Secret`, revealed only to build the digest; no
@@ -40,7 +40,7 @@ from zeep.wsse.username import UsernameToken
 
 from aggregator.config import Secret
 from aggregator.errors import HarvestError, TransportError
-from aggregator.http import HttpSession
+from aggregator.net.client import HttpSession
 from aggregator.resources import bundled
 from aggregator.xml import parse_xml
 

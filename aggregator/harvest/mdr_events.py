@@ -27,9 +27,9 @@ when it goes down, when the escalation is due, and when it recovers.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from aggregator.config import Settings, SourceConfig
 from aggregator.errors import AggregatorError
@@ -44,9 +44,12 @@ from aggregator.notify.model import Notice
 from aggregator.notify.settings import Condition
 
 if TYPE_CHECKING:
-    from aggregator.harvest.mdr import MdrOptions
     from aggregator.harvest.mdr_client import MdrClient
-    from aggregator.http import HttpClient, HttpSession
+    from aggregator.net.client import HttpClient, HttpSession
+
+#: opens the source's session and a client of its service on it (given by the harvester,
+#: which this module does not import: the harvester imports it, for its notify hooks)
+Connect = Callable[["HttpClient"], tuple["HttpSession", "MdrClient"]]
 
 log = logging.getLogger("aggregator.harvest.mdr")
 
@@ -66,7 +69,17 @@ MD_REPL_FAILURE_ESCLTN = "MD_REPL_FAILURE_ESCLTN"
 SERVICE_FLAGGED = "serviceValidationError"
 
 
-def conditions(source: SourceConfig, opts: MdrOptions) -> list[Condition]:
+class Escalations(Protocol):
+    """The options the conditions read (the MDR harvester's ``MdrOptions``)."""
+
+    @property
+    def escalation_status_minutes(self) -> int: ...
+
+    @property
+    def escalation_md_minutes(self) -> int: ...
+
+
+def conditions(source: SourceConfig, opts: Escalations) -> list[Condition]:
     return [
         Condition(
             name="mdr-status",
@@ -95,9 +108,10 @@ class Translator:
     """Derives the MDC events of one MDR source from its harvest events, and calls the
     service's notifyWebSiteAdmin for each page received invalid."""
 
-    def __init__(self, settings: Settings, source: SourceConfig) -> None:
+    def __init__(self, settings: Settings, source: SourceConfig, connect: Connect) -> None:
         self.settings = settings
         self.source = source
+        self._connect = connect
         self._http: HttpClient | None = None
         self._session: HttpSession | None = None
         self._client: MdrClient | None = None
@@ -152,12 +166,10 @@ class Translator:
 
     def _mdr_client(self) -> MdrClient:
         if self._client is None:
-            from aggregator.harvest.mdr import MdrHarvester
-            from aggregator.http import HttpClient
+            from aggregator.net.client import HttpClient
 
             self._http = HttpClient(self.settings.http)
-            self._session = MdrHarvester.open_session(self._http, self.source)
-            self._client = MdrHarvester(self.source, self._session).client()
+            self._session, self._client = self._connect(self._http)
         return self._client
 
     def close(self) -> None:

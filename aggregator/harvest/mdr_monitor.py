@@ -18,8 +18,8 @@ from datetime import UTC, datetime
 from aggregator.config import Settings, SourceConfig
 from aggregator.errors import AggregatorError
 from aggregator.harvest.mdr_events import CMS_DOWN, DB_DOWN, MDR_SERVICE_DOWN, MDR_STATUS_OK
-from aggregator.http import HttpClient
 from aggregator.jobs.events import EventBus
+from aggregator.net.client import HttpClient
 from aggregator.notify.model import Level, Notice
 
 log = logging.getLogger("aggregator.harvest.mdr")

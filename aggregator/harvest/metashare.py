@@ -38,8 +38,8 @@ from aggregator.config import SourceConfig
 from aggregator.errors import ConfigError, HarvestError, ParseError, UnsafeInputError
 from aggregator.harvest.base import Harvester, HarvestRequest, Listing
 from aggregator.harvest.safe_zip import ZipLimits, read_members
-from aggregator.http import Response
 from aggregator.models import Finding, RawRecord, Severity, Stage
+from aggregator.net.client import Response
 
 log = logging.getLogger(__name__)
 

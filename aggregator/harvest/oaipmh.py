@@ -1,20 +1,19 @@
-"""OAI-PMH 2.0 harvester: ``ListRecords`` over resumption tokens, via sickle.
+"""OAI-PMH 2.0 harvester: ``ListRecords`` over resumption tokens.
 
-sickle does the protocol: request parameters, resumption tokens, mapping OAI error codes to
-exceptions, the ``Identify`` model. Everything under it is ours:
+The protocol client is ours (:mod:`aggregator.harvest.oaipmh_client`): request arguments,
+resumption tokens, OAI errors (:class:`OaiError`), the ``Identify`` answer; and so is
+everything under it:
 
-- transport goes through :class:`aggregator.http.HttpSession` (timeouts, retries honouring
-  ``Retry-After``, size cap, SSRF guard) by overriding ``Sickle.harvest``;
+- transport goes through :class:`aggregator.net.client.HttpSession` (timeouts, retries honouring
+  ``Retry-After``, size cap, SSRF guard);
 - each page is parsed once by a hardened lxml parser (no entity expansion, no DTD loading, no
-  network, no recovery from broken XML; sickle's own parser has ``recover=True`` and would
-  silently drop half a broken page);
+  network, no recovery from broken XML, which would silently drop half a broken page);
 - paging is driven page by page here, so the walk can count pages and records, stop on
   cancellation, detect a resumption-token loop and decide whether the listing was complete;
 - the request for the next page is sent (from a helper thread) as soon as the current page's
   resumption token is known for sure (from the end of its raw bytes, else once it is parsed),
   so the provider builds the next page and it travels while the current one is parsed and
-  read: one page ahead, never more; record headers are read directly rather than through
-  sickle's ``Header`` model (a regular expression per record).
+  read: one page ahead, never more; record headers are read directly from each page.
 
 See docs/protocols/oai-pmh.md for what counts as a complete listing.
 """
@@ -31,8 +30,6 @@ from typing import NamedTuple
 from urllib.parse import quote_plus, urlencode, urlsplit
 
 from lxml import etree
-from sickle import oaiexceptions
-from sickle.models import Identify, ResumptionToken
 
 from aggregator.config import SourceConfig
 from aggregator.errors import ConfigError, HarvestError
@@ -42,13 +39,16 @@ from aggregator.harvest.oaipmh_client import (
     Cancelled,
     Fetcher,
     OaiClient,
+    OaiError,
     Page,
     Pages,
+    ResumptionToken,
+    identify,
     parse_datestamp,
     serialise_record,
 )
-from aggregator.http import HttpSession
 from aggregator.models import RawRecord
+from aggregator.net.client import HttpSession
 
 log = logging.getLogger(__name__)
 
@@ -66,17 +66,6 @@ MAX_EMPTY_PAGES = 50  # some providers send a few empty pages; fifty in a row is
 # OAI-PMH 2.0 section 3.4: metadataPrefix and setSpec are restricted to unreserved URI chars
 _PREFIX = re.compile(r"^[A-Za-z0-9\-_.!~*'()]+$")
 _SET = re.compile(r"^[A-Za-z0-9\-_.!~*'()]+(:[A-Za-z0-9\-_.!~*'()]+)*$")
-_SICKLE_ERRORS = (
-    oaiexceptions.BadArgument,
-    oaiexceptions.BadVerb,
-    oaiexceptions.BadResumptionToken,
-    oaiexceptions.CannotDisseminateFormat,
-    oaiexceptions.IdDoesNotExist,
-    oaiexceptions.NoSetHierarchy,
-    oaiexceptions.NoMetadataFormat,
-    oaiexceptions.NoRecordsMatch,
-    oaiexceptions.OAIError,
-)
 # a page that ends with its resumption token: read before the page is parsed (see _peek_ahead)
 _TOKEN_AT_END = re.compile(
     rb"<resumptionToken((?:\s[^<>]*)?)>([^<&]*)</resumptionToken>\s*</ListRecords>\s*"
@@ -181,7 +170,7 @@ class OaiPmhHarvester(Harvester):
     def granularity(self) -> str:
         """The repository's datestamp granularity, from one Identify request per harvester."""
         if self._granularity is None:
-            page = self.client.harvest(verb="Identify")
+            page = self.client.request(verb="Identify")
             error = page.xml.find(OAI + "error")
             if error is not None:
                 code = error.get("code", "OAIError")
@@ -189,15 +178,9 @@ class OaiPmhHarvester(Harvester):
                     f"{self.source.url} answered Identify with {code}: {error.text or ''}",
                     code=code,
                 )
-            try:
-                identify = Identify(page)
-            except (AttributeError, IndexError, TypeError) as err:
-                raise HarvestError(
-                    f"{self.source.url}: Identify response lacks required elements",
-                    code="badIdentify",
-                ) from err
-            self.deleted_record = str(getattr(identify, "deletedRecord", "") or "").strip()
-            value = str(getattr(identify, "granularity", "") or "").strip()
+            said = identify(page)
+            self.deleted_record = (said.get("deletedRecord") or "").strip()
+            value = (said.get("granularity") or "").strip()
             # every repository must accept day granularity; seconds only when it says so
             self._granularity = SECONDS if value == SECONDS else DAY
         return self._granularity
@@ -205,14 +188,10 @@ class OaiPmhHarvester(Harvester):
     def _in_granularity(self, stamp: str) -> str:
         return stamp[:10] if self.granularity() == DAY else stamp
 
-    def _oai_error(self, err: Exception, verb: str) -> HarvestError:
-        code = "OAIError"
-        last = self.client.last
-        if last is not None:
-            element = last.xml.find(".//" + OAI + "error")
-            if element is not None:
-                code = element.get("code", code)
-        return HarvestError(f"{self.source.url} answered {verb} with {code}: {err}", code=code)
+    def _oai_error(self, err: OaiError, verb: str) -> HarvestError:
+        return HarvestError(
+            f"{self.source.url} answered {verb} with {err.code}: {err}", code=err.code
+        )
 
     def record_url(self, identifier: str) -> str:
         """The record on its own: ``GetRecord`` (the same URL ``urlencode`` would build)."""
@@ -227,7 +206,7 @@ class OaiPmhHarvester(Harvester):
     def _headers(body: etree._Element) -> list[_Head | None]:
         """The header of each record on a page, in page order; None for a record without a
         header or with an empty identifier. The identifier is the text of the header's first
-        ``identifier``, as sickle's ``Header`` reads it, stripped."""
+        ``identifier``, stripped."""
         heads: list[_Head | None] = []
         for element in body.iterfind(_RECORD):
             header = element.find(_HEADER)
@@ -313,18 +292,18 @@ class OaiPmhHarvester(Harvester):
         self.client.send_ahead(fetcher, verb="ListRecords", **params)
         try:
             self._peek_ahead(fetcher, cancel, listing, tokens, empty_pages)
-            pages: Pages = self.client.ListRecords(**params)
+            pages: Pages = self.client.list_records(**params)
         except Cancelled:
             listing.mark_truncated("cancelled")
             return
-        except oaiexceptions.NoRecordsMatch:
+        except OaiError as err:
+            if not err.no_records_match:
+                raise self._oai_error(err, "ListRecords") from err
             listing.pages += 1
             self._checkpoint(listing)
             listing.expected_total = 0
             listing.mark_complete()
             return
-        except _SICKLE_ERRORS as err:
-            raise self._oai_error(err, "ListRecords") from err
         self._checkpoint(listing)
         while True:
             listing.pages += 1
@@ -365,11 +344,11 @@ class OaiPmhHarvester(Harvester):
             except Cancelled:
                 listing.mark_truncated("cancelled")
                 return
-            except oaiexceptions.NoRecordsMatch:
+            except OaiError as err:
+                if not err.no_records_match:
+                    raise self._oai_error(err, f"ListRecords (page {listing.pages + 1})") from err
                 listing.mark_truncated(f"noRecordsMatch on page {listing.pages + 1}")
                 return
-            except _SICKLE_ERRORS as err:
-                raise self._oai_error(err, f"ListRecords (page {listing.pages + 1})") from err
         if listing.expected_total is not None and listing.seen != listing.expected_total:
             listing.mark_truncated(
                 f"listing ended after {listing.seen} records but completeListSize "
@@ -404,7 +383,7 @@ class OaiPmhHarvester(Harvester):
         not come before, and neither runaway guard can trip on this page (fewer than
         ``MAX_EMPTY_PAGES`` empty pages even if it is empty; ``completeListSize`` cannot be
         exceeded even if every ``record`` in its bytes were a record). Should the parsed page
-        then lead elsewhere after all (sickle reads the first token in document order), the
+        then lead elsewhere after all (a token that is not the page's last element), the
         early answer is dropped unread. Raises :class:`Cancelled`."""
         response = self.client.wait_ahead(cancel)
         if response is None or response.status != 200 or cancel.is_set():

@@ -1,11 +1,19 @@
-"""The HTTP side of the OAI-PMH harvester: sickle, adapted.
+"""The HTTP side of the OAI-PMH harvester: a small OAI-PMH 2.0 client of our own.
 
-- :class:`OaiClient` is sickle whose requests go through :class:`aggregator.http.HttpSession`
-  (timeouts, retries honouring ``Retry-After``, size cap, SSRF guard) and can be sent one page
+- :class:`OaiClient` sends requests through :class:`aggregator.net.client.HttpSession` (timeouts,
+  retries honouring ``Retry-After``, size cap, SSRF guard), GET or POST, and can send one page
   ahead from a :class:`Fetcher` thread;
 - :class:`Page` is a response parsed once, by a hardened parser (:func:`page_parser`);
-- :class:`Pages` is sickle's iterator reduced to pages, so the harvester drives the paging;
-- :func:`serialise_record` gives the bytes kept for a record.
+- :class:`Pages` walks a list verb page by page over resumption tokens, so the harvester
+  drives the paging; an OAI-PMH ``error`` in a page raises :class:`OaiError`;
+- :func:`identify` reads the ``Identify`` answer; :func:`serialise_record` gives the bytes kept
+  for a record.
+
+The protocol part is small (request arguments, the resumption token, the error element) and
+the harvester needs its own transport, parser and paging around it, so it is written here
+rather than adapted from a client library: sickle, which this replaced, offered no transport
+hook, and its iterator searched the whole page for errors and tokens (every element of 100
+records). The tests still use sickle as an independent client of our OAI-PMH server.
 """
 
 from __future__ import annotations
@@ -15,16 +23,13 @@ import queue
 import threading
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future, wait
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from lxml import etree
-from sickle import Sickle, oaiexceptions
-from sickle.iterator import BaseOAIIterator
-from sickle.models import ResumptionToken
-from sickle.response import OAIResponse
 
 from aggregator.errors import HarvestError
-from aggregator.http import HttpSession, Response
+from aggregator.net.client import HttpSession, Response
 
 OAI_NS = "http://www.openarchives.org/OAI/2.0/"
 OAI = "{" + OAI_NS + "}"
@@ -84,17 +89,43 @@ def serialise_record(element: etree._Element) -> bytes:
     )
 
 
-class Page(OAIResponse):  # type: ignore[misc]
-    """One response, parsed once (sickle's ``OAIResponse.xml`` re-parses on every access)."""
+class OaiError(Exception):
+    """An OAI-PMH ``error`` element a provider answered with: its ``code`` (as sent, for
+    example ``noRecordsMatch``; ``OAIError`` when it has none) and its text."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+    @property
+    def no_records_match(self) -> bool:
+        """``noRecordsMatch``: the list is empty (an answer, not a failure, for a first page)."""
+        return self.code[:1].upper() + self.code[1:] == "NoRecordsMatch"
+
+
+@dataclass(frozen=True, slots=True)
+class ResumptionToken:
+    """A ``resumptionToken`` element: its text and attributes, as sent (None when absent)."""
+
+    token: str | None
+    cursor: str | None = None
+    complete_list_size: str | None = None
+    expiration_date: str | None = None
+
+
+class Page:
+    """One response, parsed once, on first use (``xml``)."""
 
     def __init__(self, http_response: Response, params: Mapping[str, str]) -> None:
-        super().__init__(http_response, params)
+        self.http_response = http_response
+        self.params = params
         self._xml: etree._Element | None = None
 
     @property
     def xml(self) -> etree._Element:
         if self._xml is None:
-            resp: Response = self.http_response
+            resp = self.http_response
             try:
                 root = etree.fromstring(resp.content, parser=page_parser())
             except etree.XMLSyntaxError as err:
@@ -119,69 +150,85 @@ class Page(OAIResponse):  # type: ignore[misc]
         element = self.xml.find(OAI + name)
         return None if element is None or element.text is None else element.text.strip()
 
+    def error(self, verb: str) -> OaiError | None:
+        """The page's OAI-PMH error, if it has one: looked up where OAI-PMH puts it (a child
+        of the root); the whole page is searched only when it holds no element of the verb
+        (a provider that nests it elsewhere), never the records of a page that does."""
+        root = self.xml
+        element = root.find(OAI + "error")
+        if element is None and root.find(OAI + verb) is None:
+            element = root.find(".//" + OAI + "error")
+        if element is None:
+            return None
+        return OaiError(element.get("code", "OAIError"), element.text or "")
 
-class Pages(BaseOAIIterator):  # type: ignore[misc]
-    """sickle's iterator reduced to pages: ``page`` is the current one, ``advance()`` fetches
-    the next with the resumption token sickle extracted (and raises sickle's OAI errors)."""
-
-    resumption_token: ResumptionToken | None
-
-    @property
-    def page(self) -> Page:
-        page: Page = self.oai_response
-        return page
-
-    def advance(self) -> None:
-        self._next_response()
-
-    def _next_response(self) -> None:
-        """sickle's, with the error looked up where OAI-PMH puts it (a child of the root)
-        instead of in the whole page (every element of 100 records); the whole page is
-        searched only when it holds no element of the verb, as sickle did."""
-        params = self.params
-        token = self.resumption_token
-        if token:
-            params = {"resumptionToken": token.token, "verb": self.verb}
-        self.oai_response = self.sickle.harvest(**params)
-        root = self.oai_response.xml
-        error = root.find(OAI + "error")
-        if error is None and root.find(OAI + self.verb) is None:
-            error = root.find(".//" + OAI + "error")
-        if error is not None:
-            code = error.attrib.get("code", "UNKNOWN")
-            exception = getattr(oaiexceptions, code[:1].upper() + code[1:], None)
-            if not isinstance(exception, type) or not issubclass(exception, Exception):
-                exception = oaiexceptions.OAIError
-            raise exception(error.text or "")
-        self.resumption_token = self._get_resumption_token()
-
-    def _get_resumption_token(self) -> ResumptionToken | None:
-        """sickle's, reading the token where OAI-PMH puts it (the last child of the verb
-        element) before searching the whole page for it, as sickle always did."""
-        root = self.oai_response.xml
-        verb = root.find(OAI + self.verb)
+    def resumption_token(self, verb: str) -> ResumptionToken | None:
+        """The page's resumption token: where OAI-PMH puts it (the last child of the verb
+        element), else anywhere in the verb element, else the first in the whole page."""
+        root = self.xml
+        body = root.find(OAI + verb)
         element = None
-        if verb is not None and len(verb):
-            element = verb[-1] if verb[-1].tag == OAI + "resumptionToken" else None
+        if body is not None and len(body):
+            element = body[-1] if body[-1].tag == OAI + "resumptionToken" else None
             if element is None:
-                element = verb.find(OAI + "resumptionToken")
+                element = body.find(OAI + "resumptionToken")
         if element is None:
             element = root.find(".//" + OAI + "resumptionToken")
             if element is None:
                 return None
         return ResumptionToken(
             token=element.text,
-            cursor=element.attrib.get("cursor"),
-            complete_list_size=element.attrib.get("completeListSize"),
-            expiration_date=element.attrib.get("expirationDate"),
+            cursor=element.get("cursor"),
+            complete_list_size=element.get("completeListSize"),
+            expiration_date=element.get("expirationDate"),
         )
 
+
+def identify(page: Page) -> dict[str, str | None]:
+    """What an ``Identify`` answer says: the text of the first element of each local name
+    under ``Identify`` (``granularity``, ``deletedRecord``, ...). HarvestError without one."""
+    body = page.xml.find(".//" + OAI + "Identify")
+    if body is None:
+        raise HarvestError(
+            f"{page.http_response.url}: Identify response lacks required elements",
+            code="badIdentify",
+        )
+    fields: dict[str, str | None] = {}
+    for element in body.iterdescendants(tag=etree.Element):
+        fields.setdefault(etree.QName(element).localname, element.text)
+    return fields
+
+
+class Pages:
+    """A list verb walked page by page: ``page`` is the current one (the first is requested
+    when the walk is made), ``advance()`` requests the next with the page's resumption token.
+    Both raise :class:`OaiError` for a page that carries an OAI-PMH error."""
+
+    def __init__(self, client: OaiClient, params: dict[str, str]) -> None:
+        self.client = client
+        self.params = params
+        self.verb = params["verb"]
+        self.resumption_token: ResumptionToken | None = None
+        self.page = self._fetch(params)
+
+    def advance(self) -> None:
+        params = self.params if self.resumption_token is None else self.next_arguments()
+        self.page = self._fetch(params)
+
+    def _fetch(self, params: dict[str, str]) -> Page:
+        page = self.client.request(**params)
+        error = page.error(self.verb)
+        if error is not None:
+            raise error
+        self.resumption_token = page.resumption_token(self.verb)
+        return page
+
     def next_arguments(self) -> dict[str, str]:
-        """The arguments ``advance()`` will send: sickle's ``_next_response`` sends the verb
-        and the resumption token it extracted. Only used to start that request early; should
-        sickle ever send something else, the early response is not used."""
+        """The arguments ``advance()`` sends for the page after this one (when the walk goes
+        on, that is when this page has a token): the verb and the resumption token."""
         token = self.resumption_token
-        return {"resumptionToken": token.token if token is not None else "", "verb": self.verb}
+        value = token.token if token is not None and token.token is not None else ""
+        return {"resumptionToken": value, "verb": self.verb}
 
 
 class Cancelled(Exception):
@@ -219,21 +266,27 @@ class Fetcher:
         self._jobs.put(None)
 
 
-class OaiClient(Sickle):  # type: ignore[misc]
-    """Sickle whose requests go through the source's HttpSession and come back as :class:`Page`.
+class OaiClient:
+    """Requests to one OAI-PMH base URL through the source's HttpSession, answered as
+    :class:`Page`; ``method`` is ``GET`` (arguments in the query) or ``POST`` (a form).
 
-    ``send_ahead`` starts a request in a :class:`Fetcher` thread before sickle asks for it
-    (at most two are kept: the page about to be read and the one after it); when sickle then
-    asks with exactly the arguments of the oldest, ``harvest`` takes that response (and
+    ``send_ahead`` starts a request in a :class:`Fetcher` thread before the walk asks for it
+    (at most two are kept: the page about to be read and the one after it); when the walk then
+    asks with exactly the arguments of the oldest, ``request`` takes that response (and
     raises its transport error, if any, then and there), otherwise it drops them and sends its
     own request. Pages are parsed and read only in the iterating thread, never in the
     fetcher's."""
 
     def __init__(self, endpoint: str, http: HttpSession, method: str) -> None:
-        super().__init__(endpoint, http_method=method, iterator=Pages, max_retries=0)
+        self.endpoint = endpoint
         self.http = http
+        self.http_method = method
         self.last: Page | None = None
         self._ahead: list[tuple[dict[str, str], Future[Response]]] = []  # oldest first
+
+    def list_records(self, **kwargs: str) -> Pages:
+        """``ListRecords`` with these arguments; its first page is requested now."""
+        return Pages(self, {**kwargs, "verb": "ListRecords"})
 
     def _send(self, params: dict[str, str]) -> Response:
         if self.http_method == "POST":
@@ -265,7 +318,8 @@ class OaiClient(Sickle):  # type: ignore[misc]
         """Forget the requests sent ahead but the oldest ``keep`` (their answers are dropped)."""
         del self._ahead[keep:]
 
-    def harvest(self, **kwargs: str) -> Page:
+    def request(self, **kwargs: str) -> Page:
+        """One request with these arguments (the verb among them)."""
         params = {k: str(v) for k, v in kwargs.items()}
         if self._ahead and self._ahead[0][0] == params:
             resp = self._ahead.pop(0)[1].result()

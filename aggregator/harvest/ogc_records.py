@@ -32,9 +32,9 @@ from aggregator.errors import HarvestError
 from aggregator.harvest.base import Harvester, HarvestRequest, Listing
 from aggregator.harvest.checkpoints import Checkpoint
 from aggregator.harvest.ckan import parse_datestamp
-from aggregator.http import Response
 from aggregator.input_limits import dump_record, load_page
 from aggregator.models import RawRecord
+from aggregator.net.client import Response
 
 GEOJSON = "application/geo+json"
 ACCEPT = f"{GEOJSON}, application/json;q=0.9"

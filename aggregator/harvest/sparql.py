@@ -10,7 +10,7 @@
    closure becomes one :class:`~aggregator.models.RawRecord` (N-Triples or Turtle).
 
 Transport: the SPARQL 1.1 Protocol requests (GET with ``query=``, or a form POST) are built
-here and sent with the source's :class:`aggregator.http.HttpSession`, so the SSRF guard,
+here and sent with the source's :class:`aggregator.net.client.HttpSession`, so the SSRF guard,
 timeouts, retries with ``Retry-After``, size caps and per-host limits apply exactly as for
 every other harvester. See docs/protocols/sparql.md.
 """
@@ -34,8 +34,8 @@ from aggregator.errors import ConfigError, HarvestError
 from aggregator.harvest import sparql_results as results
 from aggregator.harvest.base import Harvester, HarvestRequest, Listing
 from aggregator.harvest.sparql_closure import REACHED, BatchGraph, ClosureShape, closure_query
-from aggregator.http import HttpSession, Response
 from aggregator.models import RawRecord
+from aggregator.net.client import HttpSession, Response
 from aggregator.vocab import DCAT, SKOS
 
 log = logging.getLogger(__name__)

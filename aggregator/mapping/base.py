@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import hashlib
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
-from urllib.parse import quote
 
 from pyoxigraph import (
     BlankNode,
@@ -22,12 +19,15 @@ from pyoxigraph import (
 
 from aggregator.input_limits import DEFAULT_LIMITS, InputLimits
 from aggregator.models import MappedDataset, RawRecord
+
+# re-exported: every mapper hashes its N-Triples; it lives with MappedDataset so that what
+# runs after the mapper (categorisation) need not import the mapping package
+from aggregator.models import content_hash as content_hash
 from aggregator.payload import ParsedPayload
+from aggregator.vocab import minted_iri
 
 if TYPE_CHECKING:
     from aggregator.categorisation import CategorisationConfig
-
-_SAFE_SEGMENT = re.compile(r"^[A-Za-z0-9._~-]{1,80}$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,8 +48,7 @@ def mint_iri(ctx: MappingContext, kind: str, key: str) -> str:
 
     Readable keys are kept as they are; anything else is replaced by a hash of it.
     """
-    segment = key if _SAFE_SEGMENT.match(key) else hashlib.sha256(key.encode()).hexdigest()[:32]
-    return f"{ctx.base_iri}{kind}/{quote(ctx.source, safe='')}/{segment}"
+    return minted_iri(ctx.base_iri, ctx.source, kind, key)
 
 
 def canonical_ntriples(triples: Iterable[Triple | Quad]) -> bytes:
@@ -71,10 +70,6 @@ def canonical_ntriples(triples: Iterable[Triple | Quad]) -> bytes:
     assert data is not None
     lines = sorted(set(data.splitlines()))
     return b"\n".join(lines) + b"\n" if lines else b""
-
-
-def content_hash(ntriples: bytes) -> str:
-    return hashlib.sha256(ntriples).hexdigest()
 
 
 class Mapper:

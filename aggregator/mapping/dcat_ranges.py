@@ -17,12 +17,48 @@ document does not describe.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Protocol
+from dataclasses import dataclass, field
+from typing import NamedTuple, Protocol
 
 from pyoxigraph import Literal, NamedNode, Quad
 
-from aggregator.mapping.dcat_rules import NOT_TYPED, RDF_TYPE, RangeClass, Rewrite
 from aggregator.models import Severity
+from aggregator.vocab import RDF_TYPE as _RDF_TYPE
+
+# The types the rule table (dcat_rules) and this pass share live here: the rule table imports
+# this pass and its types, never the other way round.
+RDF_TYPE = NamedNode(_RDF_TYPE)
+NOT_TYPED = "range-class-not-typed"  # reported when a range-class rule may not type a node
+
+
+class Rewrite(NamedTuple):
+    """One applied rewrite: ``removed`` was replaced by ``added`` under rule ``rule``.
+
+    (A tuple rather than a dataclass: several are made per record, and it is 3x cheaper.)
+    """
+
+    rule: str
+    removed: Quad
+    added: tuple[Quad, ...]
+    severity: Severity = Severity.INFO
+    note: str = ""
+    triples: int = 1  # how many triples this entry stands for (range-class: one per rule)
+
+
+@dataclass(frozen=True, slots=True)
+class RangeClass:
+    """A compiled range-class rule: values of ``property`` get ``rdf:type cls`` when untyped."""
+
+    rule: str
+    cls: NamedNode
+    requires: frozenset[NamedNode]
+    at_most_one: frozenset[NamedNode]
+    suffix: str = ""  # ' <rdf:type> <class> .': the end of the N-Triples line that types a node
+    checked: bool = False  # requires or at_most_one is not empty
+    # a required label property and the labels of known vocabulary terms: a term that lacks
+    # only that property is typed with its label from the table added
+    label_property: NamedNode | None = None
+    labels: Mapping[NamedNode, str] = field(default_factory=dict)
 
 
 def add_range_types(

@@ -18,6 +18,7 @@ from pyoxigraph import NamedNode
 
 from aggregator.errors import ConfigError
 from aggregator.mapping.dcat_checks import ACCEPTED, CHECKS, CONVERTIBLE, Check
+from aggregator.mapping.dcat_ranges import NOT_TYPED, RDF_TYPE, RangeClass
 from aggregator.mapping.dcat_rules import (
     _ANY,
     _DATATYPE,
@@ -25,9 +26,6 @@ from aggregator.mapping.dcat_rules import (
     _RANGE,
     _TYPE,
     KINDS,
-    NOT_TYPED,
-    RDF_TYPE,
-    RangeClass,
     RangeRow,
     Rule,
     RuleSet,

@@ -19,19 +19,23 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any
 
 from pyoxigraph import BlankNode, Literal, NamedNode, Quad
 
 from aggregator.mapping.dcat_checks import Check, as_iri
+from aggregator.mapping.dcat_ranges import (
+    NOT_TYPED,
+    RDF_TYPE,
+    Index,
+    RangeClass,
+    Rewrite,
+    add_range_types,
+)
 from aggregator.mapping.dcat_vocab import Vocabulary, lookup_key
 from aggregator.models import Finding, Severity, Stage
 
-if TYPE_CHECKING:
-    from aggregator.mapping.dcat_ranges import Index
-
 XSD = "http://www.w3.org/2001/XMLSchema#"
-RDF_TYPE = NamedNode("http://www.w3.org/1999/02/22-rdf-syntax-ns#type")
 RDFS_LABEL = NamedNode("http://www.w3.org/2000/01/rdf-schema#label")
 XSD_STRING = NamedNode(XSD + "string")
 
@@ -44,7 +48,6 @@ KINDS = (
     "literal-url",
     "range-class",
 )
-NOT_TYPED = "range-class-not-typed"  # reported when a range-class rule may not type a node
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,20 +89,6 @@ _TYPE = 8  # rdf:type
 _DATATYPE = 16  # a literal-datatype rule; literals of an accepted datatype need no rewrite
 
 
-class Rewrite(NamedTuple):
-    """One applied rewrite: ``removed`` was replaced by ``added`` under rule ``rule``.
-
-    (A tuple rather than a dataclass: several are made per record, and it is 3x cheaper.)
-    """
-
-    rule: str
-    removed: Quad
-    added: tuple[Quad, ...]
-    severity: Severity = Severity.INFO
-    note: str = ""
-    triples: int = 1  # how many triples this entry stands for (range-class: one per rule)
-
-
 __all__ = ["KINDS", "RangeClass", "Rewrite", "Rule", "RuleSet", "findings_from"]
 
 
@@ -110,22 +99,6 @@ class _LiteralTerm:
     table: Mapping[str, NamedNode] | Vocabulary | None
     fallback_class: NamedNode
     fallback_label: NamedNode
-
-
-@dataclass(frozen=True, slots=True)
-class RangeClass:
-    """A compiled range-class rule: values of ``property`` get ``rdf:type cls`` when untyped."""
-
-    rule: str
-    cls: NamedNode
-    requires: frozenset[NamedNode]
-    at_most_one: frozenset[NamedNode]
-    suffix: str = ""  # ' <rdf:type> <class> .': the end of the N-Triples line that types a node
-    checked: bool = False  # requires or at_most_one is not empty
-    # a required label property and the labels of known vocabulary terms: a term that lacks
-    # only that property is typed with its label from the table added
-    label_property: NamedNode | None = None
-    labels: Mapping[NamedNode, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -241,8 +214,6 @@ class RuleSet:
                 candidates[obj] = (quad, ranges[predicate])
         lines: list[str] = []
         if candidates:
-            from aggregator.mapping.dcat_ranges import add_range_types
-
             add_range_types(
                 out,
                 trace,

@@ -28,7 +28,7 @@ import json
 import logging
 import os
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -37,19 +37,13 @@ from aggregator.jobs.events import HarvestEvent, JobFinished
 from aggregator.notify.actions import recipients
 from aggregator.notify.mailer import Mailer
 from aggregator.notify.model import Notice, describe, event_kinds
-from aggregator.notify.settings import NotifySettings, Rule
+from aggregator.notify.settings import POLICIES, NotifySettings, Rule
 
 if TYPE_CHECKING:
     from aggregator.config import Settings
 
 log = logging.getLogger("aggregator.notify")
 
-POLICIES: Mapping[str, tuple[str, ...]] = {
-    "never": (),
-    "on-error": ("JobFailed", "JobRecovered"),
-    "always": ("JobFinished",),
-    "on-error-or-change": ("JobFailed", "JobRecovered", "SOURCE_CHANGED"),
-}
 RECIPIENTS = ("site_admin", "admin")
 CHANGES = ("added", "updated", "withdrawn")
 DIGEST_FILE = "notify-digest.json"

@@ -53,8 +53,17 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from aggregator.config import ENV_NAME, Secret
+from aggregator.config.secret import ENV_NAME, Secret
 from aggregator.errors import ConfigError
+
+#: a source's ``notify`` policy -> the events it mails about (aggregator.notify.policy); here,
+#: with the section, so that the configuration checks the key without importing the notifier
+POLICIES: Mapping[str, tuple[str, ...]] = {
+    "never": (),
+    "on-error": ("JobFailed", "JobRecovered"),
+    "always": ("JobFinished",),
+    "on-error-or-change": ("JobFailed", "JobRecovered", "SOURCE_CHANGED"),
+}
 
 ACTIONS = ("log_file", "console", "syslog", "email")
 SPEC_ACTIONS = {

@@ -18,7 +18,7 @@ Per URL:
    status before the size, so the server did answer below 400): ``too-large``, reachable.
    Timeouts, connection errors, blocked addresses and redirect loops are final (no GET).
 
-Every request goes through :class:`aggregator.http.HttpClient` built from the operator's
+Every request goes through :class:`aggregator.net.client.HttpClient` built from the operator's
 :class:`~aggregator.config.HttpSettings`: the SSRF guard (also on every redirect hop), the
 timeouts, the size cap and the retries on 429/5xx apply. Requests to one host are spaced by
 at least ``min_interval`` seconds (:class:`HostRateLimiter`; redirect hops inside the client
@@ -50,7 +50,7 @@ from aggregator.errors import (
     TooManyRedirectsError,
     TransportError,
 )
-from aggregator.http import HttpClient
+from aggregator.net.client import HttpClient
 
 __all__ = [
     "HostRateLimiter",

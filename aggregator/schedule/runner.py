@@ -5,7 +5,7 @@ one scheduler per store.
   store (becoming its one writer) when a job starts and no other job holds it open, and closes
   it when the last running job ends, so ``aggregator harvest`` and the other writing commands
   work while the scheduler is idle; should one of them hold the store, the job is ``busy`` and
-  tried again later. All jobs share one :class:`~aggregator.http.HttpClient`: the per-host
+  tried again later. All jobs share one :class:`~aggregator.net.client.HttpClient`: the per-host
   limit (``[http] per_host_concurrency``) holds across the sources harvested at once.
   :meth:`StoreJobs.prune` is the scheduler's daily prune, as the writer in the same way.
 - :class:`ConfigFile` re-reads ``aggregator.toml`` when it changes (a source added, edited or
@@ -38,7 +38,7 @@ class StoreJobs:
     """The scheduler's ``run_job``: one harvest job per call, the store open while any runs."""
 
     def __init__(self, settings: Settings) -> None:
-        from aggregator.http import HttpClient
+        from aggregator.net.client import HttpClient
 
         self.http = HttpClient(settings.http)
         self._lock = threading.Lock()

@@ -100,7 +100,7 @@ def verb_arguments(args: Mapping[str, Sequence[str]]) -> tuple[str, dict[str, st
     """(verb, its arguments) when the verb exists and its arguments are the ones it takes
     (none repeated, the required ones there, ``resumptionToken`` alone), else
     :class:`OaiError` (badVerb, badArgument). Also used by the fixture provider
-    (:mod:`aggregator.peers.oaipmh`)."""
+    (:mod:`aggregator.demo.peers.oaipmh`)."""
     verbs = args.get("verb", [])
     if len(verbs) != 1 or verbs[0] not in _VERBS:
         raise OaiError("badVerb", "the verb argument is missing, repeated or not a verb")

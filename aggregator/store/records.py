@@ -69,6 +69,7 @@ from aggregator.vocab import (
     SPDX,
     STATUS_IRIS,
     XSD,
+    minted_iri,
 )
 
 log = logging.getLogger(__name__)
@@ -128,9 +129,7 @@ class StoreNames:
 
     # -- IRIs -------------------------------------------------------------------------------
     def record_iri(self, source: str, local_id: str) -> str:
-        from aggregator.mapping.base import MappingContext, mint_iri
-
-        return mint_iri(MappingContext(self.base_iri, source), "record", local_id)
+        return minted_iri(self.base_iri, source, "record", local_id)
 
     def source_iri(self, source: str) -> str:
         return f"{self.base_iri}source/{quote(source, safe='')}"

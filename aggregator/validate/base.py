@@ -12,7 +12,7 @@ for the parsed form they need (``payload.xml()``), which is parsed once and shar
 other payload validators and the mapper.
 
 A validator declares its options as a frozen dataclass in ``Options`` (see
-:mod:`aggregator.plugin_options`); its constructor takes the same names as keyword arguments
+:mod:`aggregator.config.plugin_options`); its constructor takes the same names as keyword arguments
 (paths as ``str``). Instances must pickle cheaply (as their constructor arguments) and keep
 compiled schemas in a per-process cache: they are sent to the mapping worker processes.
 """

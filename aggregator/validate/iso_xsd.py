@@ -1,15 +1,24 @@
-"""The ISO 19139 XML Schema step (``iso19139-xsd``): the OGC ISO/TS 19139 schemas as the
-installed ``pycsw`` package ships them, never fetched.
+"""The ISO 19139 XML Schema step (``iso19139-xsd``): the OGC ISO/TS 19139 schemas, from a
+directory the operator names or from an installed package that ships them; never fetched.
 
-``pycsw`` (the optional extra ``iso``: ``pip install 'ld-aggregator[iso]'``) carries the
-2007-04-17 schemas of ``gmd``, ``gco``, ``gmx``, ``gsr``, ``gss``, ``gts`` (with GML 3.2.1 and
-XLink) and the ``srv`` service schema of 2006-05-04. This step compiles them together, from the
-installed files only (a schema import over the network is refused), once per process: a small
-schema document of our own imports ``gmd``, ``gmx`` and ``srv``; libxml2 reads each namespace
-once, so ``srv``'s own ``gmd`` import is answered by the 2007 ``gmd``. The package is located
-without importing it (``importlib.util.find_spec``). Without it the step fails when the chain
-is built (job start, ``aggregator config check``) with a ``ConfigError`` that says what to
-install; it never falls back to the network.
+The step needs the 2007-04-17 schemas of ``gmd``, ``gco``, ``gmx``, ``gsr``, ``gss``, ``gts``
+(with the GML 3.2.1 and XLink schemas they import) and the ``srv`` service schema of
+2006-05-04, laid out as the OGC publishes them under ``iso/19139/``. They are found, in order:
+
+1. in the directory named by the ``schemas`` option (``[validation.iso19139-xsd]``): the
+   ``iso/19139`` folder of a local copy of the OGC schemas, whose imports of GML and XLink
+   resolve inside that copy;
+2. in an installed distribution of :data:`SCHEMA_DISTRIBUTIONS` (``pycsw``, the optional
+   extra ``iso``: ``pip install 'ld-aggregator[iso]'``), located through its installed file
+   list (:mod:`importlib.metadata`), never imported: no maintained PyPI package ships these
+   schemas on their own (docs/validation.md lists what was checked).
+
+This step compiles them together, from those files only (a schema import over the network is
+refused), once per process: a small schema document of our own imports ``gmd``, ``gmx`` and
+``srv``; libxml2 reads each namespace once, so ``srv``'s own ``gmd`` import is answered by the
+2007 ``gmd``. Without them the step fails when the chain is built (job start, ``aggregator
+config check``) with a ``ConfigError`` that says both ways to provide them; it never falls
+back to the network.
 
 Findings are those of the generic ``xsd`` validator (:mod:`aggregator.validate.xsd`):
 ``stage=Stage.XSD``, ``rule`` = libxml2's error type, the message, ``line N`` and the XPath.
@@ -17,7 +26,7 @@ Findings are those of the generic ``xsd`` validator (:mod:`aggregator.validate.x
 
 from __future__ import annotations
 
-import importlib.util
+import importlib.metadata
 import threading
 import time
 from dataclasses import dataclass
@@ -27,27 +36,33 @@ from typing import Any, ClassVar, Literal
 
 from lxml import etree
 
+from aggregator.config.plugin_options import Directory
 from aggregator.errors import ConfigError
 from aggregator.validate.base import Validator
 from aggregator.validate.xml_rules import FileKey, file_key
 from aggregator.validate.xsd import XsdValidator
 
-PACKAGE = "pycsw"
-SCHEMAS = Path("plugins", "profiles", "apiso", "schemas", "ogc", "iso", "19139")
+# PyPI distributions that ship the OGC ISO 19139 schemas in their files (the first installed
+# one that has them all is used)
+SCHEMA_DISTRIBUTIONS = ("pycsw",)
 IMPORTS = {
     "http://www.isotc211.org/2005/gmd": Path("20070417", "gmd", "gmd.xsd"),
     "http://www.isotc211.org/2005/gmx": Path("20070417", "gmx", "gmx.xsd"),
     "http://www.isotc211.org/2005/srv": Path("20060504", "srv", "srv.xsd"),
 }
+GMD = IMPORTS["http://www.isotc211.org/2005/gmd"]
+_GMD_IN_A_DISTRIBUTION = "iso/19139/" + GMD.as_posix()
 INSTALL_HINT = (
-    "the ISO 19139 XML schemas come from the pycsw package, which is not installed: "
-    "pip install 'ld-aggregator[iso]' (they are never fetched from the network), or drop the "
-    "iso19139-xsd step from the source's validation"
+    "no ISO 19139 XML schemas: name the iso/19139 folder of a local copy of the OGC schemas"
+    ' in [validation.iso19139-xsd] schemas = "...", or install a package that ships them:'
+    " pip install 'ld-aggregator[iso]' (they are never fetched from the network); or drop"
+    " the iso19139-xsd step from the source's validation"
 )
 
 
 @dataclass(frozen=True, slots=True)
 class IsoXsdOptions:
+    schemas: Directory | None = None  # the iso/19139 folder of a local copy of the OGC schemas
     max_findings: int = 50
 
     def __post_init__(self) -> None:
@@ -55,22 +70,45 @@ class IsoXsdOptions:
             raise ValueError("max_findings must be at least 1")
 
 
-def schema_root(package: str = PACKAGE) -> Path:
-    """Where the installed pycsw keeps the ISO 19139 schemas; ConfigError if it is missing."""
+def _missing(root: Path) -> list[str]:
+    return [rel.as_posix() for rel in IMPORTS.values() if not (root / rel).is_file()]
+
+
+def _shipped_by(distribution: str) -> Path | None:
+    """The ``iso/19139`` folder an installed distribution ships, found in its file list (the
+    package is not imported); None if it is not installed. ConfigError if it has no schemas."""
     try:
-        spec = importlib.util.find_spec(package)
-    except (ImportError, ValueError):
-        spec = None
-    locations = list(spec.submodule_search_locations or []) if spec is not None else []
-    for location in locations:
-        root = Path(location) / SCHEMAS
-        if all((root / rel).is_file() for rel in IMPORTS.values()):
-            return root
-    if locations:
-        raise ConfigError(
-            f"the installed pycsw ({locations[0]}) has no ISO 19139 schemas under {SCHEMAS}:"
-            " install a pycsw 2.x release (pip install 'ld-aggregator[iso]')"
-        )
+        dist = importlib.metadata.distribution(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    for file in dist.files or ():
+        if file.as_posix().endswith(_GMD_IN_A_DISTRIBUTION):
+            root = Path(str(dist.locate_file(file))).parents[2]
+            if not _missing(root):
+                return root
+    raise ConfigError(
+        f"the installed {distribution} {dist.version} ships no complete set of ISO 19139"
+        " schemas: install a pycsw 2.x release (pip install 'ld-aggregator[iso]') or name a"
+        " directory in [validation.iso19139-xsd] schemas"
+    )
+
+
+def schema_root(distribution: str | None = None, directory: str | Path | None = None) -> Path:
+    """The ``iso/19139`` folder to compile: ``directory`` if given (ConfigError if it lacks
+    one of the entry schemas), else the one ``distribution`` ships (default: the first of
+    :data:`SCHEMA_DISTRIBUTIONS` installed); ConfigError with :data:`INSTALL_HINT` if none."""
+    if directory is not None:
+        named = Path(directory)
+        if missing := _missing(named):
+            raise ConfigError(
+                f"the ISO 19139 schema directory {named} lacks {', '.join(missing)}: name the"
+                " iso/19139 folder of a copy of the OGC schemas (it holds 20070417/ and"
+                " 20060504/)"
+            )
+        return named
+    for name in (distribution,) if distribution else SCHEMA_DISTRIBUTIONS:
+        if (shipped := _shipped_by(name)) is not None:
+            return shipped
     raise ConfigError(INSTALL_HINT)
 
 
@@ -97,7 +135,7 @@ class Compiled:
 def compiled(key: FileKey) -> Compiled:
     """The compiled ISO 19139 schema set (per process; keyed by gmd.xsd's path, size, mtime).
 
-    The parser has ``no_network``: every import resolves to a file of the installed package."""
+    The parser has ``no_network``: every import resolves to a local file, or compiling fails."""
     root = Path(key[0]).parents[2]
     started = time.perf_counter()
     parser = etree.XMLParser(no_network=True, resolve_entities=False, load_dtd=False)
@@ -106,21 +144,25 @@ def compiled(key: FileKey) -> Compiled:
     try:
         schema = etree.XMLSchema(tree)
     except etree.XMLSchemaParseError as err:
-        raise ConfigError(f"the ISO 19139 schemas in {root} cannot be compiled: {err}") from err
+        raise ConfigError(
+            f"the ISO 19139 schemas in {root} cannot be compiled from local files"
+            f" (their GML and XLink imports must resolve inside the copy): {err}"
+        ) from err
     return Compiled(schema, time.perf_counter() - started)
 
 
 class Iso19139XsdValidator(XsdValidator):
-    """XSD validation against the ISO 19139 schemas of the installed pycsw (no options but
-    ``max_findings``)."""
+    """XSD validation against the ISO 19139 schemas (options: ``schemas``, a directory with
+    them, else those of an installed package; ``max_findings``)."""
 
     name: ClassVar[str] = "iso19139-xsd"
     target: ClassVar[Literal["payload", "graph"]] = "payload"
     Options: ClassVar[type[Any] | None] = IsoXsdOptions
 
-    def __init__(self, max_findings: int = 50) -> None:
+    def __init__(self, max_findings: int = 50, schemas: str | None = None) -> None:
         # not super().__init__: that compiles an operator-given file, ours is built in memory
-        gmd = schema_root() / IMPORTS["http://www.isotc211.org/2005/gmd"]
+        gmd = schema_root(directory=schemas) / GMD
+        self.schemas = schemas
         self.schema_file = gmd
         self.max_findings = max_findings
         self.compiled = compiled(file_key(gmd, "XML schema"))
@@ -128,10 +170,16 @@ class Iso19139XsdValidator(XsdValidator):
         self._lock = threading.Lock()
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (type(self), (self.max_findings,))
+        return (type(self), (self.max_findings, self.schemas))
 
     def __repr__(self) -> str:
         return f"Iso19139XsdValidator(schemas={self.schema_file.parents[2]})"
 
 
-__all__ = ["INSTALL_HINT", "Iso19139XsdValidator", "Validator", "schema_root"]
+__all__ = [
+    "INSTALL_HINT",
+    "SCHEMA_DISTRIBUTIONS",
+    "Iso19139XsdValidator",
+    "Validator",
+    "schema_root",
+]

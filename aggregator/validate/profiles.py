@@ -20,12 +20,22 @@ then ``shacl`` unless it names its own chain (:data:`FORMAT_DEFAULTS`).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from typing import Any, Protocol, TypeVar
 
 from aggregator.resources import bundled
 
-if TYPE_CHECKING:
-    from aggregator.config import ValidationSettings, ValidationStep
+S = TypeVar("S", covariant=True)
+
+
+class StepDefaults(Protocol[S]):
+    """What makes a chain step from validator defaults (the configuration's
+    ``ValidationSettings``; named by its shape so that profiles need not import it)."""
+
+    def step(
+        self, validator: str, overrides: Mapping[str, Any] | None = None, name: str = ""
+    ) -> S: ...
+
 
 TABLE_A1 = "iso19139-table-a1.sch"
 GEMINI = "gemini-2.3.sch"
@@ -38,13 +48,13 @@ def default_chain(fmt: str) -> list[Any]:
     return list(FORMAT_DEFAULTS.get(fmt, ("shacl",)))
 
 
-def _schematron(defaults: ValidationSettings, filename: str, label: str) -> ValidationStep:
+def _schematron(defaults: StepDefaults[S], filename: str, label: str) -> S:
     return defaults.step(
         "schematron", {"rules": bundled("schemas", filename), "phase": None}, label
     )
 
 
-def profile_steps(name: str, defaults: ValidationSettings) -> list[ValidationStep]:
+def profile_steps(name: str, defaults: StepDefaults[S]) -> list[S]:
     """The payload steps of profile ``name`` (one of :data:`PROFILES`)."""
     if name == "none":
         return []

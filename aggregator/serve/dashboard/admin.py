@@ -1,7 +1,7 @@
 """Admin actions: log in and out, register, edit, pause and resume a source, preview a new one,
 harvest now. Every POST needs the administrator (a session with its CSRF token, or a bearer
 token), checked before its body is read: without them it is 403 whatever it carries.
-Source changes go through :mod:`aggregator.sources_file`, the code behind
+Source changes go through :mod:`aggregator.config.sources_file`, the code behind
 ``aggregator source add/edit``, so the file is checked before it is written and keeps its
 comments."""
 
@@ -19,6 +19,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from aggregator.config import SOURCE_NAME, SourceConfig, parse_source
+from aggregator.config.sources_file import SourceEdit, add_source, edit_source
 from aggregator.errors import AggregatorError, ConfigError
 from aggregator.plugins import harvesters, mappers
 from aggregator.schedule.status import request_harvest
@@ -34,7 +35,6 @@ from aggregator.serve.dashboard.preview import preview_source
 from aggregator.serve.dashboard.sources_file_form import SourceForm
 from aggregator.serve.dashboard.sources_state import configured_sources, current_settings
 from aggregator.serve.dashboard.web import Dashboard
-from aggregator.sources_file import SourceEdit, add_source, edit_source
 
 AsyncHandler = Callable[[Request], Awaitable[Response]]
 

@@ -16,9 +16,9 @@ from pyoxigraph import Literal, NamedNode, RdfFormat, parse
 from aggregator.config import Settings, SourceConfig
 from aggregator.errors import AggregatorError
 from aggregator.harvest.base import HarvestRequest, Listing
-from aggregator.http import HttpClient
 from aggregator.mapping.base import MappingContext
 from aggregator.models import Finding, RawRecord
+from aggregator.net.client import HttpClient
 from aggregator.plugins import harvesters
 from aggregator.processing import process
 from aggregator.vocab import DCT

@@ -1,5 +1,5 @@
 """The source form of the dashboard: its fields, read from a posted form or a configured
-source, and turned into the ``[sources.NAME]`` table that :mod:`aggregator.sources_file`
+source, and turned into the ``[sources.NAME]`` table that :mod:`aggregator.config.sources_file`
 writes (the same table ``aggregator source add`` builds). Secrets stay a command-line matter
 (``aggregator source edit --secret``): the form neither shows nor sets them."""
 

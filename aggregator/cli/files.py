@@ -1,0 +1,290 @@
+"""``aggregator map`` and ``aggregator validate``: map or validate a file, no store needed."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from aggregator.cli.context import Ctx, pass_ctx
+
+
+def _raw_from_file(path: Path, fmt: str, media_type: str | None, collection: bool = True) -> Any:
+    from aggregator.models import RawRecord
+
+    guessed = {
+        ".ttl": "text/turtle",
+        ".rdf": "application/rdf+xml",
+        ".owl": "application/rdf+xml",
+        ".jsonld": "application/ld+json",
+        ".nt": "application/n-triples",
+        ".json": "application/json",
+        ".xml": "application/xml",
+    }.get(path.suffix.lower(), "application/octet-stream")
+    return RawRecord(
+        source="file",
+        local_id=path.name,
+        format=fmt,
+        payload=path.read_bytes(),
+        media_type=media_type or guessed,
+        url=path.resolve().as_uri(),
+        is_collection=collection,
+    )
+
+
+#: output syntaxes of ``aggregator map``: option value -> (pyoxigraph format name, has graphs)
+MAP_SYNTAXES: dict[str, tuple[str, bool]] = {
+    "turtle": ("TURTLE", False),
+    "ntriples": ("N_TRIPLES", False),
+    "rdfxml": ("RDF_XML", False),
+    "jsonld": ("JSON_LD", False),
+    "trig": ("TRIG", True),
+    "nquads": ("N_QUADS", True),
+}
+_COMMENTS = ("turtle", "ntriples", "trig", "nquads")  # syntaxes where '#' starts a comment
+PREFIXES = {
+    "dcat": "http://www.w3.org/ns/dcat#",
+    "dct": "http://purl.org/dc/terms/",
+    "foaf": "http://xmlns.com/foaf/0.1/",
+    "vcard": "http://www.w3.org/2006/vcard/ns#",
+    "xsd": "http://www.w3.org/2001/XMLSchema#",
+    "adms": "http://www.w3.org/ns/adms#",
+    "locn": "http://www.w3.org/ns/locn#",
+    "skos": "http://www.w3.org/2004/02/skos/core#",
+    "rdfs": "http://www.w3.org/2000/01/rdf-schema#",
+}
+
+
+def scoped_quads(ntriples: bytes, scope: str, graph: Any = None) -> list[Any]:
+    """The triples of one mapped dataset as quads whose blank nodes are renamed ``scope_label``.
+
+    Every mapped dataset's canonical N-Triples label its blank nodes ``c14n0``, ``c14n1``...
+    from zero: written side by side into one output, two datasets would share their blank
+    nodes (a reader would join their distributions). A scope per dataset keeps them apart.
+    """
+    from pyoxigraph import BlankNode, DefaultGraph, Quad, RdfFormat, parse
+
+    names: dict[str, BlankNode] = {}
+
+    def rename(term: Any) -> Any:
+        if isinstance(term, BlankNode):
+            new = names.get(term.value)
+            if new is None:
+                new = names[term.value] = BlankNode(f"{scope}_{term.value}")
+            return new
+        return term
+
+    graph_name = graph if graph is not None else DefaultGraph()
+    return [
+        Quad(rename(q.subject), q.predicate, rename(q.object), graph_name)
+        for q in parse(ntriples, format=RdfFormat.N_TRIPLES)
+    ]
+
+
+@click.command("map")
+@click.option("--from", "fmt", required=True, help="Format key: dcat, iso19139, ckan, ...")
+@click.option("--media-type", default=None, help="Override the media type of FILE.")
+@click.option("--base-iri", default="http://localhost:8000/", show_default=True)
+@click.option(
+    "--to",
+    "syntax",
+    type=click.Choice(list(MAP_SYNTAXES)),
+    default="turtle",
+    show_default=True,
+    help="Output syntax. trig and nquads put each dataset in a named graph (its IRI).",
+)
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+def map_file(fmt: str, media_type: str | None, base_iri: str, syntax: str, file: Path) -> None:
+    """Map FILE to DCAT-AP 3 and print the normalised graph (no store needed).
+
+    All datasets go into one document; the blank nodes of each dataset get their own labels
+    (``_:d1_c14n0``...), so that no two datasets share one. The mapping findings are printed
+    as comments in Turtle, N-Triples, TriG and N-Quads, on standard error otherwise.
+    """
+    from pyoxigraph import NamedNode, RdfFormat, serialize
+
+    from aggregator.mapping.base import MappingContext
+    from aggregator.plugins import mappers
+
+    mapper = mappers.get(fmt)()
+    # a file of a format that describes one dataset is one record, within the input limits
+    raw = _raw_from_file(file, fmt, media_type, collection=mapper.reads_collections)
+    datasets = mapper.map(raw, MappingContext(base_iri=base_iri, source="file"))
+    rdf_format = getattr(RdfFormat, MAP_SYNTAXES[syntax][0])
+    graphs = MAP_SYNTAXES[syntax][1]
+    comments = syntax in _COMMENTS
+    blocks: list[tuple[list[str], list[Any]]] = []
+    for number, ds in enumerate(datasets, start=1):
+        notes = [f"dataset {ds.dataset_iri} (record {ds.local_id})"]
+        notes.extend(f"{f.severity.value} {f.rule}: {f.message}" for f in ds.findings)
+        graph = NamedNode(ds.dataset_iri) if graphs else None
+        blocks.append((notes, scoped_quads(ds.ntriples, f"d{number}", graph)))
+    if not comments:  # one document: findings on stderr
+        for notes, _quads in blocks:
+            for note in notes:
+                click.echo(f"# {note}", err=True)
+        quads = [q for _notes, block in blocks for q in block]
+        data = serialize(quads if graphs else [q.triple for q in quads], format=rdf_format)
+        text = (data or b"").decode()
+        click.echo(text, nl=not text.endswith("\n"))
+        return
+    prefixes = PREFIXES if syntax in ("turtle", "trig") else None
+    if prefixes:
+        click.echo("".join(f"@prefix {k}: <{v}> .\n" for k, v in prefixes.items()))
+    for notes, quads in blocks:
+        for note in notes:
+            click.echo(f"# {note}")
+        data = serialize(
+            quads if graphs else [q.triple for q in quads], format=rdf_format, prefixes=prefixes
+        )
+        lines = (data or b"").decode().splitlines(keepends=True)
+        click.echo("".join(line for line in lines if not line.startswith("@prefix ")))
+
+
+def _print_findings(findings: Any) -> tuple[int, int]:
+    """Findings grouped by focus node (``# <node>`` then one line each); (violations, warnings)."""
+    from aggregator.models import Severity
+
+    shown = [f for f in findings if f.severity is not Severity.INFO]
+    shown.sort(key=lambda f: (f.location or "", f.severity is not Severity.VIOLATION, f.path or ""))
+    focus: str | None = None
+    for f in shown:
+        if f.location != focus:
+            focus = f.location
+            click.echo(f"# {focus or '(document)'}")
+        click.echo(f"{f.severity.value}\t{f.location or ''}\t{f.path or ''}\t{f.message}\t{f.rule}")
+    violations = sum(1 for f in shown if f.severity is Severity.VIOLATION)
+    return violations, len(shown) - violations
+
+
+def _shacl_options(c: Ctx, vocabularies: bool) -> dict[str, Any]:
+    """The [validation.shacl] options of aggregator.toml (when there is one), plus the class
+    range profile for --vocabularies."""
+    from aggregator.validate.shacl import ranges_shapes
+
+    options: dict[str, Any] = {}
+    if c.config_path.exists() or c.config_given:  # a named file must exist
+        options = dict(c.settings.validation.step("shacl").options)
+    if vocabularies:
+        extra = [str(p) for p in options.get("extra_shapes", ())]
+        ranges = str(ranges_shapes())
+        if ranges not in extra:
+            extra.append(ranges)
+        options["extra_shapes"] = tuple(extra)
+    return options
+
+
+def _validate_as_published(c: Ctx, raw: Any, vocabularies: bool) -> bool:
+    """Validate the document's own graph, every node, before any mapping. True if it conforms."""
+    from pyoxigraph import RdfFormat, serialize
+
+    from aggregator.errors import AggregatorError
+    from aggregator.mapping.dcat_input import parse_document
+    from aggregator.validate.shacl import ShaclValidator
+    from aggregator.validate.vocabulary_terms import vocabulary_triples
+
+    try:
+        parsed = parse_document(raw.payload, raw.media_type, raw.url)
+    except AggregatorError as err:
+        click.echo(f"violation\t\t\t{err.message}\t{err.code}")
+        return False
+    for node in parsed.dropped:
+        click.echo(f"violation\t\t\tnot read: {node}\trdf-xml-node-unreadable")
+    ntriples = serialize((q.triple for q in parsed.quads), format=RdfFormat.N_TRIPLES) or b""
+    if vocabularies:
+        ntriples += vocabulary_triples(ntriples)
+    validator = ShaclValidator(**_shacl_options(c, vocabularies))
+    report = validator.validate_ntriples(ntriples, f"the graph of {raw.url}")
+    violations, warnings = _print_findings(report.findings)
+    click.echo(f"# {len(parsed.quads)} triples, {violations} violation(s), {warnings} warning(s)")
+    return violations == 0 and not parsed.dropped
+
+
+def _validate_normalised(c: Ctx, raw: Any, profile: str, vocabularies: bool) -> bool:
+    """Map FILE and validate each mapped record as a harvest would. True if all conform."""
+    from dataclasses import replace
+
+    from aggregator.config.validation_chain import parse_chain
+    from aggregator.mapping.base import MappingContext
+    from aggregator.plugins import validators
+    from aggregator.processing import process
+
+    chain = [p.strip() for p in profile.split(",") if p.strip()]
+    for name in chain:
+        validators.get(name)
+    defaults = None
+    if c.config_path.exists() or c.config_given:  # a named file must exist
+        defaults = c.settings.validation
+    steps = [  # options checked as a source's chain; shacl with --vocabularies' ranges
+        replace(step, options=tuple(sorted(_shacl_options(c, vocabularies).items())))
+        if step.validator == "shacl"
+        else step
+        for step in parse_chain(chain, "validate --profile", None, defaults)
+    ]
+    result = process(raw, MappingContext("http://localhost:8000/", "file"), steps)
+    conforms = not result.failure
+    for f in result.failure:
+        click.echo(
+            f"{f.severity.value}\t{f.stage.value}\t{f.rule}\t{f.location or ''}\t{f.message}"
+        )
+    for checked in result.checked:
+        click.echo(f"## record {checked.dataset.dataset_iri}")
+        _print_findings(checked.findings)
+        conforms = conforms and checked.conforms
+    return conforms
+
+
+@click.command()
+@click.option("--from", "fmt", default="dcat", show_default=True, help="Format key of FILE.")
+@click.option(
+    "--normalised",
+    is_flag=True,
+    help="Validate the records FILE maps to, as a harvest does, instead of FILE as published.",
+)
+@click.option(
+    "--vocabularies",
+    is_flag=True,
+    help="Also check the class ranges of vocabulary terms (shapes/dcat-ap-3-ranges.ttl), "
+    "with the terms of the bundled vocabulary tables described.",
+)
+@click.option(
+    "--profile",
+    default="shacl",
+    show_default=True,
+    help="Validators for --normalised, comma-separated.",
+)
+@click.option("--media-type", default=None)
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@pass_ctx
+def validate(
+    c: Ctx,
+    fmt: str,
+    normalised: bool,
+    vocabularies: bool,
+    profile: str,
+    media_type: str | None,
+    file: Path,
+) -> None:
+    """Does FILE conform to DCAT-AP 3.0.1? Print every finding; exit 0 if it does, 1 if not.
+
+    By default FILE's own graph is validated as published, before any mapping: every node
+    the shapes target (catalogue, catalogue records, datasets, distributions, agents...).
+    Findings are grouped by focus node (``# <node>``), one line each: severity, focus node,
+    path, message, shape. ``--normalised`` validates instead the records FILE maps to, as a
+    harvest stores them (dataset graphs; a non-RDF --from format needs it). Shape files
+    configured in aggregator.toml ([validation.shacl]) apply when it exists.
+    """
+    raw = _raw_from_file(file, fmt, media_type)
+    if normalised:
+        conforms = _validate_normalised(c, raw, profile, vocabularies)
+    elif fmt != "dcat":
+        raise click.UsageError(
+            f"--from {fmt}: only RDF (--from dcat) can be validated as published; "
+            "add --normalised to validate the mapped records"
+        )
+    else:
+        conforms = _validate_as_published(c, raw, vocabularies)
+    click.echo("conforms" if conforms else "does not conform")
+    sys.exit(0 if conforms else 1)

@@ -1,0 +1,66 @@
+"""``aggregator store``: the state database's upkeep, its schema version and its retention
+(:mod:`aggregator.store.migrations`, :mod:`aggregator.store.retention`)."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+
+import click
+
+from aggregator.cli.context import Ctx, pass_ctx
+from aggregator.store.migrations import LATEST
+
+
+@click.group("store")
+def store() -> None:
+    """The state database: upgrade its schema, prune old versions and jobs."""
+
+
+@store.command("upgrade")
+@pass_ctx
+def store_upgrade(c: Ctx) -> None:
+    """Upgrade the state database's schema to this release's.
+
+    Any command that writes the store does it too; read commands ask for it. A store made by
+    a newer release is refused (exit code 2)."""
+    with c.store(create=False) as opened:
+        applied = opened.db.migrations
+    if not applied:
+        click.echo(f"the state database is at schema version {LATEST}: nothing to do")
+        return
+    first = applied[0].version - 1
+    click.echo(f"upgraded the state database from schema version {first} to {LATEST}:")
+    for step in applied:
+        click.echo(f"  {step.version}: {step.summary}")
+
+
+@store.command("prune")
+@click.option("--dry-run", is_flag=True, help="Only say what would be removed (read-only).")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@pass_ctx
+def store_prune(c: Ctx, dry_run: bool, as_json: bool) -> None:
+    """Remove what the [retention] policy lets go, and say what it freed.
+
+    Payloads of all but each record's last versions, jobs older than the policy's days
+    (with their errors and closed rejections; never a source's latest job nor one a record,
+    a checkpoint or an open rejection refers to) and the scheduler's runs of those days. It
+    works in short batches beside harvests and serving; the scheduler runs it once a day."""
+    from aggregator.schedule.book import BOOK_FILE
+    from aggregator.store.retention import prune
+
+    now = datetime.now(UTC)
+    policy = c.settings.retention
+    if dry_run:  # a reader: checks the schema version, takes no lock
+        with c.reader() as reader:
+            report = prune(
+                reader.db.path, policy, now, dry_run=True, book_path=reader.path / BOOK_FILE
+            )
+    else:
+        with c.store(create=False) as opened:
+            report = prune(opened.db.path, policy, now, book_path=opened.path / BOOK_FILE)
+    if as_json:
+        click.echo(json.dumps(report.as_dict(), indent=2))
+        return
+    for line in report.lines():
+        click.echo(line)

@@ -1,0 +1,1 @@
+"""An example ld-aggregator plugin: JSON lines over HTTP (see README.md)."""
