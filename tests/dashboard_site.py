@@ -19,6 +19,7 @@ from aggregator.config.sources_file import add_source
 from aggregator.demo.peers.rdf_files import RdfFilesApp
 from aggregator.demo.peers.server import PeerServer
 from aggregator.demo.run import CONFIG, start_sources
+from aggregator.errors import StoreBusyError
 from aggregator.net.client import HttpClient
 from aggregator.pipeline import run_source
 from aggregator.schedule.service import run_scheduler
@@ -172,3 +173,15 @@ def admin_site(tmp: Path, serve: str = "", *, admin: bool = True) -> Iterator[Si
     RecordStore(settings.store_path, settings.base_iri).close()
     with serving(settings, port):
         yield Site(f"http://127.0.0.1:{port}/", config, settings, {})
+
+
+def open_writer(settings: Settings, patience: float = 120) -> RecordStore:
+    """The store opened as its writer by a test, waiting while the site's scheduler holds the
+    writer lock for a moment (its upkeep, e.g. the first prune), as an operator would."""
+    deadline = time.monotonic() + patience
+    while True:
+        try:
+            return RecordStore(settings.store_path, settings.base_iri)
+        except StoreBusyError:
+            assert time.monotonic() < deadline, "the scheduler kept the store"
+            time.sleep(0.2)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 import requests
-from dashboard_site import HOSTILE_TITLE, PASSWORD, TOKEN, Site, served_site
+from dashboard_site import HOSTILE_TITLE, PASSWORD, TOKEN, Site, open_writer, served_site
 
 from aggregator.config import load_settings
 
@@ -86,12 +86,11 @@ def test_a_failed_job_shows_its_error_text(site: Site, tmp_path: Path) -> None:
     from aggregator.config.sources_file import add_source
     from aggregator.net.client import HttpClient
     from aggregator.pipeline import run_source
-    from aggregator.store.records import RecordStore
 
     # a source whose server is gone: the job fails with a message in words
     add_source(site.config, "gone", {"type": "rdf-dump", "url": "http://127.0.0.1:9/nothing.ttl"})
     settings = load_settings(site.config)
-    with RecordStore(settings.store_path, settings.base_iri) as store:
+    with open_writer(settings) as store:
         job = run_source(settings, store, "gone", http=HttpClient(settings.http))
     assert job.status == "failed" and job.message
     page = get(site, "")

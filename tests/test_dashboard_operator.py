@@ -7,20 +7,17 @@ record's every finding, times for people, one <h1> per page."""
 from __future__ import annotations
 
 import re
-import time
 from collections.abc import Iterator
 from html import unescape
 from pathlib import Path
 
 import pytest
 import requests
-from dashboard_site import TOKEN, Site, served_site
+from dashboard_site import TOKEN, Site, open_writer, served_site
 
 from aggregator.config import load_settings
-from aggregator.errors import StoreBusyError
 from aggregator.net.client import HttpClient
 from aggregator.pipeline import run_source
-from aggregator.store.records import RecordStore
 
 BROWSER = {"accept": "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"}
 
@@ -38,18 +35,8 @@ def get(site: Site, path: str, **kw: object) -> requests.Response:
 
 
 def harvest(site: Site, source: str) -> int:
-    """A job run here, as the store's writer: the site's scheduler may hold the writer lock
-    for a moment (its upkeep, e.g. the first prune), so wait for it as an operator would."""
     settings = load_settings(site.config)
-    deadline = time.monotonic() + 120
-    while True:
-        try:
-            store = RecordStore(settings.store_path, settings.base_iri)
-            break
-        except StoreBusyError:
-            assert time.monotonic() < deadline, "the scheduler kept the store for 2 minutes"
-            time.sleep(0.2)
-    with store:
+    with open_writer(settings) as store:
         return run_source(settings, store, source, http=HttpClient(settings.http)).id
 
 
