@@ -30,8 +30,8 @@ from typing import Any
 from harvest_oaipmh import RssSampler, _cpu, _proc_stats, disk_usage, rss_mb
 
 from aggregator.config import HarvestSettings, HttpSettings, Settings, SourceConfig
+from aggregator.jobs.pipeline import RunOptions, run_source
 from aggregator.net.client import HttpClient
-from aggregator.pipeline import RunOptions, run_source
 from aggregator.store.records import RecordStore
 
 

@@ -30,8 +30,8 @@ from aggregator.config import (
     SourceConfig,
     ValidationStep,
 )
+from aggregator.jobs.pipeline import run_source
 from aggregator.net.client import HttpClient
-from aggregator.pipeline import run_source
 from aggregator.store.records import RecordStore
 
 USER, PASSWORD = "benchmdr", "bench-password"

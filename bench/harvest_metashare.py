@@ -39,8 +39,8 @@ from aggregator.demo.peers.metashare import bundled_node, sample_xml, variant
 from aggregator.demo.peers.server import PeerServer
 from aggregator.harvest.base import HarvestRequest, Listing
 from aggregator.harvest.metashare import MetaShareHarvester
+from aggregator.jobs.pipeline import RunOptions, run_source
 from aggregator.net.client import HttpClient
-from aggregator.pipeline import RunOptions, run_source
 from aggregator.store.records import RecordStore
 
 SAMPLES = ("corpus", "lexicon", "grammar", "tool-service")

@@ -28,8 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from aggregator.config import HarvestSettings, HttpSettings, Settings, SourceConfig
+from aggregator.jobs.pipeline import RunOptions, run_source
 from aggregator.net.client import HttpClient
-from aggregator.pipeline import RunOptions, run_source
 from aggregator.store.records import RecordStore
 
 

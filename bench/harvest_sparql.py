@@ -42,8 +42,8 @@ import requests
 from aggregator.config import HarvestSettings, HttpSettings, Settings, SourceConfig
 from aggregator.harvest.base import HarvestRequest, Listing
 from aggregator.harvest.sparql import SparqlHarvester
+from aggregator.jobs.pipeline import RunOptions, run_source
 from aggregator.net.client import HttpClient
-from aggregator.pipeline import RunOptions, run_source
 from aggregator.store.records import RecordStore
 
 OXIGRAPH = Path(sys.executable).parent / "oxigraph"

@@ -7,7 +7,7 @@ Generates N distinct, realistic GEMINI 2.3 dataset records of ~8 KB (the bundled
 record aggregator/demo/peers/data/iso/gemini-series-aerial-photography.xml as a template, made a
 dataset, its indentation removed, a fresh file identifier, title, bounding box and dates per
 record), then runs each through what a harvest does to a record between the HTTP response and
-the store (``aggregator.processing.process`` with the default ``iso19139`` chain:
+the store (``aggregator.jobs.processing.process`` with the default ``iso19139`` chain:
 parse once, ISO 19139 XSD, Table A.1 Schematron, GEMINI 2.3 Schematron, the ``iso19139``
 mapper, SHACL, and the store's N-Quads preparation), and prints records/s and the time of
 each step per record (one core). The issue's end-to-end target is >= 500 records/s on the
@@ -65,9 +65,9 @@ def record(base: str, i: int) -> bytes:
 
 def steps() -> list[tuple[str, Callable[[Any], Any]]]:
     """The chain's steps one by one, for the per-step timings."""
+    from aggregator.jobs.processing import prepare
     from aggregator.mapping.base import MappingContext
     from aggregator.mapping.iso19139 import IsoMapper
-    from aggregator.processing import prepare
     from aggregator.resources import bundled
     from aggregator.validate.iso_xsd import Iso19139XsdValidator
     from aggregator.validate.schematron import SchematronValidator
@@ -115,9 +115,9 @@ def per_step(payloads: Sequence[bytes]) -> dict[str, float]:
 
 def _chunk(args: tuple[list[bytes], int]) -> int:
     from aggregator.config import load_settings
+    from aggregator.jobs.processing import build_chain, process
     from aggregator.mapping.base import MappingContext
     from aggregator.models import RawRecord
-    from aggregator.processing import build_chain, process
 
     payloads, _ = args
     chain = _chain(load_settings)

@@ -60,7 +60,7 @@ def harvest(store_path: Path, records: int) -> None:
     from aggregator.demo.peers.oaipmh_items import generated_items
     from aggregator.demo.peers.sample_data import generate_dataset
     from aggregator.demo.peers.server import PeerServer
-    from aggregator.pipeline import RunOptions, run_source
+    from aggregator.jobs.pipeline import RunOptions, run_source
     from aggregator.store.records import RecordStore
 
     items = generated_items(

@@ -25,8 +25,8 @@ from urllib.parse import quote
 from pyoxigraph import QueryBoolean, QuerySolutions, QueryTriples
 
 from aggregator.config import load_settings
+from aggregator.jobs.pipeline import RunOptions, run_source
 from aggregator.net.client import HttpClient
-from aggregator.pipeline import RunOptions, run_source
 from aggregator.store.graphs import GraphBackend, GraphContent, OxigraphGraphs
 from aggregator.store.records import RecordStore
 

@@ -20,8 +20,8 @@ from aggregator.demo.peers.rdf_files import RdfFilesApp
 from aggregator.demo.peers.server import PeerServer
 from aggregator.demo.run import CONFIG, start_sources
 from aggregator.errors import StoreBusyError
+from aggregator.jobs.pipeline import run_source
 from aggregator.net.client import HttpClient
-from aggregator.pipeline import run_source
 from aggregator.schedule.service import run_scheduler
 from aggregator.serve.app import create_app
 from aggregator.serve.dashboard.auth import hash_secret

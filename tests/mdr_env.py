@@ -22,9 +22,9 @@ from aggregator.demo.peers.server import PeerServer
 from aggregator.demo.peers.smtp import SmtpPeer
 from aggregator.jobs.events import EventBus, HarvestEvent
 from aggregator.jobs.journal import JobRow
+from aggregator.jobs.pipeline import run_source
 from aggregator.net.client import HttpClient
 from aggregator.notify import Notifier, attach, parse_notify
-from aggregator.pipeline import run_source
 from aggregator.store.records import RecordStore
 
 BASE = "http://127.0.0.1:8000/"

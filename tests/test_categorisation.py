@@ -22,12 +22,12 @@ from aggregator.demo.peers.ckan_data import load_bundled_packages
 from aggregator.demo.peers.rdf_files import RdfFilesApp
 from aggregator.demo.peers.server import PeerServer
 from aggregator.errors import ConfigError
+from aggregator.jobs.pipeline import RunOptions, run_source
 from aggregator.mapping.base import MappingContext, canonical_ntriples, content_hash
 from aggregator.mapping.ckan import CkanMapper
 from aggregator.mapping.dcat import DcatMapper
 from aggregator.models import MappedDataset, RawRecord
 from aggregator.net.client import HttpClient
-from aggregator.pipeline import RunOptions, run_source
 from aggregator.store.records import RecordStore
 from aggregator.validate.shacl import ShaclValidator
 from aggregator.vocab import EU_DATA_THEME

@@ -149,9 +149,9 @@ def test_without_entry_points_the_error_says_to_install_the_package() -> None:
 def test_operator_shapes_are_configured_checked_and_applied(tmp_path: Path) -> None:
     """A national profile added by configuration rejects what the bundled shapes accept."""
     from aggregator.demo.peers.sample_data import generate_dataset
+    from aggregator.jobs.processing import process
     from aggregator.mapping.base import MappingContext
     from aggregator.models import RawRecord
-    from aggregator.processing import process
 
     profile = tmp_path / "national.ttl"
     profile.write_text(

@@ -21,9 +21,9 @@ from aggregator.demo.peers.oaipmh import OaiPmhPeer
 from aggregator.demo.peers.oaipmh_items import generated_items
 from aggregator.demo.peers.sample_data import generate_dataset
 from aggregator.demo.peers.server import PeerServer
+from aggregator.jobs.pipeline import RunOptions, run_source
 from aggregator.models import JobStatus
 from aggregator.net.client import HttpClient
-from aggregator.pipeline import RunOptions, run_source
 from aggregator.store.records import RecordStore
 
 N = 600

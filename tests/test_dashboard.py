@@ -84,8 +84,8 @@ def test_overview_says_how_each_source_is(site: Site) -> None:
 
 def test_a_failed_job_shows_its_error_text(site: Site, tmp_path: Path) -> None:
     from aggregator.config.sources_file import add_source
+    from aggregator.jobs.pipeline import run_source
     from aggregator.net.client import HttpClient
-    from aggregator.pipeline import run_source
 
     # a source whose server is gone: the job fails with a message in words
     add_source(site.config, "gone", {"type": "rdf-dump", "url": "http://127.0.0.1:9/nothing.ttl"})

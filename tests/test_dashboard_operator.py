@@ -16,8 +16,8 @@ import requests
 from dashboard_site import TOKEN, Site, open_writer, served_site
 
 from aggregator.config import load_settings
+from aggregator.jobs.pipeline import run_source
 from aggregator.net.client import HttpClient
-from aggregator.pipeline import run_source
 
 BROWSER = {"accept": "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"}
 

@@ -28,8 +28,8 @@ from aggregator.jobs.events import (
     SourceUnreachable,
 )
 from aggregator.jobs.journal import JobRow
+from aggregator.jobs.pipeline import run_source
 from aggregator.net.client import HttpClient
-from aggregator.pipeline import run_source
 from aggregator.store.records import RecordStore
 
 BASE = "http://127.0.0.1:8000/"

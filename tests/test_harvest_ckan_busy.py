@@ -17,10 +17,10 @@ from aggregator.demo.peers.ckan_data import small_package
 from aggregator.demo.peers.server import PeerServer
 from aggregator.harvest.checkpoints import Checkpoint
 from aggregator.harvest.ckan import parse_datestamp
-from aggregator.lifecycle import iso
+from aggregator.jobs.lifecycle import iso
+from aggregator.jobs.pipeline import RunOptions, run_source
 from aggregator.models import JobStatus
 from aggregator.net.client import HttpClient
-from aggregator.pipeline import RunOptions, run_source
 from aggregator.store.records import RecordStore
 
 PACKAGES = 20_000

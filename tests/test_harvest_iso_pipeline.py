@@ -30,8 +30,8 @@ from aggregator.demo.peers.gemini_samples import bundled_gemini_records, generat
 from aggregator.demo.peers.server import PeerServer
 from aggregator.demo.peers.waf import WafApp
 from aggregator.harvest.gemini import record_facts
+from aggregator.jobs.pipeline import RunOptions, run_source
 from aggregator.net.client import HttpClient
-from aggregator.pipeline import RunOptions, run_source
 from aggregator.serve.context import ServeContext
 from aggregator.serve.oai import routes
 from aggregator.store.records import RecordStore

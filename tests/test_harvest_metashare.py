@@ -16,7 +16,6 @@ from typing import Any
 import pytest
 
 from aggregator.config import HarvestSettings, HttpSettings, Settings, load_settings
-from aggregator.deadletter import rejections, revalidate
 from aggregator.demo.peers.metashare import (
     MetaShareNode,
     ascii_xml,
@@ -29,8 +28,9 @@ from aggregator.demo.peers.server import PeerServer
 from aggregator.errors import ConfigError
 from aggregator.harvest.base import HarvestRequest, Listing
 from aggregator.harvest.metashare import MetaShareHarvester
+from aggregator.jobs.deadletter import rejections, revalidate
+from aggregator.jobs.pipeline import RunOptions, run_source
 from aggregator.net.client import HttpClient
-from aggregator.pipeline import RunOptions, run_source
 from aggregator.store.records import RecordStore
 
 BASE = "http://agg.example/"

@@ -20,7 +20,6 @@ from pathlib import Path
 
 import pytest
 
-from aggregator.deadletter import rejections
 from aggregator.demo.peers.ckan import CkanPeer, MemoryCatalogue
 from aggregator.demo.peers.ckan_data import generate_package
 from aggregator.demo.peers.mdr import MdrService
@@ -30,6 +29,7 @@ from aggregator.demo.peers.server import PeerServer
 from aggregator.demo.peers.waf import WafApp
 from aggregator.errors import ParseError
 from aggregator.input_limits import InputLimitError, InputLimits, dump_record, load_page
+from aggregator.jobs.deadletter import rejections
 from aggregator.store.records import ReadOnlyStore
 
 BASE = "http://localhost:8000/"

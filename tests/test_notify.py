@@ -20,9 +20,9 @@ from aggregator.demo.peers.server import PeerServer
 from aggregator.demo.peers.smtp import SmtpPeer
 from aggregator.errors import ConfigError
 from aggregator.jobs.events import EventBus, HarvestEvent, JobFailed
+from aggregator.jobs.pipeline import run_source
 from aggregator.net.client import HttpClient
 from aggregator.notify import Notice, Notifier, NotifySettings, parse_notify
-from aggregator.pipeline import run_source
 from aggregator.store.records import RecordStore
 
 T0 = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)

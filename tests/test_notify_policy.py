@@ -17,10 +17,10 @@ from aggregator.demo.peers.server import PeerServer
 from aggregator.demo.peers.smtp import SmtpPeer
 from aggregator.errors import ConfigError
 from aggregator.jobs.events import EventBus
+from aggregator.jobs.pipeline import run_source
 from aggregator.net.client import HttpClient
 from aggregator.notify import attach
 from aggregator.notify.wiring import flush_digests
-from aggregator.pipeline import run_source
 from aggregator.store.records import RecordStore
 
 T0 = datetime(2026, 1, 5, tzinfo=UTC)

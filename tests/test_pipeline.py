@@ -24,10 +24,10 @@ from aggregator.demo.peers.server import PeerServer
 from aggregator.harvest.base import HarvestRequest, Listing
 from aggregator.harvest.oaipmh import OaiPmhHarvester
 from aggregator.jobs.journal import JobRow
-from aggregator.lifecycle import UpToDate
+from aggregator.jobs.lifecycle import UpToDate
+from aggregator.jobs.pipeline import RunOptions, exit_code, run_source
 from aggregator.models import JobStatus
 from aggregator.net.client import HttpClient
-from aggregator.pipeline import RunOptions, exit_code, run_source
 from aggregator.store.packing import ZSTD_MAGIC, pack, unpack
 from aggregator.store.records import RecordStore
 

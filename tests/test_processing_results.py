@@ -9,9 +9,7 @@ from dataclasses import replace
 
 from aggregator.config import ValidationSettings, ValidationStep
 from aggregator.demo.peers.gemini_samples import bundled_gemini_records, generate_gemini_record
-from aggregator.mapping.base import MappingContext
-from aggregator.models import Finding, RawRecord, Severity, Stage
-from aggregator.processing import (
+from aggregator.jobs.processing import (
     Checked,
     Processed,
     dataset_ntriples,
@@ -19,6 +17,8 @@ from aggregator.processing import (
     process_chunk,
     rejoin,
 )
+from aggregator.mapping.base import MappingContext
+from aggregator.models import Finding, RawRecord, Severity, Stage
 from aggregator.store.packing import ZSTD_MAGIC, unpack
 from aggregator.validate.profiles import profile_steps
 

@@ -17,8 +17,8 @@ from SPARQLWrapper import JSON, SPARQLWrapper
 from aggregator.config import load_settings
 from aggregator.config.sources_file import add_source
 from aggregator.demo.run import CONFIG, start_sources
+from aggregator.jobs.pipeline import run_source
 from aggregator.net.client import HttpClient
-from aggregator.pipeline import run_source
 from aggregator.serve.app import create_app
 from aggregator.store.records import RecordStore
 

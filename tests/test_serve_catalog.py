@@ -40,9 +40,9 @@ from aggregator.demo.peers.sample_data import (
     load_bundled_oai_records,
 )
 from aggregator.demo.peers.server import PeerServer
+from aggregator.jobs.pipeline import RunOptions, run_source
 from aggregator.models import JobStatus
 from aggregator.net.client import HttpClient
-from aggregator.pipeline import RunOptions, run_source
 from aggregator.serve.catalog import routes
 from aggregator.serve.catalog_data import (
     FIRST,

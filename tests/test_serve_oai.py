@@ -40,11 +40,11 @@ from aggregator.demo.peers.oaipmh import OaiPmhPeer
 from aggregator.demo.peers.oaipmh_items import MemoryItems, OaiItem
 from aggregator.demo.peers.sample_data import generate_dataset, generate_identifier
 from aggregator.demo.peers.server import PeerServer
+from aggregator.jobs.pipeline import RunOptions, run_source
 from aggregator.mapping.base import MappingContext, canonical_ntriples
 from aggregator.mapping.dcat import DcatMapper
 from aggregator.models import RawRecord
 from aggregator.net.client import HttpClient
-from aggregator.pipeline import RunOptions, run_source
 from aggregator.serve import oai_store as oai_db
 from aggregator.serve.context import ServeContext
 from aggregator.serve.oai import OaiProvider, routes

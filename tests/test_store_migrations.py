@@ -20,8 +20,8 @@ from aggregator.demo.peers.oaipmh_items import MemoryItems, OaiItem
 from aggregator.demo.peers.sample_data import generate_dataset, generate_identifier
 from aggregator.demo.peers.server import PeerServer
 from aggregator.errors import StoreVersionError
+from aggregator.jobs.pipeline import RunOptions, run_source
 from aggregator.net.client import HttpClient
-from aggregator.pipeline import RunOptions, run_source
 from aggregator.store import migrations
 from aggregator.store.migrations import LATEST, MIGRATIONS, schema_version, upgrade
 from aggregator.store.records import ReadOnlyStore, RecordStore

@@ -31,8 +31,8 @@ from aggregator.demo.peers.oaipmh import OaiPmhPeer
 from aggregator.demo.peers.oaipmh_items import MemoryItems, OaiItem
 from aggregator.demo.peers.sample_data import generate_dataset, generate_identifier
 from aggregator.demo.peers.server import PeerServer
+from aggregator.jobs.pipeline import RunOptions, run_source
 from aggregator.net.client import HttpClient
-from aggregator.pipeline import RunOptions, run_source
 from aggregator.schedule.book import Book
 from aggregator.schedule.runner import StoreJobs
 from aggregator.schedule.scheduler import PRUNE, Scheduler

@@ -29,13 +29,13 @@ from aggregator.demo.peers.oaipmh_items import MemoryItems, OaiItem
 from aggregator.demo.peers.sample_data import generate_dataset
 from aggregator.demo.peers.server import PeerServer
 from aggregator.errors import ConfigError, ParseError
+from aggregator.jobs.pipeline import RunOptions, run_source
+from aggregator.jobs.processing import process
 from aggregator.mapping.base import MappingContext
 from aggregator.models import Finding, MappedDataset, RawRecord, Severity, Stage, ValidationReport
 from aggregator.net.client import HttpClient
 from aggregator.payload import ParsedPayload
-from aggregator.pipeline import RunOptions, run_source
 from aggregator.plugins import validators
-from aggregator.processing import process
 from aggregator.store.records import RecordStore
 from aggregator.validate.base import Validator
 
@@ -265,7 +265,7 @@ def test_bad_chains_are_refused_at_load_with_the_source_name(
 
 
 def test_rules_are_compiled_from_local_files_only(tmp_path: Path) -> None:
-    from aggregator.processing import build_chain
+    from aggregator.jobs.processing import build_chain
 
     settings = load_settings(
         write(

@@ -26,7 +26,7 @@ from aggregator.cli.schedule import schedule, scheduler
 from aggregator.cli.sources import orphan_line, orphans, source
 from aggregator.cli.store import store
 from aggregator.errors import AggregatorError, ConfigError
-from aggregator.unattended import Progress, cancel_on_interrupt, summary
+from aggregator.jobs.unattended import Progress, cancel_on_interrupt, summary
 
 log = logging.getLogger("aggregator")
 
@@ -86,7 +86,7 @@ def config() -> None:
 def config_check(c: Ctx) -> None:
     """Validate aggregator.toml (plugins, options, secrets) without harvesting; report
     records of sources no longer configured. Exit 2 if a source's secret is unset."""
-    from aggregator.processing import build_chain
+    from aggregator.jobs.processing import build_chain
 
     s = c.settings
     unset: list[str] = []
@@ -129,8 +129,8 @@ def harvest(
     (``serve``, ``aggregator scheduler``), the jobs are handed to it and followed to their
     end, with the same output and exit codes (Ctrl-C cancels them)."""
     from aggregator.jobs.journal import JobRow
+    from aggregator.jobs.pipeline import RunOptions, jobs_exit_code, run_source
     from aggregator.net.client import HttpClient
-    from aggregator.pipeline import RunOptions, jobs_exit_code, run_source
 
     s = c.settings
     if all_:

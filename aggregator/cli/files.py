@@ -207,9 +207,9 @@ def _validate_normalised(c: Ctx, raw: Any, profile: str, vocabularies: bool) -> 
     from dataclasses import replace
 
     from aggregator.config.validation_chain import parse_chain
+    from aggregator.jobs.processing import process
     from aggregator.mapping.base import MappingContext
     from aggregator.plugins import validators
-    from aggregator.processing import process
 
     chain = [p.strip() for p in profile.split(",") if p.strip()]
     for name in chain:

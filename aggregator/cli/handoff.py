@@ -15,10 +15,10 @@ import click
 
 from aggregator.cli.context import Ctx, job_line
 from aggregator.jobs.journal import JobRow
+from aggregator.jobs.unattended import cancel_on_interrupt, stamp, summary
 from aggregator.schedule.handoff import Followed, HandOff
 from aggregator.schedule.liveness import scheduler_holder
 from aggregator.store.records import STATE_FILE, ReadOnlyStore
-from aggregator.unattended import cancel_on_interrupt, stamp, summary
 
 POLL = 0.25  # seconds between looks at the book (the scheduler ticks every second)
 QUIET = 3.0  # seconds a request may wait unremarked (the scheduler takes it within one)
@@ -110,7 +110,7 @@ def harvest_by_scheduler(
     allow_mass_withdrawal: bool,
 ) -> NoReturn:
     """Hand ``names`` to the scheduler (``holder``: "process N"), follow them, exit."""
-    from aggregator.pipeline import jobs_exit_code
+    from aggregator.jobs.pipeline import jobs_exit_code
 
     store_path = c.settings.store_path
     click.echo(

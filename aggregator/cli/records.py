@@ -76,7 +76,7 @@ def rejected_list(
 ) -> None:
     """List rejections (open ones: not passed since), oldest first, with the violation
     that caused each (its rule and message)."""
-    from aggregator.deadletter import rejections
+    from aggregator.jobs.deadletter import rejections
 
     with c.reader() as store:
         for r in rejections(
@@ -95,7 +95,7 @@ def rejected_list(
 @pass_ctx
 def rejected_show(c: Ctx, rejection_id: int, payload: bool) -> None:
     """Show one rejection with every finding, or its original payload."""
-    from aggregator.deadletter import rejection
+    from aggregator.jobs.deadletter import rejection
 
     with c.reader() as store:
         r = rejection(store, rejection_id)
@@ -113,7 +113,7 @@ def rejected_show(c: Ctx, rejection_id: int, payload: bool) -> None:
 @pass_ctx
 def rejected_export(c: Ctx, fmt: str, source: str | None, include_closed: bool) -> None:
     """Export rejections: CSV has one row per finding, JSON one object per rejection."""
-    from aggregator.deadletter import export, rejections
+    from aggregator.jobs.deadletter import export, rejections
 
     with c.reader() as store:
         items = rejections(store, source=source, include_closed=include_closed)
@@ -128,8 +128,8 @@ def rejected_revalidate(c: Ctx, source: str | None) -> None:
 
     Exit status, as for harvest: 0 every record retried now passes, 3 records were rejected
     again (or catalogue pages still fail), 4 a job was partial, 1 a job failed."""
-    from aggregator.deadletter import revalidate
-    from aggregator.pipeline import jobs_exit_code
+    from aggregator.jobs.deadletter import revalidate
+    from aggregator.jobs.pipeline import jobs_exit_code
 
     with c.store(create=False) as store:
         jobs = revalidate(c.settings, store, source=source)

@@ -1,7 +1,7 @@
 """``aggregator source``: register, edit, list, show and retire sources (edits aggregator.toml).
 
 A source's records never stay published silently once it leaves the file: ``remove`` refuses
-while it has active records unless told ``--purge`` (withdraw them: :mod:`aggregator.retire`)
+while it has active records unless told ``--purge`` (withdraw them: :mod:`aggregator.jobs.retire`)
 or ``--keep-records``; records of sources no longer configured are reported as orphaned by
 ``source list`` and ``config check`` and can still be purged.
 """
@@ -53,7 +53,7 @@ def _parse_secrets(pairs: Sequence[str]) -> dict[str, str]:
 
 def unconfigured(c: Ctx) -> dict[str, Counter[str]]:
     """What the store holds of sources that aggregator.toml no longer names."""
-    from aggregator.retire import read_census
+    from aggregator.jobs.retire import read_census
 
     return {
         name: counts
@@ -74,7 +74,7 @@ def orphans(c: Ctx) -> dict[str, Counter[str]]:
 
 
 def orphan_line(name: str, counts: Counter[str]) -> str:
-    from aggregator.retire import describe
+    from aggregator.jobs.retire import describe
 
     published = counts.get("active", 0)
     what = f"{published} record(s) still published" if published else "no published record"
@@ -346,7 +346,7 @@ def source_remove(c: Ctx, name: str, purge: bool, keep_records: bool) -> None:
     """Remove a source from aggregator.toml; refused while it has published records unless
     --purge or --keep-records says what happens to them."""
     from aggregator.config.sources_file import remove_source
-    from aggregator.retire import describe, purge_source, read_census
+    from aggregator.jobs.retire import describe, purge_source, read_census
 
     if purge and keep_records:
         raise click.UsageError("--purge and --keep-records exclude each other")

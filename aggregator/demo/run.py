@@ -2,7 +2,7 @@
 with the scheduler, as ``aggregator serve`` serves.
 
 Nothing here is special to the demo except the data: the sources are the same peer servers the
-test suite uses, the harvest goes through :func:`aggregator.pipeline.run_source`, and the
+test suite uses, the harvest goes through :func:`aggregator.jobs.pipeline.run_source`, and the
 configuration is an ordinary ``aggregator.toml`` written into the demo directory, so the
 operator can keep using the directory with the other commands afterwards: while the demo
 serves, its scheduler takes ``schedule now`` and the jobs ``aggregator harvest`` hands it.
@@ -38,8 +38,8 @@ from aggregator.demo.peers.sample_data import bundled_dump_path, load_bundled_oa
 from aggregator.demo.peers.server import PeerServer
 from aggregator.demo.peers.waf import WafApp
 from aggregator.errors import ConfigError
+from aggregator.jobs.pipeline import RunOptions, exit_code, run_source
 from aggregator.net.client import HttpClient
-from aggregator.pipeline import RunOptions, exit_code, run_source
 from aggregator.schedule.status import note_outside_job
 from aggregator.store.records import RecordStore, StoreNames
 

@@ -1,6 +1,6 @@
 """Harvest events: what happened to a job, told to whoever listens.
 
-:func:`aggregator.pipeline.run_source` emits these on an :class:`EventBus`; notifications,
+:func:`aggregator.jobs.pipeline.run_source` emits these on an :class:`EventBus`; notifications,
 metrics and monitors subscribe to it instead of each reading the job tables. Events are
 small frozen dataclasses, emitted from the thread that runs the job, in this order::
 

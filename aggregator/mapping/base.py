@@ -37,7 +37,7 @@ class MappingContext:
     base_iri: str  # ends with '/'
     source: str
     publisher: str | None = None
-    #: the source's EU data-theme categorisation, applied after the mapper (processing.py)
+    #: the source's EU data-theme categorisation, applied after the mapper (jobs/processing.py)
     categorisation: CategorisationConfig | None = None
     #: the size and content limits of the payload (``[input]``, aggregator.input_limits)
     limits: InputLimits = DEFAULT_LIMITS

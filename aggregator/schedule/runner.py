@@ -1,7 +1,7 @@
 """Running the scheduler for real: jobs against the store, the configuration as it changes,
 one scheduler per store.
 
-- :class:`StoreJobs` runs a job with :func:`aggregator.pipeline.run_source`. It opens the
+- :class:`StoreJobs` runs a job with :func:`aggregator.jobs.pipeline.run_source`. It opens the
   store (becoming its one writer) when a job starts and no other job holds it open, and closes
   it when the last running job ends, so ``aggregator harvest`` and the other writing commands
   work while the scheduler is idle; should one of them hold the store, the job is ``busy`` and
@@ -69,7 +69,7 @@ class StoreJobs:
         force: bool = False,
         allow_mass_withdrawal: bool = False,
     ) -> JobResult:
-        from aggregator.pipeline import RunOptions, run_source
+        from aggregator.jobs.pipeline import RunOptions, run_source
 
         options = RunOptions(
             full=full, force=force, allow_mass_withdrawal=allow_mass_withdrawal, cancel=cancel

@@ -1,7 +1,7 @@
 """Rejections, the dead-letter side of the state database: a record that could not be
 stored is kept with its payload and findings (one open rejection per record, brought up to
 date when it fails again) and closed when a later batch stores the record
-(docs/validation.md, :mod:`aggregator.deadletter` for reading them)."""
+(docs/validation.md, :mod:`aggregator.jobs.deadletter` for reading them)."""
 
 from __future__ import annotations
 

@@ -38,7 +38,7 @@ def read_deleted_versions(
 ) -> dict[str, str]:
     """local_id -> the version tag noted when ``source`` deleted each record the store does
     not hold (withdrawn, or never taken). A record withdrawn for being absent from a listing
-    has its tag blanked (:meth:`aggregator.lifecycle.BatchWriter.withdraw`), so only tags of
+    has its tag blanked (:meth:`aggregator.jobs.lifecycle.BatchWriter.withdraw`), so only tags of
     deletions are found."""
     return _by_chunks(
         conn,

@@ -2,7 +2,7 @@
 and say what a harvest would store, without writing anything (no store, no job, no file).
 
 It uses the same harvester, HTTP session (guards, size caps, timeouts), mapper and validation
-chain as a harvest (:func:`aggregator.processing.process`), so what it shows is what a harvest
+chain as a harvest (:func:`aggregator.jobs.processing.process`), so what it shows is what a harvest
 would do with those records; it stops after the first page or ``limit`` records.
 """
 
@@ -16,11 +16,11 @@ from pyoxigraph import Literal, NamedNode, RdfFormat, parse
 from aggregator.config import Settings, SourceConfig
 from aggregator.errors import AggregatorError
 from aggregator.harvest.base import HarvestRequest, Listing
+from aggregator.jobs.processing import process
 from aggregator.mapping.base import MappingContext
 from aggregator.models import Finding, RawRecord
 from aggregator.net.client import HttpClient
 from aggregator.plugins import harvesters
-from aggregator.processing import process
 from aggregator.vocab import DCT
 
 LIMIT = 20

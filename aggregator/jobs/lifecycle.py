@@ -26,6 +26,7 @@ from urllib.parse import quote
 
 from aggregator.config import SourceConfig
 from aggregator.jobs.journal import JobLog, now_iso
+from aggregator.jobs.processing import Checked, Processed, dataset_ntriples
 from aggregator.models import (
     Finding,
     Outcome,
@@ -33,7 +34,6 @@ from aggregator.models import (
     RecordError,
     Severity,
 )
-from aggregator.processing import Checked, Processed, dataset_ntriples
 from aggregator.store.records import RecordStore
 from aggregator.store.rejections import DeadLetter
 from aggregator.store.state import (

@@ -2,7 +2,7 @@
 
 :func:`purge_source` is what ``aggregator source remove NAME --purge`` runs. The withdrawals
 are one job of that source, written through the record store's journal like the withdrawals
-of a harvest (:meth:`aggregator.lifecycle.BatchWriter.withdraw`, batch by batch): each record
+of a harvest (:meth:`aggregator.jobs.lifecycle.BatchWriter.withdraw`, batch by batch): each record
 goes to ``withdrawn``, keeps its catalogue record (so OAI-PMH serves it as a persistent
 deleted record with the withdrawal's datestamp) and leaves the union default graph. Then the
 state nothing published needs any more goes: rejected records (rows and graphs), the
@@ -27,7 +27,7 @@ from urllib.parse import quote
 
 from aggregator.config import SourceConfig
 from aggregator.jobs.journal import JobRow
-from aggregator.lifecycle import BatchWriter
+from aggregator.jobs.lifecycle import BatchWriter
 from aggregator.models import JobStatus
 from aggregator.quality.runner import quality_graph_iri
 from aggregator.store.records import STATE_FILE, RecordStore

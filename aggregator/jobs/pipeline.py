@@ -6,7 +6,7 @@ Flow: a producer thread walks the harvester's listing into a bounded queue; the 
 takes chunks, drops records whose source date is not newer than the stored one (before any
 mapping, which is what makes an unchanged re-harvest cheap), sends the rest to the mapping and
 validation workers, and, while the workers map the next chunks, decides the outcome of each
-dataset (lifecycle rules in :mod:`aggregator.lifecycle`) and writes the batch through the
+dataset (lifecycle rules in :mod:`aggregator.jobs.lifecycle`) and writes the batch through the
 journaled record store. After a complete full listing, records not seen are withdrawn, unless
 the mass-withdrawal brake holds.
 """
@@ -33,13 +33,13 @@ from aggregator.errors import AggregatorError, TransportError
 from aggregator.harvest.base import HarvestRequest, Listing
 from aggregator.jobs.events import EventBus, JobStarted, default_bus, emit_closing, rejections
 from aggregator.jobs.journal import Heartbeat, JobLog, JobRow
-from aggregator.lifecycle import BatchWriter, UpToDate
+from aggregator.jobs.lifecycle import BatchWriter, UpToDate
+from aggregator.jobs.processing import Lean, build_chain, process_chunk, rejoin
 from aggregator.logjson import in_job, job_context
 from aggregator.mapping.base import MappingContext
 from aggregator.models import JobStatus, Outcome, RawRecord
 from aggregator.net.client import HttpClient, HttpSession
 from aggregator.plugins import harvesters
-from aggregator.processing import Lean, build_chain, process_chunk, rejoin
 from aggregator.store.records import RecordStore
 
 log = logging.getLogger(__name__)
@@ -183,10 +183,10 @@ def relaxed_gc(threshold: int = 50_000) -> Iterator[None]:
 def worker_signals(harvest_pid: int) -> None:
     """In a mapping worker: Ctrl-C is for the harvest's own process, which cancels the job
     and ends the workers (a terminal sends SIGINT to the whole process group); and end with
-    the harvest's process even when it is killed (:mod:`aggregator.lifeline`)."""
+    the harvest's process even when it is killed (:mod:`aggregator.jobs.lifeline`)."""
     import signal
 
-    from aggregator.lifeline import end_with
+    from aggregator.jobs.lifeline import end_with
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     end_with(harvest_pid)
