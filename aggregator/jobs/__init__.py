@@ -1,1 +1,2 @@
-"""Harvest jobs: records of runs, their counters and every per-record error."""
+"""The run of a harvest job: its wiring, lifecycle decisions, workers, events, journal,
+rejected records, retirement and unattended output."""
