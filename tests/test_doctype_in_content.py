@@ -18,7 +18,7 @@ from aggregator.config import HarvestSettings, HttpSettings, Settings, SourceCon
 from aggregator.demo.peers.rdf_files import RdfFilesApp
 from aggregator.demo.peers.server import PeerServer
 from aggregator.errors import UnsafeInputError
-from aggregator.mapping.dcat_input import check_rdf_xml
+from aggregator.mapping.dcat.input import check_rdf_xml
 from aggregator.models import JobStatus
 from aggregator.net.client import HttpClient
 from aggregator.pipeline import RunOptions, run_source

@@ -31,7 +31,7 @@ from aggregator.mapping.base import (
     content_hash,
     mint_iri,
 )
-from aggregator.mapping.dcat_vocab import load_vocabularies
+from aggregator.mapping.dcat.vocab import load_vocabularies
 from aggregator.mapping.metashare_graph import (
     Graph,
     date_time,

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from lxml import etree
 from pyoxigraph import BlankNode, Literal, NamedNode
 
-from aggregator.mapping.dcat_vocab import Vocabulary
+from aggregator.mapping.dcat.vocab import Vocabulary
 from aggregator.mapping.metashare_graph import (
     Graph,
     Node,
