@@ -7,7 +7,7 @@ later one gets the same object::
 
     payload = ParsedPayload(raw)
     payload.xml()       # lxml root element, via aggregator.xml.parse_xml (no DTD, no network)
-    payload.rdf()       # quads, via aggregator.mapping.dcat_input.parse_document
+    payload.rdf()       # quads, via aggregator.mapping.dcat.input.parse_document
     payload.json()      # a JSON value (json.loads on the UTF-8 bytes)
 
 Every form is read within the input limits (:mod:`aggregator.input_limits`, given by the
@@ -39,7 +39,7 @@ from aggregator.xml import parse_xml
 if TYPE_CHECKING:
     from lxml import etree
 
-    from aggregator.mapping.dcat_input import ParsedDocument
+    from aggregator.mapping.dcat.input import ParsedDocument
 
 T = TypeVar("T")
 
@@ -81,7 +81,7 @@ class ParsedPayload:
 
     def rdf(self) -> ParsedDocument:
         """The payload as RDF quads in the default graph (syntax from media type or bytes)."""
-        from aggregator.mapping.dcat_input import parse_document
+        from aggregator.mapping.dcat.input import parse_document
 
         raw, limits = self.raw, self.limits
 

@@ -39,8 +39,8 @@ def corpus() -> None:
 
     from aggregator.mapping.base import MappingContext
     from aggregator.mapping.dcat import DcatMapper, canonical_quads
-    from aggregator.mapping.dcat_accounting import account
-    from aggregator.mapping.dcat_input import parse_document
+    from aggregator.mapping.dcat.accounting import account
+    from aggregator.mapping.dcat.input import parse_document
     from aggregator.models import MappedDataset, RawRecord
     from aggregator.validate.shacl import ShaclValidator, ranges_shapes
 

@@ -17,7 +17,7 @@ from aggregator.config.sources_file import add_source
 from aggregator.demo.peers.csw import CswFaults, CswPeer
 from aggregator.demo.peers.gemini_samples import generate_gemini_record
 from aggregator.demo.peers.server import PeerServer
-from aggregator.harvest.csw_client import load_checkpoint
+from aggregator.harvest.csw.client import load_checkpoint
 
 N = 7
 

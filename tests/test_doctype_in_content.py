@@ -19,7 +19,7 @@ from aggregator.demo.peers.rdf_files import RdfFilesApp
 from aggregator.demo.peers.server import PeerServer
 from aggregator.errors import UnsafeInputError
 from aggregator.jobs.pipeline import RunOptions, run_source
-from aggregator.mapping.dcat_input import check_rdf_xml
+from aggregator.mapping.dcat.input import check_rdf_xml
 from aggregator.models import JobStatus
 from aggregator.net.client import HttpClient
 from aggregator.store.records import RecordStore

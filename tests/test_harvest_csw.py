@@ -15,7 +15,7 @@ from aggregator.demo.peers.server import PeerServer
 from aggregator.errors import ConfigError, HarvestError, TransportError
 from aggregator.harvest.base import HarvestRequest, Listing
 from aggregator.harvest.csw import CswHarvester
-from aggregator.harvest.csw_client import ISO_SCHEMA_DMS, load_checkpoint
+from aggregator.harvest.csw.client import ISO_SCHEMA_DMS, load_checkpoint
 from aggregator.harvest.gemini import record_facts
 from aggregator.models import RawRecord
 from aggregator.net.client import HttpClient
@@ -143,7 +143,7 @@ def test_selective_harvest_filters_on_modified_since_the_last_run(
     assert not first.incremental
     _, caps = load_checkpoint(first.next_checkpoint)
     assert caps is not None
-    from aggregator.harvest.csw_client import dump_checkpoint
+    from aggregator.harvest.csw.client import dump_checkpoint
 
     # records 0..22 are stamped 2025-01-01 00:00 + i minutes: since 2025-01-01T00:20 keeps 3
     checkpoint = dump_checkpoint("2025-01-01T00:20:00", caps)

@@ -17,7 +17,7 @@ from aggregator.demo.peers.server import PeerServer
 from aggregator.errors import HarvestError
 from aggregator.harvest.base import HarvestRequest, Listing
 from aggregator.harvest.csw import CswHarvester
-from aggregator.harvest.csw_client import dump_checkpoint, load_checkpoint
+from aggregator.harvest.csw.client import dump_checkpoint, load_checkpoint
 from aggregator.harvest.gemini import record_facts
 from aggregator.models import RawRecord
 from aggregator.net.client import HttpClient
@@ -133,7 +133,7 @@ def test_pycsw_type_filter(pycsw: PeerServer, http: HttpClient, binding: str) ->
 def test_pycsw_exception_report_is_an_error(pycsw: PeerServer, http: HttpClient) -> None:
     source = SourceConfig(name="p", type="csw", url=pycsw.url + "csw", format="iso19139")
     session = http.session(source)
-    from aggregator.harvest.csw_client import CswClient
+    from aggregator.harvest.csw.client import CswClient
 
     with pytest.raises(HarvestError, match="exception report"):
         CswClient(session, pycsw.url + "csw", "get").get_record_by_id(

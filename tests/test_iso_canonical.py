@@ -1,4 +1,4 @@
-"""iso_xml.canonical_ntriples (label cache, block-wise sort) against the plain algorithm it
+"""iso19139._xml.canonical_ntriples (label cache, block-wise sort) against the plain algorithm it
 replaced: the same bytes for the mapper's own graphs and for the awkward cases."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from aggregator.demo.peers.gemini_samples import bundled_gemini_records, generate_gemini_record
-from aggregator.mapping import iso_xml
 from aggregator.mapping.base import MappingContext
 from aggregator.mapping.iso19139 import IsoMapper
+from aggregator.mapping.iso19139 import _xml as iso_xml
 from aggregator.models import RawRecord
 
 ISO = Path(__file__).resolve().parents[1] / "aggregator" / "demo" / "peers" / "data" / "iso"

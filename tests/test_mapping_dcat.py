@@ -26,8 +26,8 @@ from aggregator.demo.peers.sample_data import (
 from aggregator.errors import MappingError, ParseError, UnsafeInputError
 from aggregator.mapping.base import MappingContext, canonical_ntriples
 from aggregator.mapping.dcat import DcatMapper, canonical_quads
-from aggregator.mapping.dcat_rule_table import load_rules
-from aggregator.mapping.dcat_rules import RDF_TYPE
+from aggregator.mapping.dcat.rule_table import load_rules
+from aggregator.mapping.dcat.rules import RDF_TYPE
 from aggregator.models import MappedDataset, RawRecord, Severity, Stage
 
 DATA = Path(__file__).parent / "data" / "dcat"

@@ -21,8 +21,8 @@ import pytest
 
 from aggregator.mapping.base import MappingContext, canonical_ntriples
 from aggregator.mapping.dcat import DcatMapper, canonical_quads
-from aggregator.mapping.dcat_accounting import account
-from aggregator.mapping.dcat_input import parse_document
+from aggregator.mapping.dcat.accounting import account
+from aggregator.mapping.dcat.input import parse_document
 from aggregator.models import MappedDataset, RawRecord, Severity
 from aggregator.validate.shacl import ShaclValidator
 

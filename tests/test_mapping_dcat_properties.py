@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from aggregator.mapping.base import MappingContext
 from aggregator.mapping.dcat import DcatMapper, canonical_quads
-from aggregator.mapping.dcat_accounting import account
+from aggregator.mapping.dcat.accounting import account
 from aggregator.models import MappedDataset, RawRecord
 from aggregator.validate.shacl import ShaclValidator
 

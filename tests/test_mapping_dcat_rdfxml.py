@@ -97,7 +97,7 @@ def test_split_root_finds_each_top_level_element_whatever_breaks_inside() -> Non
 
 def test_a_document_that_parses_whole_is_not_split() -> None:
     data = dump(3, {})
-    from aggregator.mapping.dcat_input import check_rdf_xml
+    from aggregator.mapping.dcat.input import check_rdf_xml
 
     read = read_rdf_xml(check_rdf_xml(data), _pyoxigraph)
     assert read.dropped == () and len(read.quads) == 3 * 7

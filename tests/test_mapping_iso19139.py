@@ -19,8 +19,8 @@ from rdflib.compare import graph_diff, isomorphic, to_isomorphic
 from aggregator.errors import MappingError, ParseError, UnsafeInputError
 from aggregator.mapping.base import MappingContext
 from aggregator.mapping.iso19139 import IsoMapper
-from aggregator.mapping.iso_parts import crs_iri
-from aggregator.mapping.iso_table import load_table
+from aggregator.mapping.iso19139._parts import crs_iri
+from aggregator.mapping.iso19139._table import load_table
 from aggregator.models import MappedDataset, RawRecord, Severity
 from aggregator.plugins import mappers
 from aggregator.validate.shacl import ShaclValidator, shapes_dir
@@ -261,7 +261,7 @@ def test_the_same_record_reordered_maps_to_the_same_bytes(mapper: IsoMapper) -> 
 
 
 def test_cyclic_blank_nodes_fall_back_to_rdfc(mapper: IsoMapper) -> None:
-    from aggregator.mapping.iso_xml import blank, canonical_ntriples, named
+    from aggregator.mapping.iso19139._xml import blank, canonical_ntriples, named
 
     a, b, p = blank(), blank(), named("http://example.org/p")
     out = canonical_ntriples([(a, p, b), (b, p, a)])

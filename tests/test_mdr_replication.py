@@ -15,7 +15,7 @@ from aggregator.config import Secret
 from aggregator.demo.peers.mdr_pages import MdrPage, generate_page, iso, load_sample_pages
 from aggregator.demo.peers.smtp import SmtpPeer
 from aggregator.harvest.mdr import MdrHarvester
-from aggregator.harvest.mdr_client import MdrClient, MdrFault
+from aggregator.harvest.mdr.client import MdrClient, MdrFault
 
 INVALID = "https://portal.example.gov.in/transport/driving-licence.html"  # language "xyz"
 HOSPITALS = "https://portal.example.gov.in/health/hospitals.html"
@@ -219,7 +219,7 @@ def test_replayed_stale_and_future_requests_are_refused(
 def test_a_service_down_mid_window_loses_nothing_and_escalates_then_recovers(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, smtp: SmtpPeer
 ) -> None:
-    from aggregator.harvest.mdr_monitor import check_status
+    from aggregator.harvest.mdr.monitor import check_status
 
     pages = [generate_page(i, T0 - timedelta(days=10 - i)) for i in range(10)]
     bench = bench_for(tmp_path, monkeypatch, pages=pages, smtp=smtp)

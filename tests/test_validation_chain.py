@@ -15,7 +15,7 @@ from typing import Any
 import plugins_for_tests
 import pytest
 
-import aggregator.mapping.dcat_input as dcat_input
+import aggregator.mapping.dcat.input as dcat_input
 import aggregator.payload as payload_module
 from aggregator.config import (
     HarvestSettings,

@@ -181,7 +181,7 @@ def _validate_as_published(c: Ctx, raw: Any, vocabularies: bool) -> bool:
     from pyoxigraph import RdfFormat, serialize
 
     from aggregator.errors import AggregatorError
-    from aggregator.mapping.dcat_input import parse_document
+    from aggregator.mapping.dcat.input import parse_document
     from aggregator.validate.shacl import ShaclValidator
     from aggregator.validate.vocabulary_terms import vocabulary_triples
 

@@ -24,7 +24,7 @@ def mdc_monitor(c: Ctx, once: bool, every: float | None) -> None:
     events (MDR_SERVICE_DOWN, CMS_DOWN, DB_DOWN, DOWN_TIME_ESCLTN, MDR_SRV_RECOVERED).
 
     Exits (with --once) 0 when every service is up, 1 when one is down."""
-    from aggregator.harvest.mdr_monitor import mdr_sources, run_monitor
+    from aggregator.harvest.mdr.monitor import mdr_sources, run_monitor
     from aggregator.notify import attach, kind_of
 
     settings = c.settings

@@ -24,7 +24,7 @@ from pyoxigraph import BlankNode, Literal, NamedNode, Quad, RdfFormat, parse
 from aggregator.config import SourceConfig
 from aggregator.errors import ConfigError, HarvestError, ParseError, UnsafeInputError
 from aggregator.harvest.base import Harvester, HarvestRequest, Listing
-from aggregator.mapping.dcat_input import check_rdf_xml
+from aggregator.mapping.dcat.input import check_rdf_xml
 from aggregator.mapping.rdf_xml import MAX_DROPPED_REPORTED, RdfXmlRead, read_rdf_xml
 from aggregator.models import RawRecord
 from aggregator.net.client import Response

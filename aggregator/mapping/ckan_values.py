@@ -17,8 +17,8 @@ from typing import Any
 from pyoxigraph import BlankNode, Literal, NamedNode, Quad
 
 from aggregator.mapping.base import content_hash
-from aggregator.mapping.dcat import _themes, canonical_quads
-from aggregator.mapping.dcat_rules import RuleSet, findings_from
+from aggregator.mapping.dcat.mapper import _themes, canonical_quads
+from aggregator.mapping.dcat.rules import RuleSet, findings_from
 from aggregator.models import Finding, MappedDataset, RawRecord
 from aggregator.resources import bundled
 from aggregator.vocab import DCAT, DCT, FOAF, RDF_TYPE, SPDX, VCARD, XSD

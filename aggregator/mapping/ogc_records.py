@@ -46,9 +46,9 @@ from aggregator.mapping.ckan_values import (
     is_url,
     text_of,
 )
-from aggregator.mapping.dcat_rule_table import DEFAULT_RULES_PATH, load_rules
-from aggregator.mapping.dcat_rules import RuleSet
-from aggregator.mapping.dcat_vocab import load_vocabularies
+from aggregator.mapping.dcat.rule_table import DEFAULT_RULES_PATH, load_rules
+from aggregator.mapping.dcat.rules import RuleSet
+from aggregator.mapping.dcat.vocab import load_vocabularies
 from aggregator.models import Finding, MappedDataset, Severity, Stage
 from aggregator.payload import ParsedPayload
 from aggregator.resources import bundled

@@ -19,8 +19,8 @@ from functools import lru_cache
 
 from pyoxigraph import Literal, NamedNode, Quad, RdfFormat, parse, serialize
 
-from aggregator.mapping.dcat_rules import RuleSet
-from aggregator.mapping.dcat_vocab import Vocabulary
+from aggregator.mapping.dcat.rules import RuleSet
+from aggregator.mapping.dcat.vocab import Vocabulary
 
 RDF_TYPE = NamedNode("http://www.w3.org/1999/02/22-rdf-syntax-ns#type")
 SKOS_CONCEPT = NamedNode("http://www.w3.org/2004/02/skos/core#Concept")
@@ -52,7 +52,7 @@ def known_terms(rules: RuleSet) -> Mapping[str, KnownTerm]:
 
 @lru_cache(maxsize=2)
 def _default_terms() -> Mapping[str, KnownTerm]:
-    from aggregator.mapping.dcat_rule_table import DEFAULT_RULES_PATH, load_rules
+    from aggregator.mapping.dcat.rule_table import DEFAULT_RULES_PATH, load_rules
 
     return known_terms(load_rules(DEFAULT_RULES_PATH))
 

@@ -28,7 +28,7 @@ from lxml import etree
 
 from aggregator.demo.peers.gemini_samples import generate_gemini_record, strip_declaration
 from aggregator.demo.peers.server import respond
-from aggregator.harvest.csw_client import CSW, ISO_SCHEMA, OGC, is_iso_schema
+from aggregator.harvest.csw.client import CSW, ISO_SCHEMA, OGC, is_iso_schema
 from aggregator.harvest.gemini import record_facts
 from aggregator.xml import parse_xml
 

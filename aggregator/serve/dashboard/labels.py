@@ -8,7 +8,7 @@ import re
 import tomllib
 from functools import cache
 
-from aggregator.mapping.dcat_vocab import DEFAULT_VOCABULARIES_PATH
+from aggregator.mapping.dcat.vocab import DEFAULT_VOCABULARIES_PATH
 from aggregator.resources import bundled
 
 _IANA = (

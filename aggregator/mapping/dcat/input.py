@@ -19,7 +19,7 @@ What is checked before pyoxigraph sees the bytes, and why (measured on pyoxigrap
   transcoded to UTF-8 first: pyoxigraph's RDF/XML parser only reads UTF-8.
 * **JSON-LD contexts are never fetched.** A remote ``@context`` / ``@import`` whose URL is one
   of the usual DCAT-AP / DCAT contexts is replaced by our own copy
-  (:mod:`aggregator.mapping.dcat_contexts`); any other remote context is refused
+  (:mod:`aggregator.mapping.dcat._contexts`); any other remote context is refused
   (:class:`ParseError`) before parsing. pyoxigraph has no document loader unless one is given
   (none is), so it could not fetch anyway; the pre-check gives a clear message and keeps that
   guarantee independent of the library. Keys that no context defines are listed (JSON-LD
@@ -44,7 +44,7 @@ from pyoxigraph import DefaultGraph, Literal, NamedNode, Quad, RdfFormat, parse
 
 from aggregator.errors import ParseError
 from aggregator.input_limits import DEFAULT_LIMITS, InputLimitError, InputLimits
-from aggregator.mapping.dcat_contexts import known_context
+from aggregator.mapping.dcat._contexts import known_context
 from aggregator.mapping.rdf_xml import DroppedNode, read_rdf_xml
 from aggregator.xml import expand_internal_entities
 

@@ -44,7 +44,7 @@ from aggregator.notify.model import Notice
 from aggregator.notify.settings import Condition
 
 if TYPE_CHECKING:
-    from aggregator.harvest.mdr_client import MdrClient
+    from aggregator.harvest.mdr.client import MdrClient
     from aggregator.net.client import HttpClient, HttpSession
 
 #: opens the source's session and a client of its service on it (given by the harvester,

@@ -37,7 +37,7 @@ from lxml import etree
 from aggregator.config import SourceConfig
 from aggregator.errors import ConfigError, HarvestError
 from aggregator.harvest.base import Harvester, HarvestRequest, Listing
-from aggregator.harvest.csw_client import (
+from aggregator.harvest.csw.client import (
     DEFAULT_TYPES,
     Capabilities,
     CswClient,

@@ -1,10 +1,10 @@
 """The irregular parts of the ISO 19139 mapping: dates, identifiers, keywords and themes,
-extents and reference systems (:mod:`.iso_quality` has resolution, lineage and conformity).
+extents and reference systems (:mod:`._quality` has resolution, lineage and conformity).
 
 Each function reads one part of the identification (``ident``) or of the record (``root``)
 and writes triples about ``subject`` into ``state.out``; anything it cannot map is a finding
 on ``state.findings``, never silently dropped. The code lists they use are the tables of
-mappings/iso19139.toml and mappings/eu-data-themes.toml (:mod:`.iso_table`).
+mappings/iso19139.toml and mappings/eu-data-themes.toml (:mod:`._table`).
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from functools import lru_cache
 
 from lxml import etree
 
-from aggregator.mapping.iso_table import IsoTable, Thesaurus
-from aggregator.mapping.iso_xml import (
+from aggregator.mapping.iso19139._table import IsoTable, Thesaurus
+from aggregator.mapping.iso19139._xml import (
     GMD,
     Node,
     Out,

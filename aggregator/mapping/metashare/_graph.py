@@ -9,7 +9,7 @@ from functools import lru_cache
 from lxml import etree
 from pyoxigraph import BlankNode, DefaultGraph, Literal, NamedNode, Quad
 
-from aggregator.mapping.metashare_rules import NS
+from aggregator.mapping.metashare._rules import NS
 from aggregator.models import Finding, Severity, Stage
 from aggregator.vocab import RDF_TYPE, XSD
 

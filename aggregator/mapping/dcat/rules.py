@@ -6,12 +6,12 @@ edits it; ``load_rules`` compiles it into lookup tables keyed by pyoxigraph term
 a :class:`Rewrite` (rule id, the quad it replaced, the quads it produced) so that findings,
 documentation and the "no triple lost" accounting test all come from the same trace.
 
-The file is read and compiled by :mod:`.dcat_rule_table` (:func:`load_rules`); the lexical
-checks live in :mod:`.dcat_checks`. Vocabulary tables
-(``mappings/dcat-ap-3-vocabularies.toml``, :mod:`.dcat_vocab`) give the IRIs
+The file is read and compiled by :mod:`.rule_table` (:func:`load_rules`); the lexical
+checks live in :mod:`._checks`. Vocabulary tables
+(``mappings/dcat-ap-3-vocabularies.toml``, :mod:`.vocab`) give the IRIs
 ``literal-to-term`` rules look literals up in; the ``[[format]]`` table of the rule file gives
 the two built-in tables ``file-type`` and ``media-type``. ``range-class`` rules run after the
-per-triple rewrites, on the whole description (:mod:`.dcat_ranges`).
+per-triple rewrites, on the whole description (:mod:`._ranges`).
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from typing import Any
 
 from pyoxigraph import BlankNode, Literal, NamedNode, Quad
 
-from aggregator.mapping.dcat_checks import Check, as_iri
-from aggregator.mapping.dcat_ranges import (
+from aggregator.mapping.dcat._checks import Check, as_iri
+from aggregator.mapping.dcat._ranges import (
     NOT_TYPED,
     RDF_TYPE,
     Index,
@@ -32,7 +32,7 @@ from aggregator.mapping.dcat_ranges import (
     Rewrite,
     add_range_types,
 )
-from aggregator.mapping.dcat_vocab import Vocabulary, lookup_key
+from aggregator.mapping.dcat.vocab import Vocabulary, lookup_key
 from aggregator.models import Finding, Severity, Stage
 
 XSD = "http://www.w3.org/2001/XMLSchema#"
@@ -148,7 +148,7 @@ class RuleSet:
     def apply(self, quads: Iterable[Quad]) -> tuple[list[Quad], list[Rewrite]]:
         """Rewrite quads (all in the default graph); untouched quads are passed through as is.
 
-        Then give untyped values of range-class properties their class (:mod:`.dcat_ranges`).
+        Then give untyped values of range-class properties their class (:mod:`._ranges`).
         """
         out, trace, _ = self.apply_split(quads, ground=False)
         return out, trace

@@ -20,7 +20,7 @@ Nothing is skipped.
 
 The service must report itself, its CMS and its database up (getStatus) before a run starts.
 Requests carry a WS-Security UsernameToken with a PasswordDigest
-(:mod:`aggregator.harvest.mdr_client`); the password is the source's secret ``password``.
+(:mod:`aggregator.harvest.mdr.client`); the password is the source's secret ``password``.
 
 Options (``[sources.NAME.options]``)::
 
@@ -47,7 +47,7 @@ from lxml import etree
 from aggregator.config import SourceConfig
 from aggregator.errors import ConfigError, HarvestError
 from aggregator.harvest.base import Harvester, HarvestRequest, Listing
-from aggregator.harvest.mdr_client import TNS, MdrClient, MdrServiceError
+from aggregator.harvest.mdr.client import TNS, MdrClient, MdrServiceError
 from aggregator.models import RawRecord
 
 if TYPE_CHECKING:
@@ -118,7 +118,7 @@ class MdrHarvester(Harvester):
     #: the same way)
     retry_statuses: ClassVar[frozenset[int] | None] = frozenset({429, 502, 503, 504})
     #: every request is signed for one use (a nonce and Created): the client retries whole
-    #: calls, signed afresh (:mod:`aggregator.harvest.mdr_client`), never the session
+    #: calls, signed afresh (:mod:`aggregator.harvest.mdr.client`), never the session
     transport_retries: ClassVar[bool] = False
     #: the time "now" of a run (the window's end and the UsernameToken's Created)
     clock: ClassVar[Callable[[], datetime]] = staticmethod(utc_now)
@@ -238,7 +238,7 @@ class MdrHarvester(Harvester):
     # -- notifications (aggregator.notify) -----------------------------------------------
     @classmethod
     def notify_conditions(cls, source: SourceConfig) -> Sequence[Condition]:
-        from aggregator.harvest.mdr_events import conditions
+        from aggregator.harvest.mdr._events import conditions
 
         return conditions(source, cls.options_of(source))
 
@@ -246,7 +246,7 @@ class MdrHarvester(Harvester):
     def notify_translator(
         cls, settings: Settings, source: SourceConfig
     ) -> Callable[[HarvestEvent], Sequence[HarvestEvent]]:
-        from aggregator.harvest.mdr_events import Translator
+        from aggregator.harvest.mdr._events import Translator
 
         def connect(http: HttpClient) -> tuple[HttpSession, MdrClient]:
             session = cls.open_session(http, source)

@@ -3,7 +3,7 @@
 One record is one LR: its ``metadata.xml`` as a node served it (the payload of the
 ``meta-share`` harvester). The regular values come from the ``[[dataset]]`` rules of
 ``mappings/meta-share.toml``; the code tables there turn codes into IRIs; the irregular
-parts are :mod:`aggregator.mapping.metashare_parts`. The table of every mapped element is
+parts are :mod:`aggregator.mapping.metashare._parts`. The table of every mapped element is
 docs/mappings/meta-share.md.
 
 The dataset IRI is ``{base_iri}dataset/{source}/{storage id}``. A tool/service with an
@@ -23,7 +23,6 @@ from lxml import etree
 from pyoxigraph import Literal, NamedNode
 
 from aggregator.errors import MappingError
-from aggregator.mapping import metashare_parts as parts
 from aggregator.mapping.base import (
     Mapper,
     MappingContext,
@@ -31,8 +30,9 @@ from aggregator.mapping.base import (
     content_hash,
     mint_iri,
 )
-from aggregator.mapping.dcat_vocab import load_vocabularies
-from aggregator.mapping.metashare_graph import (
+from aggregator.mapping.dcat.vocab import load_vocabularies
+from aggregator.mapping.metashare import _parts as parts
+from aggregator.mapping.metashare._graph import (
     Graph,
     date_time,
     find_all,
@@ -40,7 +40,7 @@ from aggregator.mapping.metashare_graph import (
     lang_literal,
     text_of,
 )
-from aggregator.mapping.metashare_rules import (
+from aggregator.mapping.metashare._rules import (
     DEFAULT_RULES_PATH,
     MS,
     MetaShareRules,

@@ -2,14 +2,14 @@
 
 Steps (docs/mappings/dcat.md describes them for metadata specialists):
 
-1. **Parse** the payload safely (:mod:`aggregator.mapping.dcat_input`): format from the media
+1. **Parse** the payload safely (:mod:`aggregator.mapping.dcat.input`): format from the media
    type, the URL's extension or the first bytes; relative IRIs resolved against ``raw.url``;
    DOCTYPEs other than internal string entities, entity bombs, truncated RDF/XML and unknown
    remote JSON-LD contexts refused; an RDF/XML node that cannot be read is dropped and
-   reported, the rest of the document kept (:mod:`.rdf_xml`); known DCAT-AP
-   contexts resolved from our copies (:mod:`.dcat_contexts`); illegal IRIs percent-encoded,
+   reported, the rest of the document kept (:mod:`aggregator.mapping.rdf_xml`); known DCAT-AP
+   contexts resolved from our copies (:mod:`._contexts`); illegal IRIs percent-encoded,
    the original kept as ``dct:identifier``.
-2. **Split** (the index and the walk: :mod:`.dcat_document`): every ``dcat:Dataset``,
+2. **Split** (the index and the walk: :mod:`._document`): every ``dcat:Dataset``,
    ``dcat:DataService`` and ``dcat:DatasetSeries`` becomes one description made of its
    closure: the resources reachable from it through outgoing links that the document
    describes (blank nodes, distributions, agents, periods, ...). The walk
@@ -23,13 +23,13 @@ Steps (docs/mappings/dcat.md describes them for metadata specialists):
 4. **Identity**: a dataset keeps its IRI; a blank-node dataset gets ``mint_iri(ctx, "dataset",
    key)`` with key = its single ``dct:identifier``, else ``raw.local_id`` (single-record payload
    with one dataset), else a hash of its canonical closure (which changes with the content).
-5. **Normalise** with the rule table ``mappings/dcat-ap-3.toml`` (:mod:`.dcat_rules`, vocabulary
-   tables in :mod:`.dcat_vocab`, range classes in :mod:`.dcat_ranges`); every rewrite is a
+5. **Normalise** with the rule table ``mappings/dcat-ap-3.toml`` (:mod:`.rules`, vocabulary
+   tables in :mod:`.vocab`, range classes in :mod:`._ranges`); every rewrite is a
    finding named after its rule.
 6. **Report** what no description keeps (triples about unreferenced resources, catalogue
    entries naming undescribed resources, repaired IRIs, undefined JSON-LD keys) as findings on
    the first record; a dataset without title is a VIOLATION (a ``MappingError`` for a
-   single-record payload). :mod:`.dcat_accounting` checks that every input triple is kept,
+   single-record payload). :mod:`.accounting` checks that every input triple is kept,
    rewritten or reported.
 7. **Output** canonical N-Triples (RDFC-1.0 blank node labels, sorted lines): equal input gives
    byte-equal output.
@@ -55,10 +55,10 @@ from pyoxigraph import (
 
 from aggregator.errors import MappingError
 from aggregator.mapping.base import Mapper, MappingContext, content_hash, mint_iri
-from aggregator.mapping.dcat_document import DCT_TITLE, MAX_CLOSURE, Document, Node, show
-from aggregator.mapping.dcat_input import ParsedDocument
-from aggregator.mapping.dcat_rule_table import DEFAULT_RULES_PATH, load_rules
-from aggregator.mapping.dcat_rules import RuleSet, findings_from
+from aggregator.mapping.dcat._document import DCT_TITLE, MAX_CLOSURE, Document, Node, show
+from aggregator.mapping.dcat.input import ParsedDocument
+from aggregator.mapping.dcat.rule_table import DEFAULT_RULES_PATH, load_rules
+from aggregator.mapping.dcat.rules import RuleSet, findings_from
 from aggregator.models import Finding, MappedDataset, RawRecord, Severity, Stage
 from aggregator.payload import ParsedPayload
 from aggregator.vocab import DCAT, DCT

@@ -25,7 +25,7 @@ from pyoxigraph import Literal, NamedNode, Quad
 from aggregator.models import Severity
 from aggregator.vocab import RDF_TYPE as _RDF_TYPE
 
-# The types the rule table (dcat_rules) and this pass share live here: the rule table imports
+# The types the rule table (rules) and this pass share live here: the rule table imports
 # this pass and its types, never the other way round.
 RDF_TYPE = NamedNode(_RDF_TYPE)
 NOT_TYPED = "range-class-not-typed"  # reported when a range-class rule may not type a node

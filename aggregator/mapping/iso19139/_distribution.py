@@ -27,9 +27,9 @@ from urllib.parse import parse_qs, urlsplit
 from lxml import etree
 
 from aggregator.mapping.base import MappingContext, mint_iri
-from aggregator.mapping.iso_parts import OWL, P, State
-from aggregator.mapping.iso_table import format_key
-from aggregator.mapping.iso_xml import (
+from aggregator.mapping.iso19139._parts import OWL, P, State
+from aggregator.mapping.iso19139._table import format_key
+from aggregator.mapping.iso19139._xml import (
     GCO,
     GMD,
     XLINK_HREF,

@@ -1,6 +1,6 @@
 """Data quality parts of the ISO 19139 mapping: spatial resolution, lineage and conformity.
 
-Like :mod:`.iso_parts`, each function reads one part of the record and writes triples about
+Like :mod:`._parts`, each function reads one part of the record and writes triples about
 ``subject`` into ``state.out``; what it cannot map is a finding on ``state.findings``.
 """
 
@@ -10,8 +10,8 @@ from decimal import Decimal, InvalidOperation
 
 from lxml import etree
 
-from aggregator.mapping.iso_parts import AS_SCALE, DECIMAL, DEGREE, C, P, State
-from aggregator.mapping.iso_xml import (
+from aggregator.mapping.iso19139._parts import AS_SCALE, DECIMAL, DEGREE, C, P, State
+from aggregator.mapping.iso19139._xml import (
     GMD,
     XLINK_HREF,
     Node,

@@ -8,8 +8,8 @@ from collections.abc import Callable
 from lxml import etree
 from pyoxigraph import BlankNode, Literal, NamedNode
 
-from aggregator.mapping.dcat_vocab import Vocabulary
-from aggregator.mapping.metashare_graph import (
+from aggregator.mapping.dcat.vocab import Vocabulary
+from aggregator.mapping.metashare._graph import (
     Graph,
     Node,
     find_all,
@@ -19,7 +19,7 @@ from aggregator.mapping.metashare_graph import (
     mailto,
     text_of,
 )
-from aggregator.mapping.metashare_rules import MetaShareRules
+from aggregator.mapping.metashare._rules import MetaShareRules
 from aggregator.vocab import ADMS, DCAT, DCT, FOAF, PROV, RDFS, SKOS, VCARD, XSD
 
 DCATAP = "http://data.europa.eu/r5r/"

@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 
 from pyoxigraph import BlankNode, NamedNode, Quad, RdfFormat, parse
 
-from aggregator.mapping.dcat_input import parse_document
-from aggregator.mapping.dcat_rules import RuleSet
+from aggregator.mapping.dcat.input import parse_document
+from aggregator.mapping.dcat.rules import RuleSet
 from aggregator.models import MappedDataset, RawRecord
 from aggregator.vocab import DCAT
 

@@ -15,7 +15,7 @@ from typing import Any
 from lxml import etree
 
 from aggregator.errors import ConfigError
-from aggregator.mapping.iso_xml import compile_xpath
+from aggregator.mapping.iso19139._xml import compile_xpath
 from aggregator.resources import bundled
 
 DEFAULT_TABLE = bundled("mappings", "iso19139.toml")

@@ -11,7 +11,7 @@ docs/mappings/iso19139.md is the mapping as a table for metadata specialists. St
    record's ``local_id`` when it has none), so a service's ``srv:operatesOn/@uuidref`` names
    the dataset record it couples to.
 4. **Regular elements** from the ``[[element]]`` rows (compiled XPaths), then the irregular
-   parts (:mod:`.iso_parts`, :mod:`.iso_agents`, :mod:`.iso_distribution`).
+   parts (:mod:`._parts`, :mod:`._agents`, :mod:`._distribution`).
 5. **Catalogue record**: the source's own metadata (file identifier, metadata date, language,
    character set, standard, metadata point of contact) on a ``dcat:CatalogRecord`` about the
    resource, kept as catalogue facts (``MappedDataset.catalog_ntriples``).
@@ -32,14 +32,14 @@ from aggregator.mapping.base import (
     content_hash,
     mint_iri,
 )
-from aggregator.mapping.iso_agents import Agents
-from aggregator.mapping.iso_distribution import (
+from aggregator.mapping.iso19139._agents import Agents
+from aggregator.mapping.iso19139._distribution import (
     constraints,
     distributions,
     service,
     service_rights,
 )
-from aggregator.mapping.iso_parts import (
+from aggregator.mapping.iso19139._parts import (
     P,
     State,
     dates,
@@ -49,9 +49,9 @@ from aggregator.mapping.iso_parts import (
     keywords,
     reference_systems,
 )
-from aggregator.mapping.iso_quality import conformity, lineage, resolution
-from aggregator.mapping.iso_table import RESOURCE_KINDS, ElementRule, IsoTable, load_table
-from aggregator.mapping.iso_xml import (
+from aggregator.mapping.iso19139._quality import conformity, lineage, resolution
+from aggregator.mapping.iso19139._table import RESOURCE_KINDS, ElementRule, IsoTable, load_table
+from aggregator.mapping.iso19139._xml import (
     NS,
     Node,
     Out,

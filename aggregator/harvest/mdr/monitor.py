@@ -3,7 +3,7 @@
 :func:`check_status` asks each enabled ``mdr`` source once and emits, per source,
 MDR_SERVICE_DOWN (unreachable, refused, or reporting the service down), CMS_DOWN, DB_DOWN,
 or MDR_STATUS_OK (all up); the notifier's conditions turn a lasting outage into
-DOWN_TIME_ESCLTN and its end into MDR_SRV_RECOVERED (:mod:`aggregator.harvest.mdr_events`).
+DOWN_TIME_ESCLTN and its end into MDR_SRV_RECOVERED (:mod:`aggregator.harvest.mdr._events`).
 The scheduler calls it on its own period; ``aggregator mdc-monitor`` runs :func:`run_monitor`
 (once, or every ``status_period_minutes`` of the sources, the shortest).
 """
@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 
 from aggregator.config import Settings, SourceConfig
 from aggregator.errors import AggregatorError
-from aggregator.harvest.mdr_events import CMS_DOWN, DB_DOWN, MDR_SERVICE_DOWN, MDR_STATUS_OK
+from aggregator.harvest.mdr._events import CMS_DOWN, DB_DOWN, MDR_SERVICE_DOWN, MDR_STATUS_OK
 from aggregator.jobs.events import EventBus
 from aggregator.net.client import HttpClient
 from aggregator.notify.model import Level, Notice
@@ -33,7 +33,7 @@ def check_source(
     source: SourceConfig, http: HttpClient, clock: Callable[[], datetime]
 ) -> list[Notice]:
     """The status events of one source (not emitted)."""
-    from aggregator.harvest.mdr import MdrHarvester
+    from aggregator.harvest.mdr.harvester import MdrHarvester
 
     def notice(kind: str, message: str, level: Level = "error") -> Notice:
         return Notice(source=source.name, at=clock(), kind=kind, message=message, level=level)
@@ -75,7 +75,7 @@ def check_status(
 
 
 def period_minutes(settings: Settings) -> int:
-    from aggregator.harvest.mdr import MdrHarvester
+    from aggregator.harvest.mdr.harvester import MdrHarvester
 
     periods = [MdrHarvester.options_of(s).status_period_minutes for s in mdr_sources(settings)]
     return min(periods, default=15)

@@ -15,8 +15,8 @@ from collections import Counter
 
 from lxml import etree
 
-from aggregator.mapping.iso_table import IsoTable
-from aggregator.mapping.iso_xml import (
+from aggregator.mapping.iso19139._table import IsoTable
+from aggregator.mapping.iso19139._xml import (
     GMD,
     Node,
     Out,

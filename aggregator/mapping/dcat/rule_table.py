@@ -17,9 +17,9 @@ from typing import Any
 from pyoxigraph import NamedNode
 
 from aggregator.errors import ConfigError
-from aggregator.mapping.dcat_checks import ACCEPTED, CHECKS, CONVERTIBLE, Check
-from aggregator.mapping.dcat_ranges import NOT_TYPED, RDF_TYPE, RangeClass
-from aggregator.mapping.dcat_rules import (
+from aggregator.mapping.dcat._checks import ACCEPTED, CHECKS, CONVERTIBLE, Check
+from aggregator.mapping.dcat._ranges import NOT_TYPED, RDF_TYPE, RangeClass
+from aggregator.mapping.dcat.rules import (
     _ANY,
     _DATATYPE,
     _LITERAL,
@@ -31,7 +31,7 @@ from aggregator.mapping.dcat_rules import (
     RuleSet,
     _LiteralTerm,
 )
-from aggregator.mapping.dcat_vocab import (
+from aggregator.mapping.dcat.vocab import (
     DEFAULT_VOCABULARIES_PATH,
     Vocabulary,
     load_vocabularies,
