@@ -101,12 +101,24 @@ class Jobs:
 
     def start(self, source: str, full: bool) -> JobLog:
         ts = now_iso()
-        cur = self.db.conn.execute(
-            "INSERT INTO jobs (source, started, heartbeat, status, full, listing, message)"
-            " VALUES (?,?,?,?,?,?,?) RETURNING id",
-            (source, ts, ts, JobStatus.RUNNING.value, int(full), dumps({"pid": os.getpid()}), ""),
-        )
-        return JobLog(id=int(cur.fetchone()[0]), source=source)
+        # the INSERT ... RETURNING statement stays open until its row is read and the cursor
+        # let go: both under the connection's lock, or another job's COMMIT meets it in
+        # progress ("cannot commit transaction - SQL statements in progress")
+        with self.db.serial:
+            row = self.db.conn.execute(
+                "INSERT INTO jobs (source, started, heartbeat, status, full, listing, message)"
+                " VALUES (?,?,?,?,?,?,?) RETURNING id",
+                (
+                    source,
+                    ts,
+                    ts,
+                    JobStatus.RUNNING.value,
+                    int(full),
+                    dumps({"pid": os.getpid()}),
+                    "",
+                ),
+            ).fetchall()
+        return JobLog(id=int(row[0][0]), source=source)
 
     def heartbeat(self, job_id: int) -> None:
         self.db.conn.execute("UPDATE jobs SET heartbeat = ? WHERE id = ?", (now_iso(), job_id))
