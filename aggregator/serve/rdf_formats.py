@@ -2,7 +2,7 @@
 
 Formats are chosen in this order: a format suffix on the path (``.ttl``, ``.jsonld``, ``.rdf``,
 ``.nt``, ``.html``), then a ``format`` query parameter, then the ``Accept`` header
-(:mod:`aggregator.serve.accept`; equal preferences go to the range listed first, then to the
+(:mod:`aggregator.serve.negotiation`; equal preferences go to the range listed first, then to the
 route's default).
 
 Serialisation is pyoxigraph's throughout, JSON-LD included: pyoxigraph 0.5 writes expanded
@@ -26,7 +26,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from aggregator.errors import AggregatorError
-from aggregator.serve.accept import best_offer
+from aggregator.serve.negotiation import best_offer
 
 PREFIXES = {
     "dcat": "http://www.w3.org/ns/dcat#",
@@ -96,7 +96,7 @@ def split_suffix(segment: str) -> tuple[str, Format | None]:
 
 
 def negotiate(accept: str | None, offered: Sequence[Format], default: Format) -> Format | None:
-    """The offered format the Accept header prefers (:mod:`aggregator.serve.accept`: highest
+    """The offered format the Accept header prefers (:mod:`aggregator.serve.negotiation`: highest
     q, then the range listed first, then ``default``, then the order of ``offered``); without
     a header, ``default``. Returns None when the header rules out every offered format
     (answer 406)."""

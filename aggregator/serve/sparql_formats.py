@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from pyoxigraph import QueryResultsFormat, RdfFormat
 
-from aggregator.serve.accept import best_offer
+from aggregator.serve.negotiation import best_offer
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +100,6 @@ def _grouped(aliases: Mapping[str, str]) -> list[tuple[str, list[str]]]:
 
 def negotiate(accept: str | None, aliases: Mapping[str, str]) -> str | None:
     """The canonical media type to answer with, or None when nothing acceptable is offered
-    (:mod:`aggregator.serve.accept`: highest q, then the range listed first, then the order of
+    (:mod:`aggregator.serve.negotiation`: highest q, then the range listed first, then the order of
     ``aliases``). A missing or empty header means ``*/*``."""
     return best_offer(accept, _grouped(aliases))

@@ -17,9 +17,9 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
 
-from aggregator.serve.accept import media_ranges
 from aggregator.serve.dashboard.attempts import TooManyAttemptsError
 from aggregator.serve.dashboard.web import Dashboard
+from aggregator.serve.negotiation import media_ranges
 from aggregator.serve.sparql import SparqlEndpoint
 
 _HTML = ("text/html", "application/xhtml+xml")

@@ -1,11 +1,11 @@
-"""One reading of the Accept header for every route (aggregator/serve/accept.py), and the two
+"""One reading of the Accept header for every route (aggregator/serve/negotiation.py), and the two
 negotiations built on it: SPARQL result/graph types, and the RDF forms of the other routes."""
 
 from __future__ import annotations
 
 import pytest
 
-from aggregator.serve.accept import best_offer, media_ranges
+from aggregator.serve.negotiation import best_offer, media_ranges
 from aggregator.serve.rdf_formats import HTML, JSONLD, RDF_FORMATS, RDFXML, TURTLE
 from aggregator.serve.rdf_formats import negotiate as negotiate_route
 from aggregator.serve.sparql_formats import GRAPH_ALIASES, RESULT_ALIASES
