@@ -38,10 +38,10 @@ from typing import Any
 
 from pyoxigraph import BlankNode, Literal, NamedNode, RdfFormat, Triple, parse, serialize
 
-from aggregator.errors import ConfigError
-from aggregator.models import Finding, MappedDataset, Severity, Stage, content_hash
-from aggregator.resources import bundled
-from aggregator.vocab import DCAT, DCT, EU_DATA_THEME, EU_THEME_LABELS, RDF_TYPE, RDFS, SKOS
+from aggregator.core.errors import ConfigError
+from aggregator.core.models import Finding, MappedDataset, Severity, Stage, content_hash
+from aggregator.core.resources import bundled
+from aggregator.core.vocab import DCAT, DCT, EU_DATA_THEME, EU_THEME_LABELS, RDF_TYPE, RDFS, SKOS
 
 DEFAULT_TABLE_PATH = bundled("mappings", "categorisation.toml")
 GEODCAT_TOPIC = "http://data.europa.eu/930/topicCategory"

@@ -31,7 +31,7 @@ from aggregator.config.plugin_options import (
     option_fields,
     read_options,
 )
-from aggregator.errors import (
+from aggregator.core.errors import (
     AggregatorError,
     ConfigError,
     HarvestError,
@@ -40,16 +40,8 @@ from aggregator.errors import (
     TransportError,
     UnsafeInputError,
 )
-from aggregator.harvest.base import Harvester, HarvestRequest, Listing
-from aggregator.input_limits import InputLimitError, InputLimits, dump_record, load_page
-from aggregator.mapping.base import (
-    Mapper,
-    MappingContext,
-    canonical_ntriples,
-    content_hash,
-    mint_iri,
-)
-from aggregator.models import (
+from aggregator.core.input_limits import InputLimitError, InputLimits, dump_record, load_page
+from aggregator.core.models import (
     Finding,
     MappedDataset,
     RawRecord,
@@ -57,12 +49,27 @@ from aggregator.models import (
     Stage,
     ValidationReport,
 )
+from aggregator.core.registry import HARVESTERS, MAPPERS, VALIDATORS, Registry, registry_of
+from aggregator.core.vocab import ADMS, DCAT, DCT, FOAF, PROV, RDF, RDF_TYPE, RDFS, SKOS, VCARD, XSD
+from aggregator.core.xml import parse_xml
+from aggregator.harvest.base import Harvester, HarvestRequest, Listing
+from aggregator.mapping.base import (
+    Mapper,
+    MappingContext,
+    canonical_ntriples,
+    content_hash,
+    mint_iri,
+)
+from aggregator.mapping.payload import ParsedPayload
 from aggregator.net.client import HttpSession, Response
-from aggregator.payload import ParsedPayload
-from aggregator.plugins import harvesters, mappers, validators
 from aggregator.validate.base import Validator
-from aggregator.vocab import ADMS, DCAT, DCT, FOAF, PROV, RDF, RDF_TYPE, RDFS, SKOS, VCARD, XSD
-from aggregator.xml import parse_xml
+
+#: the process's one registry of each kind (:func:`aggregator.core.registry.registry_of`),
+#: typed for the parts that run plugins; the configuration checks names against the same
+#: objects without importing the base classes
+harvesters: Registry[Harvester] = registry_of(HARVESTERS)
+mappers: Registry[Mapper] = registry_of(MAPPERS)
+validators: Registry[Validator] = registry_of(VALIDATORS)
 
 __all__ = [
     "ADMS",

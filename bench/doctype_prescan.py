@@ -1,6 +1,6 @@
 """DOCTYPE pre-scan benchmark (not a test): the RDF/XML check every RDF/XML record and dump
 goes through (:func:`aggregator.mapping.dcat.input.check_rdf_xml`) and the protocol parser's
-pre-scan (:func:`aggregator.xml.parse_xml`), on one synthetic ~5 KB DCAT-AP record and on a
+pre-scan (:func:`aggregator.core.xml.parse_xml`), on one synthetic ~5 KB DCAT-AP record and on a
 ~2 MB dump of 200 of them. CPU time per call (``time.process_time``, best of 7), so that other
 load on the machine counts less.
 
@@ -15,9 +15,9 @@ import timeit
 
 from pyoxigraph import RdfFormat, parse, serialize
 
+from aggregator.core.xml import scan_prolog
 from aggregator.demo.peers.sample_data import generate_dataset
 from aggregator.mapping.dcat.input import check_rdf_xml
-from aggregator.xml import scan_prolog
 
 
 def per_call(fn: object, number: int) -> float:

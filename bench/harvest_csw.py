@@ -42,7 +42,7 @@ from aggregator.harvest.base import HarvestRequest, Listing
 from aggregator.harvest.csw import CswHarvester
 from aggregator.jobs.pipeline import RunOptions, run_source
 from aggregator.net.client import HttpClient
-from aggregator.plugins import mappers
+from aggregator.plugin import mappers
 from aggregator.store.records import RecordStore
 from aggregator.validate.profiles import profile_steps
 

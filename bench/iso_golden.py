@@ -30,11 +30,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
+from aggregator.core.errors import AggregatorError  # noqa: E402
+from aggregator.core.models import RawRecord  # noqa: E402
 from aggregator.demo.peers.gemini_samples import bundled_gemini_records, generate_gemini_record  # noqa: E402
-from aggregator.errors import AggregatorError  # noqa: E402
 from aggregator.mapping.base import MappingContext  # noqa: E402
 from aggregator.mapping.iso19139 import IsoMapper  # noqa: E402
-from aggregator.models import RawRecord  # noqa: E402
 
 CTX = MappingContext("https://aggregator.example.org/", "golden")
 LEVELS = ("dataset", "series", "service")

@@ -65,10 +65,10 @@ def record(base: str, i: int) -> bytes:
 
 def steps() -> list[tuple[str, Callable[[Any], Any]]]:
     """The chain's steps one by one, for the per-step timings."""
+    from aggregator.core.resources import bundled
     from aggregator.jobs.processing import prepare
     from aggregator.mapping.base import MappingContext
     from aggregator.mapping.iso19139 import IsoMapper
-    from aggregator.resources import bundled
     from aggregator.validate.iso_xsd import Iso19139XsdValidator
     from aggregator.validate.schematron import SchematronValidator
     from aggregator.validate.shacl import ShaclValidator
@@ -99,8 +99,8 @@ def steps() -> list[tuple[str, Callable[[Any], Any]]]:
 def per_step(payloads: Sequence[bytes]) -> dict[str, float]:
     """Median CPU microseconds per record of each step (CPU time, not wall time: on a shared
     machine the wall clock also counts the time other processes had the core)."""
-    from aggregator.models import RawRecord
-    from aggregator.payload import ParsedPayload
+    from aggregator.core.models import RawRecord
+    from aggregator.mapping.payload import ParsedPayload
 
     chain = steps()
     times: dict[str, list[float]] = {name: [] for name, _ in chain}
@@ -115,9 +115,9 @@ def per_step(payloads: Sequence[bytes]) -> dict[str, float]:
 
 def _chunk(args: tuple[list[bytes], int]) -> int:
     from aggregator.config import load_settings
+    from aggregator.core.models import RawRecord
     from aggregator.jobs.processing import build_chain, process
     from aggregator.mapping.base import MappingContext
-    from aggregator.models import RawRecord
 
     payloads, _ = args
     chain = _chain(load_settings)

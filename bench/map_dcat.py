@@ -37,11 +37,11 @@ URLS = {"relative.rdf": "https://harbour.example.org/catalogue/records/harbour.r
 def corpus() -> None:
     import pyoxigraph as ox
 
+    from aggregator.core.models import MappedDataset, RawRecord
     from aggregator.mapping.base import MappingContext
     from aggregator.mapping.dcat import DcatMapper, canonical_quads
     from aggregator.mapping.dcat.accounting import account
     from aggregator.mapping.dcat.input import parse_document
-    from aggregator.models import MappedDataset, RawRecord
     from aggregator.validate.shacl import ShaclValidator, ranges_shapes
 
     mapper = DcatMapper()
@@ -91,10 +91,10 @@ def corpus() -> None:
 
 
 def single_records(count: int) -> None:
+    from aggregator.core.models import RawRecord
     from aggregator.demo.peers.sample_data import generate_dataset
     from aggregator.mapping.base import MappingContext
     from aggregator.mapping.dcat import DcatMapper
-    from aggregator.models import RawRecord
 
     mapper = DcatMapper()
     ctx = MappingContext(base_iri="https://agg.example.org/", source="bench")
@@ -149,9 +149,9 @@ RDF = "http://www.w3.org/1999/02/22-rdf-syntax-ns#"
 
 
 def _map_file(path: str, queue: Any) -> None:
+    from aggregator.core.models import RawRecord
     from aggregator.mapping.base import MappingContext
     from aggregator.mapping.dcat import DcatMapper
-    from aggregator.models import RawRecord
 
     mapper = DcatMapper()
     ctx = MappingContext(base_iri="https://agg.example.org/", source="bench")

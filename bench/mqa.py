@@ -24,10 +24,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from aggregator.core.models import RawRecord  # noqa: E402
 from aggregator.demo.peers.sample_data import generate_dataset  # noqa: E402
 from aggregator.mapping.base import MappingContext  # noqa: E402
 from aggregator.mapping.dcat import DcatMapper  # noqa: E402
-from aggregator.models import RawRecord  # noqa: E402
 from aggregator.quality import (  # noqa: E402
     CatalogueAccumulator,
     assess,

@@ -40,10 +40,10 @@ _HEADER = re.compile(rb"<header[ >]")
 
 
 def fill(path: Path, count: int) -> None:
+    from aggregator.core.models import JobStatus, RawRecord
     from aggregator.demo.peers.sample_data import generate_dataset, generate_identifier
     from aggregator.mapping.base import MappingContext
     from aggregator.mapping.dcat import DcatMapper
-    from aggregator.models import JobStatus, RawRecord
     from aggregator.store.records import RecordStore
     from aggregator.store.state import RecordWrite
 

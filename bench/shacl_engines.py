@@ -35,7 +35,7 @@ from pyoxigraph import (
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from aggregator.models import MappedDataset  # noqa: E402
+from aggregator.core.models import MappedDataset  # noqa: E402
 from aggregator.validate.shacl import ShaclValidator  # noqa: E402
 
 TEMPLATE = REPO / "tests" / "data" / "shacl" / "dataset.ttl"

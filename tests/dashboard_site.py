@@ -16,10 +16,10 @@ import uvicorn
 
 from aggregator.config import Settings, load_settings
 from aggregator.config.sources_file import add_source
+from aggregator.core.errors import StoreBusyError
 from aggregator.demo.peers.rdf_files import RdfFilesApp
 from aggregator.demo.peers.server import PeerServer
 from aggregator.demo.run import CONFIG, start_sources
-from aggregator.errors import StoreBusyError
 from aggregator.jobs.pipeline import run_source
 from aggregator.net.client import HttpClient
 from aggregator.schedule.service import run_scheduler

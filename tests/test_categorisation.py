@@ -17,20 +17,20 @@ from aggregator.categorisation import (
     parse_categorisation,
 )
 from aggregator.config import load_settings
+from aggregator.core.errors import ConfigError
+from aggregator.core.models import MappedDataset, RawRecord
+from aggregator.core.vocab import EU_DATA_THEME
 from aggregator.demo.peers.ckan import CkanPeer, MemoryCatalogue
 from aggregator.demo.peers.ckan_data import load_bundled_packages
 from aggregator.demo.peers.rdf_files import RdfFilesApp
 from aggregator.demo.peers.server import PeerServer
-from aggregator.errors import ConfigError
 from aggregator.jobs.pipeline import RunOptions, run_source
 from aggregator.mapping.base import MappingContext, canonical_ntriples, content_hash
 from aggregator.mapping.ckan import CkanMapper
 from aggregator.mapping.dcat import DcatMapper
-from aggregator.models import MappedDataset, RawRecord
 from aggregator.net.client import HttpClient
 from aggregator.store.records import RecordStore
 from aggregator.validate.shacl import ShaclValidator
-from aggregator.vocab import EU_DATA_THEME
 
 CTX = MappingContext("http://example.org/", "src")
 DEFAULTS = CategorisationConfig()

@@ -10,8 +10,8 @@ from click.testing import CliRunner
 
 from aggregator.cli import main
 from aggregator.config import ValidationStep, load_settings
-from aggregator.errors import ConfigError, RegistryError
-from aggregator.registry import Registry
+from aggregator.core.errors import ConfigError, RegistryError
+from aggregator.core.registry import Registry
 
 SRC = "[sources.a]\ntype = 'oai-pmh'\nurl = 'http://e.org/'\n"
 
@@ -148,10 +148,10 @@ def test_without_entry_points_the_error_says_to_install_the_package() -> None:
 
 def test_operator_shapes_are_configured_checked_and_applied(tmp_path: Path) -> None:
     """A national profile added by configuration rejects what the bundled shapes accept."""
+    from aggregator.core.models import RawRecord
     from aggregator.demo.peers.sample_data import generate_dataset
     from aggregator.jobs.processing import process
     from aggregator.mapping.base import MappingContext
-    from aggregator.models import RawRecord
 
     profile = tmp_path / "national.ttl"
     profile.write_text(

@@ -17,12 +17,12 @@ import pytest
 from storecheck import assert_consistent
 
 from aggregator.config import load_settings
+from aggregator.core.models import JobStatus
 from aggregator.demo.peers.oaipmh import OaiPmhPeer
 from aggregator.demo.peers.oaipmh_items import generated_items
 from aggregator.demo.peers.sample_data import generate_dataset
 from aggregator.demo.peers.server import PeerServer
 from aggregator.jobs.pipeline import RunOptions, run_source
-from aggregator.models import JobStatus
 from aggregator.net.client import HttpClient
 from aggregator.store.records import RecordStore
 

@@ -127,11 +127,11 @@ def _waf_with_a_record_without_lineage(site: Site) -> str:
     from datetime import UTC, datetime
 
     from aggregator.config.sources_file import add_source
+    from aggregator.core.xml import parse_xml
     from aggregator.demo.peers.gemini_samples import bundled_gemini_records
     from aggregator.demo.peers.server import PeerServer
     from aggregator.demo.peers.waf import WafApp
     from aggregator.harvest.gemini import record_facts
-    from aggregator.xml import parse_xml
 
     name, doc = bundled_gemini_records()[0]
     app = WafApp()
@@ -263,7 +263,7 @@ def test_the_map_has_a_world_outline_to_draw(site: Site) -> None:
 def test_a_tile_server_needs_a_url_template_and_its_attribution(
     tmp_path: Path, serve: str, error: str
 ) -> None:
-    from aggregator.errors import ConfigError
+    from aggregator.core.errors import ConfigError
 
     config = tmp_path / "aggregator.toml"
     config.write_text(f"[serve]\n{serve}\n", encoding="utf-8")

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from aggregator.errors import ConfigError
+from aggregator.core.errors import ConfigError
 from aggregator.serve.dashboard.auth import (
     SESSION_TTL,
     Auth,

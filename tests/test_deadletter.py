@@ -146,9 +146,9 @@ def test_revalidate_after_a_mapping_fix(tmp_path: Path) -> None:
     import plugins_for_tests as plugins
 
     from aggregator.config import HarvestSettings, Settings, SourceConfig
+    from aggregator.core.models import RawRecord
     from aggregator.jobs.deadletter import rejections, revalidate
     from aggregator.jobs.pipeline import run_source
-    from aggregator.models import RawRecord
     from aggregator.store.records import RecordStore
 
     plugins.register()

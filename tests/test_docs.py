@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from aggregator.registry import Registry
+from aggregator.core.registry import Registry
 
 DOCS = Path(__file__).parent.parent / "docs"
 

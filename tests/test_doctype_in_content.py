@@ -15,15 +15,15 @@ from pyoxigraph import Literal, NamedNode
 
 from aggregator.cli import main
 from aggregator.config import HarvestSettings, HttpSettings, Settings, SourceConfig
+from aggregator.core.errors import UnsafeInputError
+from aggregator.core.models import JobStatus
+from aggregator.core.xml import parse_xml, scan_prolog
 from aggregator.demo.peers.rdf_files import RdfFilesApp
 from aggregator.demo.peers.server import PeerServer
-from aggregator.errors import UnsafeInputError
 from aggregator.jobs.pipeline import RunOptions, run_source
 from aggregator.mapping.dcat.input import check_rdf_xml
-from aggregator.models import JobStatus
 from aggregator.net.client import HttpClient
 from aggregator.store.records import RecordStore
-from aggregator.xml import parse_xml, scan_prolog
 
 BASE = "http://127.0.0.1:8000/"
 DESCRIPTION = NamedNode("http://purl.org/dc/terms/description")

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 from lxml import etree
 
+from aggregator.core.xml import parse_xml
 from aggregator.demo.peers.csw import GeneratedCatalogue
 from aggregator.harvest.gemini import (
     RecordFacts,
@@ -14,7 +15,6 @@ from aggregator.harvest.gemini import (
     record_facts,
     serialise_embedded,
 )
-from aggregator.xml import parse_xml
 
 CSW = "http://www.opengis.net/cat/csw/2.0.2"
 GMD = "http://www.isotc211.org/2005/gmd"

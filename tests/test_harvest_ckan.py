@@ -21,17 +21,17 @@ from aggregator.config import (
     Settings,
     SourceConfig,
 )
+from aggregator.core.errors import ConfigError, HarvestError, TransportError
+from aggregator.core.models import JobStatus, RawRecord
 from aggregator.demo.peers.ckan import CkanPeer, MemoryCatalogue
 from aggregator.demo.peers.ckan_data import generate_package, load_bundled_packages
 from aggregator.demo.peers.ckan_query import Query
 from aggregator.demo.peers.server import PeerServer
-from aggregator.errors import ConfigError, HarvestError, TransportError
 from aggregator.harvest.base import HarvestRequest, Listing
 from aggregator.harvest.checkpoints import Checkpoint
 from aggregator.harvest.ckan import CkanHarvester, action_url, solr_date
 from aggregator.jobs.journal import JobRow
 from aggregator.jobs.pipeline import RunOptions, run_source
-from aggregator.models import JobStatus, RawRecord
 from aggregator.net.client import HttpClient
 from aggregator.store.records import RecordStore
 

@@ -12,6 +12,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 from aggregator.config import HarvestSettings, HttpSettings, Settings, SourceConfig
+from aggregator.core.models import JobStatus
 from aggregator.demo.peers.ckan import CkanPeer, MemoryCatalogue
 from aggregator.demo.peers.ckan_data import small_package
 from aggregator.demo.peers.server import PeerServer
@@ -19,7 +20,6 @@ from aggregator.harvest.checkpoints import Checkpoint
 from aggregator.harvest.ckan import parse_datestamp
 from aggregator.jobs.lifecycle import iso
 from aggregator.jobs.pipeline import RunOptions, run_source
-from aggregator.models import JobStatus
 from aggregator.net.client import HttpClient
 from aggregator.store.records import RecordStore
 

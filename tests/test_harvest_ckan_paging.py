@@ -12,15 +12,15 @@ import pytest
 import requests
 
 from aggregator.config import HttpSettings, SourceConfig
+from aggregator.core.errors import ConfigError
+from aggregator.core.models import RawRecord
 from aggregator.demo.peers.ckan import CkanPeer, MemoryCatalogue
 from aggregator.demo.peers.ckan_data import small_package
 from aggregator.demo.peers.ckan_query import QueryError, parse_fq, solr_time
 from aggregator.demo.peers.server import PeerServer
-from aggregator.errors import ConfigError
 from aggregator.harvest.base import HarvestRequest, Listing
 from aggregator.harvest.ckan import CkanHarvester
 from aggregator.harvest.ckan_paging import PageKey, Row, page_problem, solr_ms, tiebreak_of
-from aggregator.models import RawRecord
 from aggregator.net.client import HttpClient
 
 

@@ -9,18 +9,18 @@ from typing import Any
 import pytest
 
 from aggregator.config import HttpSettings, SourceConfig
+from aggregator.core.errors import ConfigError, HarvestError, TransportError
+from aggregator.core.models import RawRecord
+from aggregator.core.xml import parse_xml
 from aggregator.demo.peers.csw import CswPeer
 from aggregator.demo.peers.gemini_samples import bundled_gemini_records, generate_gemini_record
 from aggregator.demo.peers.server import PeerServer
-from aggregator.errors import ConfigError, HarvestError, TransportError
 from aggregator.harvest.base import HarvestRequest, Listing
 from aggregator.harvest.csw import CswHarvester
 from aggregator.harvest.csw.client import ISO_SCHEMA_DMS, load_checkpoint
 from aggregator.harvest.gemini import record_facts
-from aggregator.models import RawRecord
 from aggregator.net.client import HttpClient
-from aggregator.plugins import harvesters
-from aggregator.xml import parse_xml
+from aggregator.plugin import harvesters
 
 N = 23
 

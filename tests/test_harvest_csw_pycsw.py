@@ -12,16 +12,16 @@ from typing import Any
 import pytest
 
 from aggregator.config import HttpSettings, SourceConfig
+from aggregator.core.errors import HarvestError
+from aggregator.core.models import RawRecord
+from aggregator.core.xml import parse_xml
 from aggregator.demo.peers.gemini_samples import bundled_gemini_records, generate_gemini_record
 from aggregator.demo.peers.server import PeerServer
-from aggregator.errors import HarvestError
 from aggregator.harvest.base import HarvestRequest, Listing
 from aggregator.harvest.csw import CswHarvester
 from aggregator.harvest.csw.client import dump_checkpoint, load_checkpoint
 from aggregator.harvest.gemini import record_facts
-from aggregator.models import RawRecord
 from aggregator.net.client import HttpClient
-from aggregator.xml import parse_xml
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")  # pycsw 2.x imports pkg_resources (deprecated)

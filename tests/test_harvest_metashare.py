@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from aggregator.config import HarvestSettings, HttpSettings, Settings, load_settings
+from aggregator.core.errors import ConfigError
 from aggregator.demo.peers.metashare import (
     MetaShareNode,
     ascii_xml,
@@ -25,7 +26,6 @@ from aggregator.demo.peers.metashare import (
     zip_of,
 )
 from aggregator.demo.peers.server import PeerServer
-from aggregator.errors import ConfigError
 from aggregator.harvest.base import HarvestRequest, Listing
 from aggregator.harvest.metashare import MetaShareHarvester
 from aggregator.jobs.deadletter import rejections, revalidate

@@ -14,21 +14,21 @@ import pytest
 from pyoxigraph import RdfFormat, parse
 
 from aggregator.config import HttpSettings, SourceConfig
-from aggregator.demo.peers.oaipmh import DAY, OaiPmhPeer
-from aggregator.demo.peers.oaipmh_items import MemoryItems, OaiItem, generated_items
-from aggregator.demo.peers.server import PeerServer, respond
-from aggregator.errors import (
+from aggregator.core.errors import (
     ConfigError,
     HarvestError,
     ParseError,
     TransportError,
     UnsafeInputError,
 )
+from aggregator.core.models import RawRecord
+from aggregator.core.xml import parse_xml
+from aggregator.demo.peers.oaipmh import DAY, OaiPmhPeer
+from aggregator.demo.peers.oaipmh_items import MemoryItems, OaiItem, generated_items
+from aggregator.demo.peers.server import PeerServer, respond
 from aggregator.harvest.base import HarvestRequest, Listing
 from aggregator.harvest.oaipmh import OaiPmhHarvester, parse_datestamp
-from aggregator.models import RawRecord
 from aggregator.net.client import HttpClient
-from aggregator.xml import parse_xml
 
 DATA = Path(__file__).parent / "data" / "oaipmh"
 T0 = datetime(2024, 3, 1, 12, 0, 0, tzinfo=UTC)
@@ -725,7 +725,7 @@ def test_check_config_accepts_good_options() -> None:
 
 
 def test_registered_under_its_name() -> None:
-    from aggregator.plugins import harvesters
+    from aggregator.plugin import harvesters
 
     assert harvesters.get("oai-pmh") is OaiPmhHarvester
 

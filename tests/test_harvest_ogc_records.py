@@ -13,16 +13,16 @@ import pytest
 from storecheck import assert_consistent
 
 from aggregator.config import HarvestSettings, HttpSettings, Settings, SourceConfig
+from aggregator.core.errors import HarvestError
+from aggregator.core.models import JobStatus, RawRecord
 from aggregator.demo.peers.ogc_records import OgcRecordsPeer, RecordCollection
 from aggregator.demo.peers.ogc_records_data import generate_record, load_bundled_records, record_id
 from aggregator.demo.peers.server import PeerServer
-from aggregator.errors import HarvestError
 from aggregator.harvest.base import HarvestRequest, Listing
 from aggregator.harvest.checkpoints import Checkpoint
 from aggregator.harvest.ogc_records import OgcRecordsHarvester
 from aggregator.jobs.journal import JobRow
 from aggregator.jobs.pipeline import RunOptions, run_source
-from aggregator.models import JobStatus, RawRecord
 from aggregator.net.client import HttpClient
 from aggregator.store.records import RecordStore
 

@@ -13,14 +13,14 @@ import rdflib
 from rdflib.compare import isomorphic
 
 from aggregator.config import HttpSettings, SourceConfig
+from aggregator.core.errors import ConfigError, HarvestError, TransportError
+from aggregator.core.models import RawRecord
 from aggregator.demo.peers.rdf_files import Fault, RdfFilesApp
 from aggregator.demo.peers.server import PeerServer
-from aggregator.errors import ConfigError, HarvestError, TransportError
 from aggregator.harvest.base import HarvestRequest, Listing
 from aggregator.harvest.rdf_dump import RdfDumpHarvester, detect_syntax
-from aggregator.models import RawRecord
 from aggregator.net.client import HttpClient
-from aggregator.plugins import harvesters
+from aggregator.plugin import harvesters
 
 DATA = Path(__file__).parent / "data" / "rdf_dump"
 FILES = {

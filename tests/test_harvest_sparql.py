@@ -16,9 +16,10 @@ import pytest
 import requests
 
 from aggregator.config import HttpSettings, SourceConfig
+from aggregator.core.errors import ConfigError, HarvestError, TransportError
+from aggregator.core.models import RawRecord
 from aggregator.demo.peers.server import PeerServer
 from aggregator.demo.peers.sparql import SparqlApp, SparqlFault, uses_service
-from aggregator.errors import ConfigError, HarvestError, TransportError
 from aggregator.harvest.base import HarvestRequest, Listing
 from aggregator.harvest.sparql import (
     SparqlHarvester,
@@ -28,9 +29,8 @@ from aggregator.harvest.sparql import (
     string_literal,
 )
 from aggregator.harvest.sparql_closure import ClosureShape, closure_query
-from aggregator.models import RawRecord
 from aggregator.net.client import HttpClient
-from aggregator.plugins import harvesters
+from aggregator.plugin import harvesters
 
 DATA = Path(__file__).parent / "data" / "rdf_dump" / "sparql-endpoint.trig"
 PORTAL = "https://data.example.org/graph/portal"

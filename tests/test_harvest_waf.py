@@ -10,25 +10,25 @@ from typing import Any
 import pytest
 
 from aggregator.config import HttpSettings, SourceConfig
-from aggregator.demo.peers.gemini_samples import bundled_gemini_records, generate_gemini_record
-from aggregator.demo.peers.server import PeerServer
-from aggregator.demo.peers.waf import WafApp
-from aggregator.errors import (
+from aggregator.core.errors import (
     ConfigError,
     HarvestError,
     ParseError,
     TransportError,
     UnsafeInputError,
 )
+from aggregator.core.models import RawRecord
+from aggregator.core.xml import parse_xml
+from aggregator.demo.peers.gemini_samples import bundled_gemini_records, generate_gemini_record
+from aggregator.demo.peers.server import PeerServer
+from aggregator.demo.peers.waf import WafApp
 from aggregator.harvest.base import HarvestRequest, Listing
 from aggregator.harvest.gemini import record_facts
 from aggregator.harvest.gemini_doc import GeminiDocHarvester
 from aggregator.harvest.waf import WafHarvester
 from aggregator.harvest.waf_listing import folder_url, read_listing
-from aggregator.models import RawRecord
 from aggregator.net.client import HttpClient
-from aggregator.plugins import harvesters
-from aggregator.xml import parse_xml
+from aggregator.plugin import harvesters
 
 MARCH = datetime(2026, 3, 14, 9, 30, tzinfo=UTC)
 NOT_GEMINI = (

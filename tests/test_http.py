@@ -17,14 +17,14 @@ import pytest
 import requests
 
 from aggregator.config import HttpSettings, Secret, SourceConfig
-from aggregator.demo.peers.http_faults import FaultApp, RawFaultServer, gzip_bomb
-from aggregator.demo.peers.server import PeerServer
-from aggregator.errors import (
+from aggregator.core.errors import (
     BlockedAddressError,
     ResponseTooLargeError,
     TooManyRedirectsError,
     TransportError,
 )
+from aggregator.demo.peers.http_faults import FaultApp, RawFaultServer, gzip_bomb
+from aggregator.demo.peers.server import PeerServer
 from aggregator.net.client import HttpClient, HttpSession, Response
 from aggregator.net.guard import AddressGuard, is_public_address
 

@@ -13,9 +13,9 @@ import zeep.transports
 from lxml import etree
 
 from aggregator.config import HttpSettings, Secret, SourceConfig
+from aggregator.core.errors import BlockedAddressError
 from aggregator.demo.peers.http_faults import FaultApp
 from aggregator.demo.peers.server import PeerServer, respond
-from aggregator.errors import BlockedAddressError
 from aggregator.net.client import HttpClient
 
 TNS = "urn:test:echo"

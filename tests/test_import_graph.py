@@ -36,7 +36,7 @@ KNOWN_CIRCLES: list[frozenset[str]] = []
 FORBIDDEN_ARROWS: list[tuple[str, str]] = [
     # configuration is read by the parts and reaches up into none of them
     ("aggregator.config", "aggregator.notify"),
-    ("aggregator.config", "aggregator.plugins"),
+    ("aggregator.config", "aggregator.plugin"),
     ("aggregator.config", "aggregator.validate"),
     ("aggregator.config", "aggregator.harvest"),
     ("aggregator.config", "aggregator.mapping"),

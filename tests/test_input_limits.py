@@ -20,6 +20,8 @@ from pathlib import Path
 
 import pytest
 
+from aggregator.core.errors import ParseError
+from aggregator.core.input_limits import InputLimitError, InputLimits, dump_record, load_page
 from aggregator.demo.peers.ckan import CkanPeer, MemoryCatalogue
 from aggregator.demo.peers.ckan_data import generate_package
 from aggregator.demo.peers.mdr import MdrService
@@ -27,8 +29,6 @@ from aggregator.demo.peers.mdr_pages import load_sample_pages
 from aggregator.demo.peers.rdf_files import RdfFilesApp
 from aggregator.demo.peers.server import PeerServer
 from aggregator.demo.peers.waf import WafApp
-from aggregator.errors import ParseError
-from aggregator.input_limits import InputLimitError, InputLimits, dump_record, load_page
 from aggregator.jobs.deadletter import rejections
 from aggregator.store.records import ReadOnlyStore
 

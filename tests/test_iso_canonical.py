@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from aggregator.core.models import RawRecord
 from aggregator.demo.peers.gemini_samples import bundled_gemini_records, generate_gemini_record
 from aggregator.mapping.base import MappingContext
 from aggregator.mapping.iso19139 import IsoMapper
 from aggregator.mapping.iso19139 import _xml as iso_xml
-from aggregator.models import RawRecord
 
 ISO = Path(__file__).resolve().parents[1] / "aggregator" / "demo" / "peers" / "data" / "iso"
 Triple = tuple[str, str, str]

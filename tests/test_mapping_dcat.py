@@ -17,18 +17,18 @@ import pytest
 import rdflib
 from rdflib.compare import isomorphic
 
+from aggregator.core.errors import MappingError, ParseError, UnsafeInputError
+from aggregator.core.models import MappedDataset, RawRecord, Severity, Stage
 from aggregator.demo.peers.sample_data import (
     bundled_dump_path,
     generate_dataset,
     generate_identifier,
     load_bundled_oai_records,
 )
-from aggregator.errors import MappingError, ParseError, UnsafeInputError
 from aggregator.mapping.base import MappingContext, canonical_ntriples
 from aggregator.mapping.dcat import DcatMapper, canonical_quads
 from aggregator.mapping.dcat.rule_table import load_rules
 from aggregator.mapping.dcat.rules import RDF_TYPE
-from aggregator.models import MappedDataset, RawRecord, Severity, Stage
 
 DATA = Path(__file__).parent / "data" / "dcat"
 CTX = MappingContext(base_iri="https://agg.example.org/", source="test-source")

@@ -12,9 +12,9 @@ from __future__ import annotations
 import pytest
 from pyoxigraph import RdfFormat, parse, serialize
 
+from aggregator.core.models import RawRecord, Severity
 from aggregator.mapping.base import MappingContext
 from aggregator.mapping.dcat import DcatMapper
-from aggregator.models import RawRecord, Severity
 from aggregator.validate.shacl import ShaclValidator
 
 PREFIXES = """@prefix dcat: <http://www.w3.org/ns/dcat#> .

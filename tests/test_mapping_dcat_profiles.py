@@ -19,11 +19,11 @@ from pathlib import Path
 import pyoxigraph as ox
 import pytest
 
+from aggregator.core.models import MappedDataset, RawRecord, Severity
 from aggregator.mapping.base import MappingContext, canonical_ntriples
 from aggregator.mapping.dcat import DcatMapper, canonical_quads
 from aggregator.mapping.dcat.accounting import account
 from aggregator.mapping.dcat.input import parse_document
-from aggregator.models import MappedDataset, RawRecord, Severity
 from aggregator.validate.shacl import ShaclValidator
 
 DATA = Path(__file__).parent / "data" / "dcat"

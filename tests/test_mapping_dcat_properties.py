@@ -19,10 +19,10 @@ import pyoxigraph as ox
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from aggregator.core.models import MappedDataset, RawRecord
 from aggregator.mapping.base import MappingContext
 from aggregator.mapping.dcat import DcatMapper, canonical_quads
 from aggregator.mapping.dcat.accounting import account
-from aggregator.models import MappedDataset, RawRecord
 from aggregator.validate.shacl import ShaclValidator
 
 CTX = MappingContext(base_iri="https://agg.example.org/", source="prop")

@@ -16,13 +16,13 @@ from pyoxigraph import Quad, RdfFormat, parse
 
 from aggregator.cli import main
 from aggregator.config import load_settings
+from aggregator.core.errors import ParseError, UnsafeInputError
+from aggregator.core.models import RawRecord
 from aggregator.demo.peers.rdf_files import RdfFilesApp
 from aggregator.demo.peers.server import PeerServer
-from aggregator.errors import ParseError, UnsafeInputError
 from aggregator.mapping.base import MappingContext
 from aggregator.mapping.dcat import DcatMapper
 from aggregator.mapping.rdf_xml import read_rdf_xml, split_root
-from aggregator.models import RawRecord
 from aggregator.store.records import RecordStore
 
 CTX = MappingContext("https://agg.example.org/", "dump")

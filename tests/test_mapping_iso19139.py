@@ -16,13 +16,13 @@ import pytest
 import rdflib
 from rdflib.compare import graph_diff, isomorphic, to_isomorphic
 
-from aggregator.errors import MappingError, ParseError, UnsafeInputError
+from aggregator.core.errors import MappingError, ParseError, UnsafeInputError
+from aggregator.core.models import MappedDataset, RawRecord, Severity
 from aggregator.mapping.base import MappingContext
 from aggregator.mapping.iso19139 import IsoMapper
 from aggregator.mapping.iso19139._parts import crs_iri
 from aggregator.mapping.iso19139._table import load_table
-from aggregator.models import MappedDataset, RawRecord, Severity
-from aggregator.plugins import mappers
+from aggregator.plugin import mappers
 from aggregator.validate.shacl import ShaclValidator, shapes_dir
 
 SAMPLES = Path(__file__).parents[1] / "aggregator" / "demo" / "peers" / "data" / "iso"
@@ -123,7 +123,7 @@ def test_mapping_is_deterministic(mapper: IsoMapper) -> None:
 
 
 def test_one_parse_shared_through_the_payload(mapper: IsoMapper) -> None:
-    from aggregator.payload import ParsedPayload
+    from aggregator.mapping.payload import ParsedPayload
 
     payload = ParsedPayload(_raw((SAMPLES / "gemini-service-flood-wms.xml").read_bytes()))
     payload.xml()

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
+from aggregator.core.models import MappedDataset, RawRecord
 from aggregator.mapping.base import MappingContext
 from aggregator.mapping.iso19139 import IsoMapper
-from aggregator.models import MappedDataset, RawRecord
 from aggregator.validate.shacl import ShaclValidator
 
 CTX = MappingContext(base_iri="https://aggregator.example.org/", source="gemini")

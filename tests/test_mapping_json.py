@@ -12,13 +12,13 @@ import pytest
 import rdflib
 from rdflib.compare import isomorphic
 
+from aggregator.core.errors import MappingError
+from aggregator.core.models import MappedDataset, RawRecord
 from aggregator.demo.peers.ckan_data import generate_package, load_bundled_packages
 from aggregator.demo.peers.ogc_records_data import generate_record, load_bundled_records
-from aggregator.errors import MappingError
 from aggregator.mapping.base import MappingContext
 from aggregator.mapping.ckan import CkanMapper, load_table
 from aggregator.mapping.ogc_records import OgcRecordsMapper
-from aggregator.models import MappedDataset, RawRecord
 from aggregator.validate.shacl import ShaclValidator
 
 DATA = Path(__file__).parent / "data" / "json_mappers"

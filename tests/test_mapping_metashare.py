@@ -10,12 +10,12 @@ import pytest
 import rdflib
 from rdflib.compare import graph_diff, isomorphic
 
+from aggregator.core.errors import MappingError
+from aggregator.core.models import RawRecord, Severity
 from aggregator.demo.peers.metashare import SAMPLES, ascii_xml, sample_xml, storage_id
-from aggregator.errors import MappingError
 from aggregator.mapping.base import MappingContext
 from aggregator.mapping.metashare import MetaShareMapper, node_url
-from aggregator.models import RawRecord, Severity
-from aggregator.payload import ParsedPayload
+from aggregator.mapping.payload import ParsedPayload
 from aggregator.validate.metashare import MetaShareStructureValidator
 from aggregator.validate.shacl import ShaclValidator
 

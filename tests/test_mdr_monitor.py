@@ -12,10 +12,10 @@ from mdr_env import PASSWORD, USER
 
 from aggregator.cli import main
 from aggregator.config import load_settings
+from aggregator.core.errors import ConfigError
 from aggregator.demo.peers.mdr import MdrService
 from aggregator.demo.peers.mdr_pages import load_sample_pages
 from aggregator.demo.peers.server import PeerServer
-from aggregator.errors import ConfigError
 
 
 @pytest.fixture

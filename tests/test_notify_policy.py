@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 
 from aggregator.config import load_settings
+from aggregator.core.errors import ConfigError
 from aggregator.demo.peers.oaipmh import OaiPmhPeer
 from aggregator.demo.peers.oaipmh_items import MemoryItems, OaiItem
 from aggregator.demo.peers.sample_data import generate_dataset, generate_identifier
 from aggregator.demo.peers.server import PeerServer
 from aggregator.demo.peers.smtp import SmtpPeer
-from aggregator.errors import ConfigError
 from aggregator.jobs.events import EventBus
 from aggregator.jobs.pipeline import run_source
 from aggregator.net.client import HttpClient

@@ -52,7 +52,7 @@ def test_wheel_carries_the_mappings_and_shapes(wheel: Path) -> None:
     assert schemas
     for path in schemas:
         assert f"share/ld-aggregator/schemas/{path.name}" in data
-    assert "aggregator/resources.py" in names
+    assert "aggregator/core/resources.py" in names
     assert any(n.startswith("aggregator/demo/peers/data/") for n in names)
 
 

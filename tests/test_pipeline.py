@@ -17,6 +17,7 @@ import pytest
 from storecheck import assert_consistent, make_unversioned
 
 from aggregator.config import HarvestSettings, HttpSettings, Settings, SourceConfig
+from aggregator.core.models import JobStatus
 from aggregator.demo.peers.oaipmh import OaiPmhPeer
 from aggregator.demo.peers.oaipmh_items import MemoryItems, OaiItem
 from aggregator.demo.peers.sample_data import generate_dataset, generate_identifier
@@ -26,7 +27,6 @@ from aggregator.harvest.oaipmh import OaiPmhHarvester
 from aggregator.jobs.journal import JobRow
 from aggregator.jobs.lifecycle import UpToDate
 from aggregator.jobs.pipeline import RunOptions, exit_code, run_source
-from aggregator.models import JobStatus
 from aggregator.net.client import HttpClient
 from aggregator.store.packing import ZSTD_MAGIC, pack, unpack
 from aggregator.store.records import RecordStore
@@ -285,7 +285,7 @@ def test_duplicate_identifier_in_one_harvest_newest_wins(tmp_path: Path) -> None
     import plugins_for_tests as plugins
 
     plugins.register()
-    from aggregator.models import RawRecord
+    from aggregator.core.models import RawRecord
 
     def raw(revision: int, day: int) -> RawRecord:
         return RawRecord(
@@ -542,9 +542,9 @@ def test_seen_marks_stay_bounded_and_withdrawal_stays_exact(tmp_path: Path) -> N
     """An unchanged re-harvest many batches long keeps at most a batch of "seen" marks in
     memory (the rest are in the store's connection-local table as the listing goes), and the
     records a complete listing no longer holds are still exactly the ones withdrawn."""
+    from aggregator.core.models import Outcome
     from aggregator.harvest.base import Listing as ListingT
     from aggregator.jobs.journal import JobLog
-    from aggregator.models import Outcome
 
     n, batch = 350, 20
     items = MemoryItems(item(i) for i in range(n))

@@ -8,6 +8,7 @@ import pickle
 from dataclasses import replace
 
 from aggregator.config import ValidationSettings, ValidationStep
+from aggregator.core.models import Finding, RawRecord, Severity, Stage
 from aggregator.demo.peers.gemini_samples import bundled_gemini_records, generate_gemini_record
 from aggregator.jobs.processing import (
     Checked,
@@ -18,7 +19,6 @@ from aggregator.jobs.processing import (
     rejoin,
 )
 from aggregator.mapping.base import MappingContext
-from aggregator.models import Finding, RawRecord, Severity, Stage
 from aggregator.store.packing import ZSTD_MAGIC, unpack
 from aggregator.validate.profiles import profile_steps
 

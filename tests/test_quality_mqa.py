@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 from pyoxigraph import RdfFormat, parse, serialize
 
+from aggregator.core.models import RawRecord
 from aggregator.demo.peers.sample_data import generate_dataset
 from aggregator.mapping.base import MappingContext
 from aggregator.mapping.dcat import DcatMapper
-from aggregator.models import RawRecord
 from aggregator.quality import (
     INDICATORS,
     MAX_POINTS,

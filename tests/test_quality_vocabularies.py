@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from aggregator.errors import ConfigError
+from aggregator.core.errors import ConfigError
 from aggregator.quality.vocabularies import (
     DEFAULT_FORMATS_PATH,
     DEFAULT_VOCABULARIES_PATH,

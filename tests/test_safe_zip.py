@@ -8,7 +8,7 @@ import zipfile
 
 import pytest
 
-from aggregator.errors import ParseError, UnsafeInputError
+from aggregator.core.errors import ParseError, UnsafeInputError
 from aggregator.harvest.safe_zip import ZipLimits, check_name, read_members
 
 

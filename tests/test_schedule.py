@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from aggregator.config import ScheduleSettings, Settings, SourceConfig
-from aggregator.errors import ConfigError, StoreBusyError
+from aggregator.core.errors import ConfigError, StoreBusyError
 from aggregator.schedule.book import Book
 from aggregator.schedule.scheduler import JobResult, Scheduler
 from aggregator.schedule.status import describe, request_harvest, schedule_status

@@ -18,10 +18,10 @@ from pathlib import Path
 
 import pytest
 
+from aggregator.core.models import RawRecord
+from aggregator.core.resources import bundled
 from aggregator.demo.peers.gemini_samples import bundled_gemini_records, generate_gemini_record
-from aggregator.models import RawRecord
-from aggregator.payload import ParsedPayload
-from aggregator.resources import bundled
+from aggregator.mapping.payload import ParsedPayload
 from aggregator.validate.schematron import SchematronValidator
 
 ROOT = Path(__file__).parents[1]

@@ -14,9 +14,9 @@ import pytest
 from lxml import etree
 from test_validation_iso19139 import CASES, DATASET, GEMINI, SAMPLES, SERIES, SERVICE, TABLE_A1
 
-from aggregator.models import RawRecord
-from aggregator.payload import ParsedPayload
-from aggregator.resources import bundled
+from aggregator.core.models import RawRecord
+from aggregator.core.resources import bundled
+from aggregator.mapping.payload import ParsedPayload
 from aggregator.validate.schematron import SchematronValidator
 from aggregator.validate.schematron_xpath import Unsupported, run
 

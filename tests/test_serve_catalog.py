@@ -30,6 +30,7 @@ from rdflib.compare import isomorphic
 from starlette.applications import Starlette
 
 from aggregator.config import HarvestSettings, HttpSettings, ServeSettings, Settings, SourceConfig
+from aggregator.core.models import JobStatus
 from aggregator.demo.peers.oaipmh import OaiPmhPeer
 from aggregator.demo.peers.oaipmh_items import MemoryItems, OaiItem
 from aggregator.demo.peers.rdf_files import RdfFilesApp
@@ -41,7 +42,6 @@ from aggregator.demo.peers.sample_data import (
 )
 from aggregator.demo.peers.server import PeerServer
 from aggregator.jobs.pipeline import RunOptions, run_source
-from aggregator.models import JobStatus
 from aggregator.net.client import HttpClient
 from aggregator.serve.catalog import routes
 from aggregator.serve.catalog_data import (

@@ -36,6 +36,7 @@ from starlette.applications import Starlette
 from storecheck import make_unversioned
 
 from aggregator.config import HarvestSettings, HttpSettings, ServeSettings, Settings, SourceConfig
+from aggregator.core.models import RawRecord
 from aggregator.demo.peers.oaipmh import OaiPmhPeer
 from aggregator.demo.peers.oaipmh_items import MemoryItems, OaiItem
 from aggregator.demo.peers.sample_data import generate_dataset, generate_identifier
@@ -43,7 +44,6 @@ from aggregator.demo.peers.server import PeerServer
 from aggregator.jobs.pipeline import RunOptions, run_source
 from aggregator.mapping.base import MappingContext, canonical_ntriples
 from aggregator.mapping.dcat import DcatMapper
-from aggregator.models import RawRecord
 from aggregator.net.client import HttpClient
 from aggregator.serve import oai_store as oai_db
 from aggregator.serve.context import ServeContext

@@ -15,11 +15,11 @@ from click.testing import CliRunner
 
 from aggregator.cli import main
 from aggregator.config import HarvestSettings, HttpSettings, Settings, SourceConfig
+from aggregator.core.errors import StoreVersionError
 from aggregator.demo.peers.oaipmh import OaiPmhPeer
 from aggregator.demo.peers.oaipmh_items import MemoryItems, OaiItem
 from aggregator.demo.peers.sample_data import generate_dataset, generate_identifier
 from aggregator.demo.peers.server import PeerServer
-from aggregator.errors import StoreVersionError
 from aggregator.jobs.pipeline import RunOptions, run_source
 from aggregator.net.client import HttpClient
 from aggregator.store import migrations

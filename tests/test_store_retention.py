@@ -453,7 +453,7 @@ def test_an_older_store_reports_space_kept_for_reuse(harvested: Harvested) -> No
     ],
 )
 def test_retention_settings_are_checked(tmp_path: Path, line: str, message: str) -> None:
-    from aggregator.errors import ConfigError
+    from aggregator.core.errors import ConfigError
 
     config = tmp_path / "aggregator.toml"
     config.write_text(f"[retention]\n{line}\n", encoding="utf-8")

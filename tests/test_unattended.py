@@ -23,11 +23,11 @@ import requests
 from storecheck import assert_consistent
 
 from aggregator.config import HttpSettings, load_settings
+from aggregator.core.errors import TransportError
 from aggregator.demo.peers.oaipmh import OaiPmhPeer
 from aggregator.demo.peers.oaipmh_items import generated_items
 from aggregator.demo.peers.sample_data import generate_dataset
 from aggregator.demo.peers.server import PeerServer
-from aggregator.errors import TransportError
 from aggregator.net.client import HttpClient
 from aggregator.store.records import RecordStore
 

@@ -29,10 +29,10 @@ from pyoxigraph import (
     serialize,
 )
 
+from aggregator.core.models import Finding, MappedDataset, RawRecord, Severity
 from aggregator.demo.peers.sample_data import generate_dataset
 from aggregator.mapping.base import MappingContext
 from aggregator.mapping.dcat import DcatMapper
-from aggregator.models import Finding, MappedDataset, RawRecord, Severity
 from aggregator.validate.shacl import ShaclValidator, shapes_dir
 
 DATA = Path(__file__).parent / "data" / "shacl"

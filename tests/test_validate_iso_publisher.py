@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 
 from aggregator.config import load_settings
+from aggregator.core.errors import ConfigError
+from aggregator.core.models import RawRecord, Severity, Stage
 from aggregator.demo.peers.gemini_samples import bundled_gemini_records
-from aggregator.errors import ConfigError
 from aggregator.jobs.processing import validator
-from aggregator.models import RawRecord, Severity, Stage
-from aggregator.payload import ParsedPayload
-from aggregator.plugins import validators
+from aggregator.mapping.payload import ParsedPayload
+from aggregator.plugin import validators
 from aggregator.validate.iso_publisher import IsoPublisherValidator, responsible_parties
 
 SAMPLES = dict(bundled_gemini_records())

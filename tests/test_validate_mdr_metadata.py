@@ -9,11 +9,11 @@ from typing import Any
 import pytest
 from lxml import etree
 
+from aggregator.core.errors import ConfigError
+from aggregator.core.models import RawRecord
 from aggregator.demo.peers.mdr import page_element
 from aggregator.demo.peers.mdr_pages import MdrPage, load_sample_pages
-from aggregator.errors import ConfigError
-from aggregator.models import RawRecord
-from aggregator.payload import ParsedPayload
+from aggregator.mapping.payload import ParsedPayload
 from aggregator.validate.mdr_metadata import MdrMetadataValidator
 
 

@@ -30,8 +30,8 @@ from pyoxigraph import (
     serialize,
 )
 
-from aggregator.errors import ConfigError, ParseError
-from aggregator.models import Finding, MappedDataset, Severity, Stage
+from aggregator.core.errors import ConfigError, ParseError
+from aggregator.core.models import Finding, MappedDataset, Severity, Stage
 from aggregator.validate.shacl import (
     ShaclValidator,
     default_shapes,
@@ -678,7 +678,7 @@ def test_validator_runs_in_a_worker_process(fast: ShaclValidator) -> None:
 
 
 def test_registered_as_the_shacl_validator() -> None:
-    from aggregator.plugins import validators
+    from aggregator.plugin import validators
 
     assert validators.get("shacl") is ShaclValidator
     assert ShaclValidator.target == "graph"

@@ -16,7 +16,7 @@ import plugins_for_tests
 import pytest
 
 import aggregator.mapping.dcat.input as dcat_input
-import aggregator.payload as payload_module
+import aggregator.mapping.payload as payload_module
 from aggregator.config import (
     HarvestSettings,
     HttpSettings,
@@ -24,18 +24,25 @@ from aggregator.config import (
     ValidationStep,
     load_settings,
 )
+from aggregator.core.errors import ConfigError, ParseError
+from aggregator.core.models import (
+    Finding,
+    MappedDataset,
+    RawRecord,
+    Severity,
+    Stage,
+    ValidationReport,
+)
 from aggregator.demo.peers.oaipmh import MetadataFormat, OaiPmhPeer
 from aggregator.demo.peers.oaipmh_items import MemoryItems, OaiItem
 from aggregator.demo.peers.sample_data import generate_dataset
 from aggregator.demo.peers.server import PeerServer
-from aggregator.errors import ConfigError, ParseError
 from aggregator.jobs.pipeline import RunOptions, run_source
 from aggregator.jobs.processing import process
 from aggregator.mapping.base import MappingContext
-from aggregator.models import Finding, MappedDataset, RawRecord, Severity, Stage, ValidationReport
+from aggregator.mapping.payload import ParsedPayload
 from aggregator.net.client import HttpClient
-from aggregator.payload import ParsedPayload
-from aggregator.plugins import validators
+from aggregator.plugin import validators
 from aggregator.store.records import RecordStore
 from aggregator.validate.base import Validator
 

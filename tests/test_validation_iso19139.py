@@ -22,17 +22,17 @@ import pytest
 from lxml import etree
 
 from aggregator.config import HarvestSettings, HttpSettings, Settings, load_settings
+from aggregator.core.errors import ConfigError
+from aggregator.core.models import RawRecord, Severity, Stage
+from aggregator.core.resources import bundled
 from aggregator.demo.peers.oaipmh import MetadataFormat, OaiPmhPeer
 from aggregator.demo.peers.oaipmh_items import MemoryItems, OaiItem
 from aggregator.demo.peers.server import PeerServer
-from aggregator.errors import ConfigError
 from aggregator.jobs.pipeline import RunOptions, run_source
 from aggregator.jobs.processing import build_chain, process
 from aggregator.mapping.base import MappingContext
-from aggregator.models import RawRecord, Severity, Stage
+from aggregator.mapping.payload import ParsedPayload
 from aggregator.net.client import HttpClient
-from aggregator.payload import ParsedPayload
-from aggregator.resources import bundled
 from aggregator.store.records import RecordStore
 from aggregator.validate.iso_xsd import Iso19139XsdValidator, schema_root
 from aggregator.validate.schematron import SchematronValidator

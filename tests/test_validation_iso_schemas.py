@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 
 from aggregator.config import ValidationStep, load_settings
-from aggregator.errors import ConfigError
+from aggregator.core.errors import ConfigError
+from aggregator.core.models import RawRecord
 from aggregator.jobs.processing import build_chain, process
 from aggregator.mapping.base import MappingContext
-from aggregator.models import RawRecord
-from aggregator.payload import ParsedPayload
+from aggregator.mapping.payload import ParsedPayload
 from aggregator.validate.iso_xsd import Iso19139XsdValidator, schema_root
 
 SAMPLES = Path(__file__).parents[1] / "aggregator" / "demo" / "peers" / "data" / "iso"

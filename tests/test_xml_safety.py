@@ -1,4 +1,4 @@
-"""parse_xml refuses or neutralises hostile XML (aggregator.xml)."""
+"""parse_xml refuses or neutralises hostile XML (aggregator.core.xml)."""
 
 from __future__ import annotations
 
@@ -13,16 +13,16 @@ from pathlib import Path
 import pytest
 from lxml import etree
 
-from aggregator.demo.peers.http_faults import FaultApp
-from aggregator.demo.peers.server import PeerServer
-from aggregator.errors import ParseError, UnsafeInputError
-from aggregator.xml import (
+from aggregator.core.errors import ParseError, UnsafeInputError
+from aggregator.core.xml import (
     _parser_finds_doctype,
     _prolog_has_doctype,
     expand_internal_entities,
     parse_xml,
     safe_parser,
 )
+from aggregator.demo.peers.http_faults import FaultApp
+from aggregator.demo.peers.server import PeerServer
 
 
 @pytest.fixture(scope="module")

@@ -25,7 +25,7 @@ from aggregator.cli.records import record, records, rejected
 from aggregator.cli.schedule import schedule, scheduler
 from aggregator.cli.sources import orphan_line, orphans, source
 from aggregator.cli.store import store
-from aggregator.errors import AggregatorError, ConfigError
+from aggregator.core.errors import AggregatorError, ConfigError
 from aggregator.jobs.unattended import Progress, cancel_on_interrupt, summary
 
 log = logging.getLogger("aggregator")
@@ -62,7 +62,7 @@ def main(ctx: click.Context, config: Path, log_level: str, log_format: str) -> N
     """Harvest catalogues into DCAT-AP 3, validate, store and republish them."""
     logging.basicConfig(level=log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
     if log_format == "json":
-        from aggregator.logjson import use_json_logs
+        from aggregator.core.logjson import use_json_logs
 
         use_json_logs(log_level)
     if logging.getLogger().getEffectiveLevel() >= logging.WARNING:
@@ -263,7 +263,7 @@ def quality(c: Ctx, source: str | None, check_links: bool, no_store: bool, as_js
     The measurements are kept as W3C DQV graphs in the store (query them with SPARQL),
     unless another process is writing the store (a harvest): then they are only shown.
     """
-    from aggregator.errors import StoreBusyError
+    from aggregator.core.errors import StoreBusyError
     from aggregator.quality.runner import run_quality
 
     run = None

@@ -17,7 +17,7 @@ from pathlib import Path
 import click
 
 from aggregator.config import Settings, load_settings
-from aggregator.errors import AggregatorError, ConfigError, StoreVersionError
+from aggregator.core.errors import AggregatorError, ConfigError, StoreVersionError
 from aggregator.jobs.journal import JobRow
 from aggregator.store.records import STATE_FILE, ReadOnlyStore, RecordStore, StoreNames
 

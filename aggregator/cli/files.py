@@ -12,7 +12,7 @@ from aggregator.cli.context import Ctx, pass_ctx
 
 
 def _raw_from_file(path: Path, fmt: str, media_type: str | None, collection: bool = True) -> Any:
-    from aggregator.models import RawRecord
+    from aggregator.core.models import RawRecord
 
     guessed = {
         ".ttl": "text/turtle",
@@ -106,7 +106,7 @@ def map_file(fmt: str, media_type: str | None, base_iri: str, syntax: str, file:
     from pyoxigraph import NamedNode, RdfFormat, serialize
 
     from aggregator.mapping.base import MappingContext
-    from aggregator.plugins import mappers
+    from aggregator.plugin import mappers
 
     mapper = mappers.get(fmt)()
     # a file of a format that describes one dataset is one record, within the input limits
@@ -145,7 +145,7 @@ def map_file(fmt: str, media_type: str | None, base_iri: str, syntax: str, file:
 
 def _print_findings(findings: Any) -> tuple[int, int]:
     """Findings grouped by focus node (``# <node>`` then one line each); (violations, warnings)."""
-    from aggregator.models import Severity
+    from aggregator.core.models import Severity
 
     shown = [f for f in findings if f.severity is not Severity.INFO]
     shown.sort(key=lambda f: (f.location or "", f.severity is not Severity.VIOLATION, f.path or ""))
@@ -180,7 +180,7 @@ def _validate_as_published(c: Ctx, raw: Any, vocabularies: bool) -> bool:
     """Validate the document's own graph, every node, before any mapping. True if it conforms."""
     from pyoxigraph import RdfFormat, serialize
 
-    from aggregator.errors import AggregatorError
+    from aggregator.core.errors import AggregatorError
     from aggregator.mapping.dcat.input import parse_document
     from aggregator.validate.shacl import ShaclValidator
     from aggregator.validate.vocabulary_terms import vocabulary_triples
@@ -209,7 +209,7 @@ def _validate_normalised(c: Ctx, raw: Any, profile: str, vocabularies: bool) -> 
     from aggregator.config.validation_chain import parse_chain
     from aggregator.jobs.processing import process
     from aggregator.mapping.base import MappingContext
-    from aggregator.plugins import validators
+    from aggregator.plugin import validators
 
     chain = [p.strip() for p in profile.split(",") if p.strip()]
     for name in chain:

@@ -33,7 +33,7 @@ def record() -> None:
 @pass_ctx
 def record_show(c: Ctx, source: str, local_id: str) -> None:
     """Print a record's catalogue record and dataset graph as N-Triples."""
-    from aggregator.errors import NotFoundError
+    from aggregator.core.errors import NotFoundError
 
     with c.reader() as store:
         row = store.record(source, local_id)
@@ -49,7 +49,7 @@ def record_show(c: Ctx, source: str, local_id: str) -> None:
 @pass_ctx
 def record_payload(c: Ctx, source: str, local_id: str) -> None:
     """Write a record's original payload, byte for byte, to standard output."""
-    from aggregator.errors import NotFoundError
+    from aggregator.core.errors import NotFoundError
 
     with c.reader() as store:
         row = store.record(source, local_id)

@@ -69,7 +69,7 @@ def schedule_now(c: Ctx, sources: tuple[str, ...], full: bool) -> None:
     """Ask the running scheduler to harvest SOURCES now, whatever their schedule, window,
     blackouts or circuit breaker, and return (``aggregator harvest`` follows the jobs to their
     end). Exit 1 when no scheduler runs for the store: nothing would take the request."""
-    from aggregator.errors import StoreError
+    from aggregator.core.errors import StoreError
     from aggregator.schedule.liveness import no_scheduler_message, scheduler_running
     from aggregator.schedule.status import request_harvest
 

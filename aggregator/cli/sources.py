@@ -17,7 +17,7 @@ import click
 
 from aggregator.cli.context import Ctx, pass_ctx
 from aggregator.config import HttpSettings, SourceConfig
-from aggregator.errors import AggregatorError, ConfigError
+from aggregator.core.errors import AggregatorError, ConfigError
 
 if TYPE_CHECKING:
     from aggregator.harvest.base import Harvester
@@ -150,7 +150,7 @@ def source_add(
 def _probe(src: SourceConfig, http: HttpSettings) -> Harvester:
     """Probe a source and echo what it said; the harvester keeps what it read."""
     from aggregator.net.client import HttpClient
-    from aggregator.plugins import harvesters
+    from aggregator.plugin import harvesters
 
     src.require_secrets()
     with HttpClient(http).session(src) as session:

@@ -19,7 +19,7 @@ Example::
     withdraw_brake = 0.2                # refuse to withdraw more than 20 % of a source
 
     [input]
-    max_record_bytes = 16777216         # one record's payload (aggregator.input_limits)
+    max_record_bytes = 16777216         # one record's payload (aggregator.core.input_limits)
 
     [sources.portal]
     type = "oai-pmh"
@@ -56,9 +56,9 @@ from aggregator.config.settings import (
     ValidationSettings,
 )
 from aggregator.config.validation_chain import parse_chain, validation_settings
-from aggregator.errors import ConfigError
-from aggregator.input_limits import InputLimits
-from aggregator.registry import HARVESTERS, MAPPERS, registry_of
+from aggregator.core.errors import ConfigError
+from aggregator.core.input_limits import InputLimits
+from aggregator.core.registry import HARVESTERS, MAPPERS, registry_of
 
 
 def _typed(table: Mapping[str, Any], key: str, kind: type | tuple[type, ...], where: str) -> Any:

@@ -36,7 +36,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
-from aggregator.errors import ConfigError
+from aggregator.core.errors import ConfigError
 
 T = TypeVar("T")
 

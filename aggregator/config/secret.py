@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from aggregator.errors import ConfigError
+from aggregator.core.errors import ConfigError
 
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 

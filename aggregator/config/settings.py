@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any
 from aggregator.categorisation import CategorisationConfig
 from aggregator.config.secret import ENV_NAME as ENV_NAME
 from aggregator.config.secret import Secret as Secret
-from aggregator.errors import ConfigError
-from aggregator.input_limits import InputLimits
+from aggregator.core.errors import ConfigError
+from aggregator.core.input_limits import InputLimits
 
 if TYPE_CHECKING:
     from aggregator.notify.settings import NotifySettings
@@ -212,7 +212,7 @@ class Settings:
     base_iri: str
     http: HttpSettings = field(default_factory=HttpSettings)
     harvest: HarvestSettings = field(default_factory=HarvestSettings)
-    #: ``[input]``: the size and content limits of every payload (aggregator.input_limits)
+    #: ``[input]``: the size and content limits of every payload (aggregator.core.input_limits)
     input: InputLimits = field(default_factory=InputLimits)
     sources: Mapping[str, SourceConfig] = field(default_factory=dict)
     serve: ServeSettings = field(default_factory=ServeSettings)

@@ -17,7 +17,7 @@ from typing import Any
 import tomlkit
 
 from aggregator.config.loading import load_settings, parse_source
-from aggregator.errors import ConfigError
+from aggregator.core.errors import ConfigError
 
 
 def _write_atomically(path: Path, text: str) -> None:

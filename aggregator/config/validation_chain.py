@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from aggregator.config.settings import SOURCE_NAME, ValidationSettings, ValidationStep
-from aggregator.errors import ConfigError
-from aggregator.registry import VALIDATORS, registry_of
+from aggregator.core.errors import ConfigError
+from aggregator.core.registry import VALIDATORS, registry_of
 
 
 def parse_chain(

@@ -22,6 +22,7 @@ import click
 
 from aggregator.config import load_settings
 from aggregator.config.sources_file import add_source
+from aggregator.core.errors import ConfigError
 from aggregator.demo.peers.ckan import CkanPeer, MemoryCatalogue
 from aggregator.demo.peers.ckan_data import load_bundled_packages
 from aggregator.demo.peers.csw import CswPeer
@@ -37,7 +38,6 @@ from aggregator.demo.peers.rdf_files import RdfFilesApp
 from aggregator.demo.peers.sample_data import bundled_dump_path, load_bundled_oai_records
 from aggregator.demo.peers.server import PeerServer
 from aggregator.demo.peers.waf import WafApp
-from aggregator.errors import ConfigError
 from aggregator.jobs.pipeline import RunOptions, exit_code, run_source
 from aggregator.net.client import HttpClient
 from aggregator.schedule.status import note_outside_job

@@ -21,8 +21,8 @@ from datetime import datetime
 from typing import Any, ClassVar
 
 from aggregator.config import SourceConfig
-from aggregator.input_limits import DEFAULT_LIMITS, InputLimits
-from aggregator.models import RawRecord
+from aggregator.core.input_limits import DEFAULT_LIMITS, InputLimits
+from aggregator.core.models import RawRecord
 from aggregator.net.client import HttpClient, HttpSession
 
 

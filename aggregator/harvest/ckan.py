@@ -28,7 +28,9 @@ from datetime import UTC, datetime
 from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
-from aggregator.errors import HarvestError
+from aggregator.core.errors import HarvestError
+from aggregator.core.input_limits import dump_record, load_page
+from aggregator.core.models import RawRecord
 from aggregator.harvest.base import Harvester, HarvestRequest, Listing
 from aggregator.harvest.checkpoints import Checkpoint
 from aggregator.harvest.ckan_paging import (
@@ -40,8 +42,6 @@ from aggregator.harvest.ckan_paging import (
     solr_ms,
     tiebreak_of,
 )
-from aggregator.input_limits import dump_record, load_page
-from aggregator.models import RawRecord
 from aggregator.net.client import Response
 
 log = logging.getLogger(__name__)

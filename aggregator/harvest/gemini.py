@@ -7,7 +7,7 @@ skip when not newer, newest of two with the same id, reinstate after withdrawal)
 ``dateStamp`` (the metadata date those rules compare). Everything else is the mapper's job.
 
 The XPaths are compiled once; they read a parsed tree (the hardened parser of
-:mod:`aggregator.xml`) and never change it.
+:mod:`aggregator.core.xml`) and never change it.
 """
 
 from __future__ import annotations

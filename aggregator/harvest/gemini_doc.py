@@ -14,11 +14,11 @@ from typing import ClassVar
 from urllib.parse import urlsplit
 
 from aggregator.config import SourceConfig
-from aggregator.errors import AggregatorError, ConfigError, HarvestError
+from aggregator.core.errors import AggregatorError, ConfigError, HarvestError
+from aggregator.core.models import RawRecord
+from aggregator.core.xml import parse_xml
 from aggregator.harvest.base import Harvester, HarvestRequest, Listing
 from aggregator.harvest.gemini import looks_like_gemini, record_facts
-from aggregator.models import RawRecord
-from aggregator.xml import parse_xml
 
 
 class GeminiDocHarvester(Harvester):

@@ -35,10 +35,10 @@ from datetime import UTC, datetime
 from typing import Any, ClassVar
 
 from aggregator.config import SourceConfig
-from aggregator.errors import ConfigError, HarvestError, ParseError, UnsafeInputError
+from aggregator.core.errors import ConfigError, HarvestError, ParseError, UnsafeInputError
+from aggregator.core.models import Finding, RawRecord, Severity, Stage
 from aggregator.harvest.base import Harvester, HarvestRequest, Listing
 from aggregator.harvest.safe_zip import ZipLimits, read_members
-from aggregator.models import Finding, RawRecord, Severity, Stage
 from aggregator.net.client import Response
 
 log = logging.getLogger(__name__)

@@ -32,7 +32,8 @@ from urllib.parse import quote_plus, urlencode, urlsplit
 from lxml import etree
 
 from aggregator.config import SourceConfig
-from aggregator.errors import ConfigError, HarvestError
+from aggregator.core.errors import ConfigError, HarvestError
+from aggregator.core.models import RawRecord
 from aggregator.harvest.base import Harvester, HarvestRequest, Listing
 from aggregator.harvest.oaipmh_client import (
     OAI,
@@ -47,7 +48,6 @@ from aggregator.harvest.oaipmh_client import (
     parse_datestamp,
     serialise_record,
 )
-from aggregator.models import RawRecord
 from aggregator.net.client import HttpSession
 
 log = logging.getLogger(__name__)

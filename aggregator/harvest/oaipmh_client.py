@@ -28,7 +28,7 @@ from datetime import UTC, datetime
 
 from lxml import etree
 
-from aggregator.errors import HarvestError
+from aggregator.core.errors import HarvestError
 from aggregator.net.client import HttpSession, Response
 
 OAI_NS = "http://www.openarchives.org/OAI/2.0/"
@@ -40,7 +40,7 @@ _local = threading.local()
 def page_parser() -> etree.XMLParser:
     """Per-thread parser for whole OAI-PMH pages: nothing expanded, loaded or recovered.
 
-    Unlike :func:`aggregator.xml.parse_xml` it does not refuse a page that carries a DOCTYPE:
+    Unlike :func:`aggregator.core.xml.parse_xml` it does not refuse a page that carries a DOCTYPE:
     entities stay unexpanded references, so one hostile record reaches the mapper as bytes
     (and fails there, alone) instead of stopping the whole listing.
     """

@@ -28,12 +28,12 @@ from datetime import UTC, datetime
 from typing import Any, ClassVar
 from urllib.parse import quote, urljoin
 
-from aggregator.errors import HarvestError
+from aggregator.core.errors import HarvestError
+from aggregator.core.input_limits import dump_record, load_page
+from aggregator.core.models import RawRecord
 from aggregator.harvest.base import Harvester, HarvestRequest, Listing
 from aggregator.harvest.checkpoints import Checkpoint
 from aggregator.harvest.ckan import parse_datestamp
-from aggregator.input_limits import dump_record, load_page
-from aggregator.models import RawRecord
 from aggregator.net.client import Response
 
 GEOJSON = "application/geo+json"

@@ -1,7 +1,8 @@
 """Harvest DCAT-AP catalogues published as RDF documents ("dumps"), Hydra paging included.
 
 One fetched document (or one page of a Hydra-paged collection) becomes one
-:class:`~aggregator.models.RawRecord` with ``is_collection=True``: the bytes exactly as received.
+:class:`~aggregator.core.models.RawRecord` with ``is_collection=True``: the bytes exactly as
+received.
 The page is parsed here (pyoxigraph, streamed quad by quad, no graph kept) only to find the
 paging links, the announced ``hydra:totalItems`` and the ``dcat:Dataset`` subjects it holds;
 splitting it into per-dataset graphs is the mapper's job.
@@ -22,11 +23,11 @@ from urllib.parse import urldefrag, urljoin, urlsplit
 from pyoxigraph import BlankNode, Literal, NamedNode, Quad, RdfFormat, parse
 
 from aggregator.config import SourceConfig
-from aggregator.errors import ConfigError, HarvestError, ParseError, UnsafeInputError
+from aggregator.core.errors import ConfigError, HarvestError, ParseError, UnsafeInputError
+from aggregator.core.models import RawRecord
 from aggregator.harvest.base import Harvester, HarvestRequest, Listing
 from aggregator.mapping.dcat.input import check_rdf_xml
 from aggregator.mapping.rdf_xml import MAX_DROPPED_REPORTED, RdfXmlRead, read_rdf_xml
-from aggregator.models import RawRecord
 from aggregator.net.client import Response
 
 HYDRA = "http://www.w3.org/ns/hydra/core#"
@@ -167,7 +168,7 @@ def scan_page(payload: bytes, syntax: RdfSyntax, base_url: str) -> PageFacts:
 
     Raises HarvestError (code ``parseError``) if the page is not valid in ``syntax``, and
     HarvestError (code ``unsafeInput``) for RDF/XML whose DOCTYPE is more than internal
-    string entities, or whose entities expand too far (:func:`aggregator.xml.
+    string entities, or whose entities expand too far (:func:`aggregator.core.xml.
     expand_internal_entities`). RDF/XML is read node by node when it does not parse whole
     (:mod:`aggregator.mapping.rdf_xml`): the nodes that cannot be read are listed in
     ``dropped`` and the rest is scanned.

@@ -14,8 +14,8 @@ broken node must not make us write files, fill memory or spend minutes inflating
   member exceeds its declared size, the cap or the ratio, whatever the header said;
 - nothing is ever extracted to disk: members are returned as bytes.
 
-Any violation raises :class:`~aggregator.errors.UnsafeInputError` (a bomb, a traversal name,
-a link) or :class:`~aggregator.errors.ParseError` (not a ZIP, wrong members).
+Any violation raises :class:`~aggregator.core.errors.UnsafeInputError` (a bomb, a traversal name,
+a link) or :class:`~aggregator.core.errors.ParseError` (not a ZIP, wrong members).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from aggregator.errors import ParseError, UnsafeInputError
+from aggregator.core.errors import ParseError, UnsafeInputError
 
 _MAGIC = (b"PK\x03\x04", b"PK\x05\x06")  # a local file header, or the end record of an empty zip
 _CHUNK = 64 * 1024

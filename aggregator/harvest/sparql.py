@@ -7,7 +7,7 @@
 3. for each batch of ``batch_size`` listed IRIs, one SELECT fetches the closures of the whole
    batch (the dataset's triples plus the resources it links to, up to ``depth`` hops, stopping
    at records of their own): see :mod:`aggregator.harvest.sparql_closure`. Each dataset's
-   closure becomes one :class:`~aggregator.models.RawRecord` (N-Triples or Turtle).
+   closure becomes one :class:`~aggregator.core.models.RawRecord` (N-Triples or Turtle).
 
 Transport: the SPARQL 1.1 Protocol requests (GET with ``query=``, or a form POST) are built
 here and sent with the source's :class:`aggregator.net.client.HttpSession`, so the SSRF guard,
@@ -30,13 +30,13 @@ from urllib.parse import urlencode, urlsplit
 from pyoxigraph import RdfFormat, parse, serialize
 
 from aggregator.config import SourceConfig
-from aggregator.errors import ConfigError, HarvestError
+from aggregator.core.errors import ConfigError, HarvestError
+from aggregator.core.models import RawRecord
+from aggregator.core.vocab import DCAT, SKOS
 from aggregator.harvest import sparql_results as results
 from aggregator.harvest.base import Harvester, HarvestRequest, Listing
 from aggregator.harvest.sparql_closure import REACHED, BatchGraph, ClosureShape, closure_query
-from aggregator.models import RawRecord
 from aggregator.net.client import HttpSession, Response
-from aggregator.vocab import DCAT, SKOS
 
 log = logging.getLogger(__name__)
 

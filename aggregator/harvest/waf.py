@@ -28,12 +28,12 @@ from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
 from aggregator.config import SourceConfig
-from aggregator.errors import AggregatorError, ConfigError, TransportError
+from aggregator.core.errors import AggregatorError, ConfigError, TransportError
+from aggregator.core.models import RawRecord
+from aggregator.core.xml import parse_xml
 from aggregator.harvest.base import Harvester, HarvestRequest, Listing
 from aggregator.harvest.gemini import looks_like_gemini, parse_metadata_date, record_facts
 from aggregator.harvest.waf_listing import WafEntry, read_listing
-from aggregator.models import RawRecord
-from aggregator.xml import parse_xml
 
 MEDIA_TYPE = "application/xml"
 MAX_NOTED = 20  # per-file notes on one job; the rest are counted

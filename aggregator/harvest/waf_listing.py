@@ -17,7 +17,7 @@ from urllib.parse import unquote, urljoin, urlsplit
 
 from lxml import etree, html
 
-from aggregator.errors import HarvestError
+from aggregator.core.errors import HarvestError
 
 _SKIP = ("/", "?", "#", "mailto:")
 # 2026-03-14 09:30[:00] (Apache's fancy index, IIS) | 14-Mar-2026 09:30 (Apache, nginx)

@@ -36,10 +36,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from aggregator.models import Finding, JobStatus, Severity
+from aggregator.core.models import Finding, JobStatus, Severity
 
 if TYPE_CHECKING:
-    from aggregator.errors import TransportError
+    from aggregator.core.errors import TransportError
     from aggregator.jobs.journal import JobRow
 
 log = logging.getLogger("aggregator.events")
@@ -156,7 +156,7 @@ class EventBus:
 def log_event(event: HarvestEvent) -> None:
     """The default subscriber: one log line per event (rejections at debug level), with the
     job, source, and for a rejection the record and stage, as fields of the log record (the
-    JSON log format shows them: :mod:`aggregator.logjson`)."""
+    JSON log format shows them: :mod:`aggregator.core.logjson`)."""
     extra: dict[str, object] = {"job": event.job_id, "source": event.source}
     if isinstance(event, RecordRejected):
         extra.update(record=event.local_id, stage=event.step)

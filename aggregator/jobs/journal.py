@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from aggregator.errors import NotFoundError
-from aggregator.models import JobStatus, Outcome, RecordError
+from aggregator.core.errors import NotFoundError
+from aggregator.core.models import JobStatus, Outcome, RecordError
 from aggregator.store.state import StateDB, dumps
 
 COUNTERS = tuple(o.value for o in Outcome)

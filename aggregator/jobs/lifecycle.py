@@ -25,15 +25,15 @@ from pathlib import Path
 from urllib.parse import quote
 
 from aggregator.config import SourceConfig
-from aggregator.jobs.journal import JobLog, now_iso
-from aggregator.jobs.processing import Checked, Processed, dataset_ntriples
-from aggregator.models import (
+from aggregator.core.models import (
     Finding,
     Outcome,
     RawRecord,
     RecordError,
     Severity,
 )
+from aggregator.jobs.journal import JobLog, now_iso
+from aggregator.jobs.processing import Checked, Processed, dataset_ntriples
 from aggregator.store.records import RecordStore
 from aggregator.store.rejections import DeadLetter
 from aggregator.store.state import (

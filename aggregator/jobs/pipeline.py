@@ -29,17 +29,17 @@ from functools import partial
 from typing import Any
 
 from aggregator.config import Settings, SourceConfig
-from aggregator.errors import AggregatorError, TransportError
+from aggregator.core.errors import AggregatorError, TransportError
+from aggregator.core.logjson import in_job, job_context
+from aggregator.core.models import JobStatus, Outcome, RawRecord
 from aggregator.harvest.base import HarvestRequest, Listing
 from aggregator.jobs.events import EventBus, JobStarted, default_bus, emit_closing, rejections
 from aggregator.jobs.journal import Heartbeat, JobLog, JobRow
 from aggregator.jobs.lifecycle import BatchWriter, UpToDate
 from aggregator.jobs.processing import Lean, build_chain, process_chunk, rejoin
-from aggregator.logjson import in_job, job_context
 from aggregator.mapping.base import MappingContext
-from aggregator.models import JobStatus, Outcome, RawRecord
 from aggregator.net.client import HttpClient, HttpSession
-from aggregator.plugins import harvesters
+from aggregator.plugin import harvesters
 from aggregator.store.records import RecordStore
 
 log = logging.getLogger(__name__)
@@ -75,7 +75,7 @@ class _Prefetch:
         self._it = it
         self._q: queue.Queue[Any] = queue.Queue(maxsize=size)
         self._stop = threading.Event()
-        # in the job's context: its log lines name the job and source (aggregator/logjson.py)
+        # in the job's context: its log lines name the job and source (aggregator/core/logjson.py)
         context = contextvars.copy_context()
         self._thread = threading.Thread(
             target=context.run, args=(self._run,), name="harvest-listing", daemon=True

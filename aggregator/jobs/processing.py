@@ -4,8 +4,8 @@ Runs in worker processes (or in-process when ``harvest.workers = 0``); it touche
 network nor the store. Plugin instances are created once per process and cached (validators
 by name and options, so two sources with different schemas get two validators).
 
-The payload is parsed once (:class:`~aggregator.payload.ParsedPayload`): the payload steps of
-the chain and the mapper share the parsed form.
+The payload is parsed once (:class:`~aggregator.mapping.payload.ParsedPayload`): the payload
+steps of the chain and the mapper share the parsed form.
 """
 
 from __future__ import annotations
@@ -20,11 +20,11 @@ from typing import Any
 
 from aggregator.categorisation import categorise
 from aggregator.config import ValidationStep
-from aggregator.errors import AggregatorError
+from aggregator.core.errors import AggregatorError
+from aggregator.core.models import Finding, MappedDataset, RawRecord, Severity, Stage
 from aggregator.mapping.base import Mapper, MappingContext, mint_iri
-from aggregator.models import Finding, MappedDataset, RawRecord, Severity, Stage
-from aggregator.payload import ParsedPayload
-from aggregator.plugins import mappers, validators
+from aggregator.mapping.payload import ParsedPayload
+from aggregator.plugin import mappers, validators
 from aggregator.store.graphs import GraphContent, to_nquads
 from aggregator.store.packing import pack, pack_graph, unpack_graph
 from aggregator.validate.base import Validator

@@ -26,9 +26,9 @@ from pathlib import Path
 from urllib.parse import quote
 
 from aggregator.config import SourceConfig
+from aggregator.core.models import JobStatus
 from aggregator.jobs.journal import JobRow
 from aggregator.jobs.lifecycle import BatchWriter
-from aggregator.models import JobStatus
 from aggregator.quality.runner import quality_graph_iri
 from aggregator.store.records import STATE_FILE, RecordStore
 

@@ -17,14 +17,14 @@ from pyoxigraph import (
     serialize,
 )
 
-from aggregator.input_limits import DEFAULT_LIMITS, InputLimits
-from aggregator.models import MappedDataset, RawRecord
+from aggregator.core.input_limits import DEFAULT_LIMITS, InputLimits
+from aggregator.core.models import MappedDataset, RawRecord
 
 # re-exported: every mapper hashes its N-Triples; it lives with MappedDataset so that what
 # runs after the mapper (categorisation) need not import the mapping package
-from aggregator.models import content_hash as content_hash
-from aggregator.payload import ParsedPayload
-from aggregator.vocab import minted_iri
+from aggregator.core.models import content_hash as content_hash
+from aggregator.core.vocab import minted_iri
+from aggregator.mapping.payload import ParsedPayload
 
 if TYPE_CHECKING:
     from aggregator.categorisation import CategorisationConfig
@@ -39,7 +39,7 @@ class MappingContext:
     publisher: str | None = None
     #: the source's EU data-theme categorisation, applied after the mapper (jobs/processing.py)
     categorisation: CategorisationConfig | None = None
-    #: the size and content limits of the payload (``[input]``, aggregator.input_limits)
+    #: the size and content limits of the payload (``[input]``, aggregator.core.input_limits)
     limits: InputLimits = DEFAULT_LIMITS
 
 
@@ -77,7 +77,7 @@ class Mapper:
     (or, for a mapper that parses nothing itself, ``map``).
 
     The pipeline calls :meth:`map_payload` with the record's
-    :class:`~aggregator.payload.ParsedPayload`, whose parsed form (``payload.xml()``,
+    :class:`~aggregator.mapping.payload.ParsedPayload`, whose parsed form (``payload.xml()``,
     ``payload.rdf()``, ``payload.json()``) the payload validators have usually made already:
     a mapper asks for it instead of parsing ``raw.payload`` again. :meth:`map` is the
     convenience for one raw record (tests, ``aggregator map``).

@@ -16,12 +16,12 @@ from typing import Any
 
 from pyoxigraph import BlankNode, Literal, NamedNode, Quad
 
+from aggregator.core.models import Finding, MappedDataset, RawRecord
+from aggregator.core.resources import bundled
+from aggregator.core.vocab import DCAT, DCT, FOAF, RDF_TYPE, SPDX, VCARD, XSD
 from aggregator.mapping.base import content_hash
 from aggregator.mapping.dcat.mapper import _themes, canonical_quads
 from aggregator.mapping.dcat.rules import RuleSet, findings_from
-from aggregator.models import Finding, MappedDataset, RawRecord
-from aggregator.resources import bundled
-from aggregator.vocab import DCAT, DCT, FOAF, RDF_TYPE, SPDX, VCARD, XSD
 
 A = NamedNode(RDF_TYPE)
 FOAF_AGENT = NamedNode(FOAF + "Agent")

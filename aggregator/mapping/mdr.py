@@ -18,8 +18,10 @@ from typing import ClassVar
 from lxml import etree
 from pyoxigraph import BlankNode, Literal, NamedNode, Triple
 
-from aggregator.errors import ConfigError, MappingError
-from aggregator.input_limits import InputLimits
+from aggregator.core.errors import ConfigError, MappingError
+from aggregator.core.input_limits import InputLimits
+from aggregator.core.models import MappedDataset
+from aggregator.core.resources import bundled
 from aggregator.mapping.base import (
     Mapper,
     MappingContext,
@@ -27,9 +29,7 @@ from aggregator.mapping.base import (
     content_hash,
     mint_iri,
 )
-from aggregator.models import MappedDataset
-from aggregator.payload import ParsedPayload
-from aggregator.resources import bundled
+from aggregator.mapping.payload import ParsedPayload
 
 TNS = "http://mdc.npi.gov.in"
 DCAT = "http://www.w3.org/ns/dcat#"

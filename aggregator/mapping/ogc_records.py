@@ -31,7 +31,10 @@ from typing import Any
 
 from pyoxigraph import BlankNode, Literal, NamedNode
 
-from aggregator.errors import ConfigError, MappingError
+from aggregator.core.errors import ConfigError, MappingError
+from aggregator.core.models import Finding, MappedDataset, Severity, Stage
+from aggregator.core.resources import bundled
+from aggregator.core.vocab import DCAT, DCT, FOAF, RDFS, SKOS
 from aggregator.mapping.base import Mapper, MappingContext, mint_iri
 from aggregator.mapping.ckan import FieldRow, _rows
 from aggregator.mapping.ckan_values import (
@@ -49,10 +52,7 @@ from aggregator.mapping.ckan_values import (
 from aggregator.mapping.dcat.rule_table import DEFAULT_RULES_PATH, load_rules
 from aggregator.mapping.dcat.rules import RuleSet
 from aggregator.mapping.dcat.vocab import load_vocabularies
-from aggregator.models import Finding, MappedDataset, Severity, Stage
-from aggregator.payload import ParsedPayload
-from aggregator.resources import bundled
-from aggregator.vocab import DCAT, DCT, FOAF, RDFS, SKOS
+from aggregator.mapping.payload import ParsedPayload
 
 DEFAULT_TABLE_PATH = bundled("mappings", "ogc-records.toml")
 WKT = NamedNode("http://www.opengis.net/ont/geosparql#wktLiteral")

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from pyoxigraph import Quad
 
-from aggregator.errors import ParseError
+from aggregator.core.errors import ParseError
 
 # Characters XML 1.0 forbids (section 2.2), as UTF-8 bytes: C0 controls other than tab, LF,
 # CR, and U+FFFE / U+FFFF. (Surrogates are not valid UTF-8: the parser rejects them.)

@@ -25,7 +25,7 @@ The rules live in the session's adapter (:mod:`aggregator.net.session`), so a li
   The check is repeated when the socket is opened, and the socket connects to the very
   address that was checked, so DNS rebinding between check and connect does not get through.
 
-Every failure is an :class:`~aggregator.errors.TransportError` (or one of its subclasses);
+Every failure is an :class:`~aggregator.core.errors.TransportError` (or one of its subclasses);
 no ``requests``/``urllib3`` exception escapes. See ``docs/http-and-input-safety.md``.
 """
 
@@ -45,7 +45,7 @@ import requests
 import urllib3.exceptions
 
 from aggregator.config import HttpSettings, SourceConfig
-from aggregator.errors import TooManyRedirectsError, TransportError
+from aggregator.core.errors import TooManyRedirectsError, TransportError
 from aggregator.net.guard import AddressGuard
 from aggregator.net.session import HostSlots, PoliteRetry, SafeAdapter, SourceSession
 from aggregator.net.words import EXCERPT_BYTES, body_excerpt, in_words

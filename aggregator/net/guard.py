@@ -21,7 +21,7 @@ from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 from urllib3.util.connection import create_connection
 
-from aggregator.errors import BlockedAddressError, TransportError
+from aggregator.core.errors import BlockedAddressError, TransportError
 
 _NAT64 = ipaddress.ip_network("64:ff9b::/96")
 DEFAULT_PORTS = {"http": 80, "https": 443}

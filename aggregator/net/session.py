@@ -14,7 +14,7 @@ A library that takes a session (zeep's ``Transport(session=...)``, OWSLib) and c
   credential headers dropped (with ``Authorization``) when a redirect leaves the host.
 
 Errors a library sees are requests' own (``requests.ConnectionError`` ...) or our
-:class:`~aggregator.errors.TransportError` subclasses (blocked address, body over the cap);
+:class:`~aggregator.core.errors.TransportError` subclasses (blocked address, body over the cap);
 ``HttpClient`` turns all of them into ``TransportError``.
 """
 
@@ -32,7 +32,7 @@ from requests.models import PreparedRequest
 from urllib3.util.retry import Retry
 
 from aggregator.config import HttpSettings
-from aggregator.errors import ResponseTooLargeError, TransportError
+from aggregator.core.errors import ResponseTooLargeError, TransportError
 from aggregator.net.guard import AddressGuard, GuardedAdapter
 
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})

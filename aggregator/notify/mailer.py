@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from email.message import EmailMessage
 from email.utils import format_datetime, make_msgid
 
-from aggregator.errors import AggregatorError
+from aggregator.core.errors import AggregatorError
 from aggregator.notify.settings import SmtpSettings
 
 log = logging.getLogger("aggregator.notify")

@@ -54,7 +54,7 @@ from pathlib import Path
 from typing import Any
 
 from aggregator.config.secret import ENV_NAME, Secret
-from aggregator.errors import ConfigError
+from aggregator.core.errors import ConfigError
 
 #: a source's ``notify`` policy -> the events it mails about (aggregator.notify.policy); here,
 #: with the section, so that the configuration checks the key without importing the notifier

@@ -22,7 +22,7 @@ def attach(settings: Settings, bus: EventBus, *, clock: Clock = utc_now) -> Noti
     """A notifier for ``settings`` (its ``[notify]`` section, plus the conditions and
     translators the sources' harvesters declare through ``notify_conditions(source)`` and
     ``notify_translator(settings, source)``), subscribed to ``bus``."""
-    from aggregator.plugins import harvesters
+    from aggregator.plugin import harvesters
 
     notify = settings.notify
     if notify.state_file is None:
@@ -89,7 +89,7 @@ def attach_default(settings: Settings) -> Notifier | None:
 
 
 def _configured(settings: Settings) -> bool:
-    from aggregator.plugins import harvesters
+    from aggregator.plugin import harvesters
 
     n = settings.notify
     policies = n.smtp is not None and any(s.notify != "never" for s in settings.sources.values())

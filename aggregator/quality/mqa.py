@@ -26,7 +26,8 @@ from typing import Any, Protocol
 
 from pyoxigraph import BlankNode, Literal, NamedNode, RdfFormat, parse
 
-from aggregator.errors import AggregatorError
+from aggregator.core.errors import AggregatorError
+from aggregator.core.vocab import DCAT, DCT
 from aggregator.quality.indicators import (
     DIMENSION_POINTS,
     DISTRIBUTION_POINTS,
@@ -39,7 +40,6 @@ from aggregator.quality.indicators import (
     rating_for,
 )
 from aggregator.quality.vocabularies import Vocabularies, Vocabulary, default_vocabularies
-from aggregator.vocab import DCAT, DCT
 
 __all__ = [
     "DatasetQuality",

@@ -44,7 +44,7 @@ import requests
 import urllib3.exceptions
 
 from aggregator.config import HttpSettings
-from aggregator.errors import (
+from aggregator.core.errors import (
     BlockedAddressError,
     ResponseTooLargeError,
     TooManyRedirectsError,

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from aggregator.config import Settings
-from aggregator.errors import StoreError
+from aggregator.core.errors import StoreError
 from aggregator.quality.aggregate import CatalogueAccumulator, QualityAggregate
 from aggregator.quality.dqv import METRICS_PATH, dqv_ntriples
 from aggregator.quality.mqa import QualityError, assess, link_urls

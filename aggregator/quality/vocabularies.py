@@ -7,7 +7,7 @@
   and non-proprietary, with the IANA media types that stand for it.
 
 Both files are meant to be read and edited by metadata specialists; :func:`load_vocabularies`
-checks them and raises :class:`~aggregator.errors.ConfigError` on anything malformed.
+checks them and raises :class:`~aggregator.core.errors.ConfigError` on anything malformed.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from aggregator.errors import ConfigError
-from aggregator.resources import bundled
+from aggregator.core.errors import ConfigError
+from aggregator.core.resources import bundled
 
 __all__ = [
     "DEFAULT_FORMATS_PATH",

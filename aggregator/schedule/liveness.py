@@ -20,7 +20,7 @@ import os
 import time
 from pathlib import Path
 
-from aggregator.errors import StoreBusyError
+from aggregator.core.errors import StoreBusyError
 
 LOCK_FILE = "scheduler.lock"
 

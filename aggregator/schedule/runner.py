@@ -24,7 +24,7 @@ import threading
 from datetime import datetime
 
 from aggregator.config import Settings, load_settings
-from aggregator.errors import ConfigError
+from aggregator.core.errors import ConfigError
 from aggregator.schedule.liveness import LOCK_FILE, SchedulerLock
 from aggregator.schedule.scheduler import JobResult
 from aggregator.store.records import RecordStore

@@ -46,7 +46,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
 from aggregator.config import Settings, SourceConfig
-from aggregator.errors import AggregatorError, ConfigError, StoreBusyError
+from aggregator.core.errors import AggregatorError, ConfigError, StoreBusyError
 from aggregator.schedule.book import Book, Request, SourceState
 from aggregator.schedule.timing import (
     DailyRange,

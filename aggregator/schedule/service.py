@@ -54,7 +54,7 @@ def serve_signals(stop: threading.Event) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from aggregator.errors import AggregatorError
+    from aggregator.core.errors import AggregatorError
     from aggregator.serve.sparql_sandbox import die_with_parent
 
     args = sys.argv[1:] if argv is None else argv

@@ -25,7 +25,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from croniter import croniter
 
-from aggregator.errors import ConfigError
+from aggregator.core.errors import ConfigError
 
 NAMED = ("manual", "hourly", "daily", "weekly", "monthly")
 _DAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")

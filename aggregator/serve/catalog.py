@@ -30,7 +30,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from aggregator.config import tile_origin
-from aggregator.errors import AggregatorError, NotFoundError
+from aggregator.core.errors import AggregatorError, NotFoundError
 from aggregator.serve import pages
 from aggregator.serve.catalog_data import (
     MAX_LIMIT,

@@ -16,6 +16,7 @@ from datetime import UTC, date, datetime
 
 from pyoxigraph import BlankNode, Literal, NamedNode, Triple
 
+from aggregator.core.vocab import DCAT, DCT, FOAF, RDF_TYPE, XSD
 from aggregator.serve.context import ServeContext
 from aggregator.serve.rdf_formats import (
     BadRequestError,
@@ -23,7 +24,6 @@ from aggregator.serve.rdf_formats import (
 )
 from aggregator.store.packing import unpack, unpack_graph
 from aggregator.store.state import RECORD_COLUMNS, RecordRow
-from aggregator.vocab import DCAT, DCT, FOAF, RDF_TYPE, XSD
 
 HYDRA = "http://www.w3.org/ns/hydra/core#"
 MAX_LIMIT = 1000

@@ -37,6 +37,7 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
 
+from aggregator.core.vocab import EU_THEME_LABELS
 from aggregator.serve import oai_store as db
 from aggregator.serve import oai_xml as xml
 from aggregator.serve.context import ServeContext
@@ -55,7 +56,6 @@ from aggregator.serve.oai_formats import (
 from aggregator.serve.oai_tokens import TokenError, TokenSigner, TokenState, load_key
 from aggregator.store.record_sets import EU_THEME_CODES
 from aggregator.store.state import read_generation
-from aggregator.vocab import EU_THEME_LABELS
 
 log = logging.getLogger(__name__)
 

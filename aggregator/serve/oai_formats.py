@@ -22,10 +22,10 @@ from dataclasses import dataclass
 from lxml import etree
 from pyoxigraph import BlankNode, Literal, NamedNode, RdfFormat, Triple, parse, serialize
 
+from aggregator.core.vocab import DCAT as DCATNS
+from aggregator.core.vocab import DCT, FOAF, RDF, RDFS, SCHEMA, SKOS, VCARD
+from aggregator.core.xml import safe_parser
 from aggregator.serve.oai_xml import clean_bytes, esc, strip_declaration
-from aggregator.vocab import DCAT as DCATNS
-from aggregator.vocab import DCT, FOAF, RDF, RDFS, SCHEMA, SKOS, VCARD
-from aggregator.xml import safe_parser
 
 log = logging.getLogger(__name__)
 

@@ -29,7 +29,7 @@ import sqlite3
 from dataclasses import dataclass
 from typing import Any
 
-from aggregator.errors import ConfigError
+from aggregator.core.errors import ConfigError
 from aggregator.store.records import StoreNames
 
 TOKEN_VERSION = 1

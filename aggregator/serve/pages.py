@@ -19,9 +19,9 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from pyoxigraph import BlankNode, Literal, NamedNode, Triple
 
+from aggregator.core.vocab import DCAT, DCT, FOAF, RDF_TYPE
 from aggregator.serve.rdf_formats import PAGE_STYLE, PREFIXES, RDF_FORMATS
 from aggregator.store.state import RecordRow
-from aggregator.vocab import DCAT, DCT, FOAF, RDF_TYPE
 
 if TYPE_CHECKING:
     from aggregator.serve.catalog_data import CatalogInfo, Cursor, Page

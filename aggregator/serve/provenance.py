@@ -18,6 +18,7 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 
+from aggregator.core.vocab import AGG, DCAT, DCT, FOAF, PROV, RDF_TYPE, XSD
 from aggregator.serve.context import ServeContext
 from aggregator.serve.rdf_formats import (
     HTML,
@@ -32,7 +33,6 @@ from aggregator.serve.rdf_formats import (
     select,
     serialize_graph,
 )
-from aggregator.vocab import AGG, DCAT, DCT, FOAF, PROV, RDF_TYPE, XSD
 
 FORMATS = (TURTLE, JSONLD, RDFXML, NTRIPLES, HTML)
 

@@ -25,7 +25,7 @@ from pyoxigraph import BlankNode, Literal, NamedNode, RdfFormat, Triple, parse, 
 from starlette.requests import Request
 from starlette.responses import Response
 
-from aggregator.errors import AggregatorError
+from aggregator.core.errors import AggregatorError
 from aggregator.serve.negotiation import best_offer
 
 PREFIXES = {

@@ -36,7 +36,7 @@ from urllib.parse import unquote_to_bytes
 from pyoxigraph import BlankNode, NamedNode, Triple, serialize
 from starlette.routing import BaseRoute, Route
 
-from aggregator.errors import StoreError
+from aggregator.core.errors import StoreError
 from aggregator.serve.context import ServeContext
 from aggregator.serve.sparql_formats import (
     GRAPH_ALIASES,

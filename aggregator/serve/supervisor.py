@@ -43,7 +43,7 @@ from pathlib import Path
 
 import aggregator
 from aggregator.config import Settings
-from aggregator.errors import ConfigError, StoreBusyError, StoreError
+from aggregator.core.errors import ConfigError, StoreBusyError, StoreError
 from aggregator.serve.accepting import AcceptBoard, acceptors_for
 from aggregator.serve.oai_tokens import load_key
 from aggregator.store.migrations import LATEST, schema_version

@@ -38,7 +38,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from aggregator.errors import StoreError
+from aggregator.core.errors import StoreError
 from aggregator.store.graphs import GraphBackend, GraphContent
 from aggregator.store.state import clear_pending
 

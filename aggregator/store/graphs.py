@@ -145,7 +145,7 @@ class OxigraphGraphs:
         try:
             self.store = Store(str(path))
         except OSError as err:
-            from aggregator.errors import StoreError
+            from aggregator.core.errors import StoreError
 
             raise StoreError(
                 f"cannot open the store at {path}: {err} (is another aggregator process using it?)"

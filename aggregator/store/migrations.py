@@ -10,7 +10,7 @@ opens the store read-write: it holds the writer lock, so no two processes migrat
 readers in WAL mode see the old schema or the new). A new store is made the same way, by
 every migration from an empty database, so new and upgraded stores cannot differ. A reader
 that finds an older version says so (:func:`check_readable`); a store newer than the code is
-refused by both with :class:`~aggregator.errors.StoreVersionError` (exit code 2).
+refused by both with :class:`~aggregator.core.errors.StoreVersionError` (exit code 2).
 
 To change the schema, append a migration: a function of the connection with a docstring
 saying what changed (its first line is shown by ``aggregator store upgrade``), and a test
@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from aggregator.errors import StoreVersionError
+from aggregator.core.errors import StoreVersionError
 from aggregator.store.record_sets import SetIndex
 from aggregator.store.schema import BASELINE
 

@@ -23,7 +23,7 @@ store holds for it and replaced where they differ, so every record is in either 
 its new state and the next run converges.
 
 One process writes a store at a time: opening a :class:`RecordStore` takes the writer lock
-(``writer_lock.py``) or fails with a :class:`~aggregator.errors.StoreBusyError` naming the
+(``writer_lock.py``) or fails with a :class:`~aggregator.core.errors.StoreBusyError` naming the
 holder. Step 1 also counts the batch's *generation* (``meta.generation``); once the graph
 store holds a batch, the writer publishes a snapshot of it named by that generation
 (``snapshots.py``), which the serving processes switch to. So SQLite (read directly by the
@@ -41,21 +41,7 @@ from urllib.parse import quote
 
 from pyoxigraph import Literal, NamedNode
 
-from aggregator.jobs.journal import JobLog, Jobs, now_iso
-from aggregator.store.applier import GATHER_RECORDS, GraphApplier
-from aggregator.store.commit_barrier import CommitStamper
-from aggregator.store.graphs import GraphBackend, GraphContent, OxigraphGraphs, stale_contents
-from aggregator.store.migrations import check_readable
-from aggregator.store.rejections import DeadLetter, close_rejections, keep_dead_letters
-from aggregator.store.snapshots import SnapshotShelf, remove_stale_shelves
-from aggregator.store.state import (
-    RecordRow,
-    RecordWrite,
-    StateDB,
-)
-from aggregator.store.versions import put_versions
-from aggregator.store.writer_lock import WriterLock
-from aggregator.vocab import (
+from aggregator.core.vocab import (
     AGG_FORMAT,
     AGG_HARVEST_SOURCE,
     AGG_PAYLOAD,
@@ -71,6 +57,20 @@ from aggregator.vocab import (
     XSD,
     minted_iri,
 )
+from aggregator.jobs.journal import JobLog, Jobs, now_iso
+from aggregator.store.applier import GATHER_RECORDS, GraphApplier
+from aggregator.store.commit_barrier import CommitStamper
+from aggregator.store.graphs import GraphBackend, GraphContent, OxigraphGraphs, stale_contents
+from aggregator.store.migrations import check_readable
+from aggregator.store.rejections import DeadLetter, close_rejections, keep_dead_letters
+from aggregator.store.snapshots import SnapshotShelf, remove_stale_shelves
+from aggregator.store.state import (
+    RecordRow,
+    RecordWrite,
+    StateDB,
+)
+from aggregator.store.versions import put_versions
+from aggregator.store.writer_lock import WriterLock
 
 log = logging.getLogger(__name__)
 

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from aggregator.config import RetentionSettings
-from aggregator.errors import StoreVersionError
+from aggregator.core.errors import StoreVersionError
 from aggregator.store.migrations import LATEST, schema_version
 
 AUTO_VACUUM = {0: "none", 1: "full", 2: "incremental"}

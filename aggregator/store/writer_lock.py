@@ -6,7 +6,7 @@ waiting, by every process that opens a :class:`~aggregator.store.records.RecordS
 ``aggregator harvest``, ``rejected revalidate``, ``quality`` when it keeps its measurements,
 ``aggregator serve`` for the moment it takes to make the first snapshot, the demo. The lock
 file holds a line about its holder (pid, command, since when), so a second writer gets a
-:class:`~aggregator.errors.StoreBusyError` that names it. A lock dies with its process, so a
+:class:`~aggregator.core.errors.StoreBusyError` that names it. A lock dies with its process, so a
 crashed writer never blocks the next one, and a job left ``running`` when the lock is taken
 belongs to a dead process.
 
@@ -23,7 +23,7 @@ import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
-from aggregator.errors import StoreBusyError
+from aggregator.core.errors import StoreBusyError
 
 LOCK_FILE = "writer.lock"
 

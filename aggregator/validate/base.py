@@ -5,10 +5,10 @@ Two kinds of validators: those that check the source payload (XSD, Schematron; `
 source's chain (:class:`aggregator.config.ValidationStep`) runs the payload validators in
 order and stops at the first that fails, then the graph validators. Every validator returns
 a :class:`ValidationReport`; it raises only when it cannot run at all (a payload that cannot
-be parsed raises :class:`~aggregator.errors.ParseError`, recorded as the record's error).
+be parsed raises :class:`~aggregator.core.errors.ParseError`, recorded as the record's error).
 
-Payload validators get the record as a :class:`~aggregator.payload.ParsedPayload`: they ask it
-for the parsed form they need (``payload.xml()``), which is parsed once and shared with the
+Payload validators get the record as a :class:`~aggregator.mapping.payload.ParsedPayload`: they
+ask it for the parsed form they need (``payload.xml()``), which is parsed once and shared with the
 other payload validators and the mapper.
 
 A validator declares its options as a frozen dataclass in ``Options`` (see
@@ -21,8 +21,8 @@ from __future__ import annotations
 
 from typing import Any, ClassVar, Literal
 
-from aggregator.models import MappedDataset, ValidationReport
-from aggregator.payload import ParsedPayload
+from aggregator.core.models import MappedDataset, ValidationReport
+from aggregator.mapping.payload import ParsedPayload
 
 
 class Validator:

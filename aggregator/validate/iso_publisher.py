@@ -20,8 +20,8 @@ from typing import Any, ClassVar, Literal
 
 from lxml import etree
 
-from aggregator.models import Finding, Severity, Stage, ValidationReport
-from aggregator.payload import ParsedPayload
+from aggregator.core.models import Finding, Severity, Stage, ValidationReport
+from aggregator.mapping.payload import ParsedPayload
 from aggregator.validate.base import Validator
 
 _NS = {

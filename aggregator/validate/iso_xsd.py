@@ -37,7 +37,7 @@ from typing import Any, ClassVar, Literal
 from lxml import etree
 
 from aggregator.config.plugin_options import Directory
-from aggregator.errors import ConfigError
+from aggregator.core.errors import ConfigError
 from aggregator.validate.base import Validator
 from aggregator.validate.xml_rules import FileKey, file_key
 from aggregator.validate.xsd import XsdValidator

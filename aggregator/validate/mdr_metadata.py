@@ -25,10 +25,10 @@ from typing import Any, ClassVar, Literal
 
 from lxml import etree
 
-from aggregator.errors import ConfigError
-from aggregator.models import Finding, Severity, Stage, ValidationReport
-from aggregator.payload import ParsedPayload
-from aggregator.resources import bundled
+from aggregator.core.errors import ConfigError
+from aggregator.core.models import Finding, Severity, Stage, ValidationReport
+from aggregator.core.resources import bundled
+from aggregator.mapping.payload import ParsedPayload
 from aggregator.validate.base import Validator
 
 TNS = "http://mdc.npi.gov.in"

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-from aggregator.resources import bundled
+from aggregator.core.resources import bundled
 from aggregator.validate.schematron import SchematronValidator
 
 RULES = "meta-share-3.0.sch"

@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Protocol, TypeVar
 
-from aggregator.resources import bundled
+from aggregator.core.resources import bundled
 
 S = TypeVar("S", covariant=True)
 

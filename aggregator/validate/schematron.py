@@ -26,9 +26,9 @@ from typing import Any, ClassVar, Literal
 import lxml.isoschematron as isoschematron  # not in lxml-stubs (see pyproject's mypy section)
 from lxml import etree
 
-from aggregator.errors import ConfigError
-from aggregator.models import Finding, Severity, Stage, ValidationReport
-from aggregator.payload import ParsedPayload
+from aggregator.core.errors import ConfigError
+from aggregator.core.models import Finding, Severity, Stage, ValidationReport
+from aggregator.mapping.payload import ParsedPayload
 from aggregator.validate.base import Validator
 from aggregator.validate.schematron_xpath import Patterns, Unsupported, compile_schema, run
 from aggregator.validate.xml_rules import FileKey, compile_rules, file_key, line_of

@@ -1,6 +1,6 @@
 """SHACL validation of mapped DCAT-AP 3 dataset graphs, one record at a time.
 
-Each :class:`~aggregator.models.MappedDataset` is validated on its own graph (its canonical
+Each :class:`~aggregator.core.models.MappedDataset` is validated on its own graph (its canonical
 N-Triples), never merged with other records: in a merged graph one record's vocabulary terms
 get their types from another record and invalid records pass.
 
@@ -31,9 +31,9 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
-from aggregator.errors import ConfigError, ParseError
-from aggregator.models import Finding, MappedDataset, Severity, Stage, ValidationReport
-from aggregator.resources import data_dir
+from aggregator.core.errors import ConfigError, ParseError
+from aggregator.core.models import Finding, MappedDataset, Severity, Stage, ValidationReport
+from aggregator.core.resources import data_dir
 from aggregator.validate.base import Validator
 from aggregator.validate.shacl_engines import (
     DEFAULT_ENGINE,
@@ -55,7 +55,7 @@ _SEVERITY_ORDER = {Severity.VIOLATION: 0, Severity.WARNING: 1, Severity.INFO: 2}
 
 
 def shapes_dir() -> Path:
-    """The directory of the bundled shape files (see :mod:`aggregator.resources`)."""
+    """The directory of the bundled shape files (see :mod:`aggregator.core.resources`)."""
     return data_dir("shapes", DEFAULT_SHAPES_FILE)
 
 

@@ -11,7 +11,7 @@ from urllib.parse import urlsplit
 
 from lxml import etree
 
-from aggregator.errors import ConfigError
+from aggregator.core.errors import ConfigError
 
 FileKey = tuple[str, int, int]
 T = TypeVar("T")

@@ -20,9 +20,9 @@ from typing import Any, ClassVar, Literal, cast
 
 from lxml import etree
 
-from aggregator.errors import ConfigError
-from aggregator.models import Finding, Severity, Stage, ValidationReport
-from aggregator.payload import ParsedPayload
+from aggregator.core.errors import ConfigError
+from aggregator.core.models import Finding, Severity, Stage, ValidationReport
+from aggregator.mapping.payload import ParsedPayload
 from aggregator.validate.base import Validator
 from aggregator.validate.xml_rules import FileKey, compile_rules, file_key
 

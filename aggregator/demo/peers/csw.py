@@ -26,11 +26,11 @@ from xml.sax.saxutils import escape
 
 from lxml import etree
 
+from aggregator.core.xml import parse_xml
 from aggregator.demo.peers.gemini_samples import generate_gemini_record, strip_declaration
 from aggregator.demo.peers.server import respond
 from aggregator.harvest.csw.client import CSW, ISO_SCHEMA, OGC, is_iso_schema
 from aggregator.harvest.gemini import record_facts
-from aggregator.xml import parse_xml
 
 StartResponse = Callable[..., Any]
 _XML = "application/xml; charset=utf-8"

@@ -40,11 +40,11 @@ from typing import Any, Literal
 
 from lxml import etree
 
+from aggregator.core.errors import AggregatorError
+from aggregator.core.resources import bundled
+from aggregator.core.xml import parse_xml
 from aggregator.demo.peers.mdr_pages import MdrPage, iso, parse_time
 from aggregator.demo.peers.server import DropConnection, respond
-from aggregator.errors import AggregatorError
-from aggregator.resources import bundled
-from aggregator.xml import parse_xml
 
 TNS = "http://mdc.npi.gov.in"
 SOAP = "http://schemas.xmlsoap.org/soap/envelope/"

@@ -2,7 +2,7 @@
 
 Three operations, each in both bindings (HTTP GET with KVP parameters, HTTP POST with an XML
 request body): ``GetCapabilities`` (read into :class:`Capabilities`), ``GetRecords`` and
-``GetRecordById``. Every response is parsed by the hardened parser (:mod:`aggregator.xml`)
+``GetRecordById``. Every response is parsed by the hardened parser (:mod:`aggregator.core.xml`)
 and checked for an ``ows:ExceptionReport``, which is an error whatever the HTTP status (many
 servers send it with 200). The client knows no paging policy: the harvester
 (:mod:`aggregator.harvest.csw`) drives the pages.
@@ -18,9 +18,9 @@ from xml.sax.saxutils import escape, quoteattr
 
 from lxml import etree
 
-from aggregator.errors import AggregatorError, HarvestError
+from aggregator.core.errors import AggregatorError, HarvestError
+from aggregator.core.xml import parse_xml
 from aggregator.net.client import HttpSession, Response
-from aggregator.xml import parse_xml
 
 CSW = "http://www.opengis.net/cat/csw/2.0.2"
 OWS = "http://www.opengis.net/ows"

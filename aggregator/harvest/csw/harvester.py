@@ -35,7 +35,8 @@ from urllib.parse import quote_plus, urlencode, urlsplit
 from lxml import etree
 
 from aggregator.config import SourceConfig
-from aggregator.errors import ConfigError, HarvestError
+from aggregator.core.errors import ConfigError, HarvestError
+from aggregator.core.models import RawRecord
 from aggregator.harvest.base import Harvester, HarvestRequest, Listing
 from aggregator.harvest.csw.client import (
     DEFAULT_TYPES,
@@ -48,7 +49,6 @@ from aggregator.harvest.csw.client import (
     load_checkpoint,
 )
 from aggregator.harvest.gemini import RECORD_TAGS, record_facts, serialise_embedded
-from aggregator.models import RawRecord
 from aggregator.net.client import HttpSession
 
 MEDIA_TYPE = "application/xml"

@@ -32,7 +32,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Protocol
 
 from aggregator.config import Settings, SourceConfig
-from aggregator.errors import AggregatorError
+from aggregator.core.errors import AggregatorError
 from aggregator.jobs.events import (
     HarvestEvent,
     JobFailed,

@@ -39,10 +39,10 @@ from zeep.wsdl.bindings.soap import SoapBinding
 from zeep.wsse.username import UsernameToken
 
 from aggregator.config import Secret
-from aggregator.errors import HarvestError, TransportError
+from aggregator.core.errors import HarvestError, TransportError
+from aggregator.core.resources import bundled
+from aggregator.core.xml import parse_xml
 from aggregator.net.client import HttpSession
-from aggregator.resources import bundled
-from aggregator.xml import parse_xml
 
 log = logging.getLogger(__name__)
 

@@ -45,10 +45,10 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from lxml import etree
 
 from aggregator.config import SourceConfig
-from aggregator.errors import ConfigError, HarvestError
+from aggregator.core.errors import ConfigError, HarvestError
+from aggregator.core.models import RawRecord
 from aggregator.harvest.base import Harvester, HarvestRequest, Listing
 from aggregator.harvest.mdr.client import TNS, MdrClient, MdrServiceError
-from aggregator.models import RawRecord
 
 if TYPE_CHECKING:
     from aggregator.config import Settings

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 
 from aggregator.config import Settings, SourceConfig
-from aggregator.errors import AggregatorError
+from aggregator.core.errors import AggregatorError
 from aggregator.harvest.mdr._events import CMS_DOWN, DB_DOWN, MDR_SERVICE_DOWN, MDR_STATUS_OK
 from aggregator.jobs.events import EventBus
 from aggregator.net.client import HttpClient

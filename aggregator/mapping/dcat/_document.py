@@ -9,8 +9,8 @@ from collections.abc import Sequence
 
 from pyoxigraph import BlankNode, NamedNode, Quad
 
-from aggregator.errors import MappingError
-from aggregator.vocab import DCAT, DCT
+from aggregator.core.errors import MappingError
+from aggregator.core.vocab import DCAT, DCT
 
 RDF_TYPE = NamedNode("http://www.w3.org/1999/02/22-rdf-syntax-ns#type")
 FOAF_PRIMARY_TOPIC = NamedNode("http://xmlns.com/foaf/0.1/primaryTopic")

@@ -22,8 +22,8 @@ from typing import NamedTuple, Protocol
 
 from pyoxigraph import Literal, NamedNode, Quad
 
-from aggregator.models import Severity
-from aggregator.vocab import RDF_TYPE as _RDF_TYPE
+from aggregator.core.models import Severity
+from aggregator.core.vocab import RDF_TYPE as _RDF_TYPE
 
 # The types the rule table (rules) and this pass share live here: the rule table imports
 # this pass and its types, never the other way round.

@@ -26,10 +26,10 @@ from dataclasses import dataclass, field
 
 from pyoxigraph import BlankNode, NamedNode, Quad, RdfFormat, parse
 
+from aggregator.core.models import MappedDataset, RawRecord
+from aggregator.core.vocab import DCAT
 from aggregator.mapping.dcat.input import parse_document
 from aggregator.mapping.dcat.rules import RuleSet
-from aggregator.models import MappedDataset, RawRecord
-from aggregator.vocab import DCAT
 
 _COUNT = re.compile(r"^(\d+) triples")
 RDF_TYPE = NamedNode("http://www.w3.org/1999/02/22-rdf-syntax-ns#type")

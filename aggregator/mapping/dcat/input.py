@@ -4,7 +4,7 @@ What is checked before pyoxigraph sees the bytes, and why (measured on pyoxigrap
 
 * **RDF/XML DOCTYPEs: internal string entities only.** The common
   ``<!ENTITY xsd "http://www.w3.org/2001/XMLSchema#">`` (used as ``rdf:datatype="&xsd;date"``)
-  is expanded by :func:`aggregator.xml.expand_internal_entities`, with limits (an entity bomb
+  is expanded by :func:`aggregator.core.xml.expand_internal_entities`, with limits (an entity bomb
   is refused with :class:`UnsafeInputError`); an external DTD, an external or parameter entity
   or any other declaration is refused. pyoxigraph's own parser would expand internal entities
   without limits, so it never sees a DOCTYPE.
@@ -42,11 +42,11 @@ from typing import Any
 
 from pyoxigraph import DefaultGraph, Literal, NamedNode, Quad, RdfFormat, parse
 
-from aggregator.errors import ParseError
-from aggregator.input_limits import DEFAULT_LIMITS, InputLimitError, InputLimits
+from aggregator.core.errors import ParseError
+from aggregator.core.input_limits import DEFAULT_LIMITS, InputLimitError, InputLimits
+from aggregator.core.xml import expand_internal_entities
 from aggregator.mapping.dcat._contexts import known_context
 from aggregator.mapping.rdf_xml import DroppedNode, read_rdf_xml
-from aggregator.xml import expand_internal_entities
 
 _MEDIA_TYPES: dict[str, RdfFormat] = {
     "text/turtle": RdfFormat.TURTLE,
@@ -125,7 +125,7 @@ def _to_utf8(payload: bytes, where: str) -> bytes:
 
 def check_rdf_xml(payload: bytes, where: str = "") -> bytes:
     """UTF-8 bytes with internal entities expanded; refuse unsafe DOCTYPEs and truncation."""
-    # a DOCTYPE in the prolog only (aggregator.xml.scan_prolog): "<!DOCTYPE html>" inside a
+    # a DOCTYPE in the prolog only (aggregator.core.xml.scan_prolog): "<!DOCTYPE html>" inside a
     # literal is content, kept as it is
     data = expand_internal_entities(_to_utf8(payload, where), where)
     # The root element's name, after the prolog (declaration, comments, PIs, whitespace).
@@ -365,7 +365,7 @@ def parse_document(
     limits: InputLimits = DEFAULT_LIMITS,
 ) -> ParsedDocument:
     """Parse a payload into default-graph quads after the safety checks above, within the
-    input limits (:mod:`aggregator.input_limits`: JSON-LD as JSON, every literal's length)."""
+    input limits (:mod:`aggregator.core.input_limits`: JSON-LD as JSON, every literal's length)."""
     where = f" ({url})" if url else ""
     fmt = detect_format(payload, media_type, url)
     undefined: tuple[str, ...] = ()

@@ -53,15 +53,15 @@ from pyoxigraph import (
     serialize,
 )
 
-from aggregator.errors import MappingError
+from aggregator.core.errors import MappingError
+from aggregator.core.models import Finding, MappedDataset, RawRecord, Severity, Stage
+from aggregator.core.vocab import DCAT, DCT
 from aggregator.mapping.base import Mapper, MappingContext, content_hash, mint_iri
 from aggregator.mapping.dcat._document import DCT_TITLE, MAX_CLOSURE, Document, Node, show
 from aggregator.mapping.dcat.input import ParsedDocument
 from aggregator.mapping.dcat.rule_table import DEFAULT_RULES_PATH, load_rules
 from aggregator.mapping.dcat.rules import RuleSet, findings_from
-from aggregator.models import Finding, MappedDataset, RawRecord, Severity, Stage
-from aggregator.payload import ParsedPayload
-from aggregator.vocab import DCAT, DCT
+from aggregator.mapping.payload import ParsedPayload
 
 __all__ = ["MAX_CLOSURE", "DcatMapper", "canonical_quads"]
 

@@ -16,7 +16,8 @@ from typing import Any
 
 from pyoxigraph import NamedNode
 
-from aggregator.errors import ConfigError
+from aggregator.core.errors import ConfigError
+from aggregator.core.resources import bundled
 from aggregator.mapping.dcat._checks import ACCEPTED, CHECKS, CONVERTIBLE, Check
 from aggregator.mapping.dcat._ranges import NOT_TYPED, RDF_TYPE, RangeClass
 from aggregator.mapping.dcat.rules import (
@@ -37,7 +38,6 @@ from aggregator.mapping.dcat.vocab import (
     load_vocabularies,
     lookup_key,
 )
-from aggregator.resources import bundled
 
 DEFAULT_RULES_PATH = bundled("mappings", "dcat-ap-3.toml")
 

@@ -23,6 +23,7 @@ from typing import Any
 
 from pyoxigraph import BlankNode, Literal, NamedNode, Quad
 
+from aggregator.core.models import Finding, Severity, Stage
 from aggregator.mapping.dcat._checks import Check, as_iri
 from aggregator.mapping.dcat._ranges import (
     NOT_TYPED,
@@ -33,7 +34,6 @@ from aggregator.mapping.dcat._ranges import (
     add_range_types,
 )
 from aggregator.mapping.dcat.vocab import Vocabulary, lookup_key
-from aggregator.models import Finding, Severity, Stage
 
 XSD = "http://www.w3.org/2001/XMLSchema#"
 RDFS_LABEL = NamedNode("http://www.w3.org/2000/01/rdf-schema#label")

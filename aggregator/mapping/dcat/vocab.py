@@ -24,8 +24,8 @@ from typing import Any
 
 from pyoxigraph import NamedNode
 
-from aggregator.errors import ConfigError
-from aggregator.resources import bundled
+from aggregator.core.errors import ConfigError
+from aggregator.core.resources import bundled
 
 DEFAULT_VOCABULARIES_PATH = bundled("mappings", "dcat-ap-3-vocabularies.toml")
 _SEPARATORS = re.compile(r"[\s_-]+")

@@ -15,6 +15,7 @@ from collections import Counter
 
 from lxml import etree
 
+from aggregator.core.vocab import DCAT, FOAF, PROV, VCARD
 from aggregator.mapping.iso19139._table import IsoTable
 from aggregator.mapping.iso19139._xml import (
     GMD,
@@ -30,7 +31,6 @@ from aggregator.mapping.iso19139._xml import (
     named,
     plain,
 )
-from aggregator.vocab import DCAT, FOAF, PROV, VCARD
 
 ROLE_BASE = "http://inspire.ec.europa.eu/metadata-codelist/ResponsiblePartyRole/"
 

@@ -26,6 +26,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from lxml import etree
 
+from aggregator.core.vocab import DCAT, DCT, FOAF, RDFS, XSD
 from aggregator.mapping.base import MappingContext, mint_iri
 from aggregator.mapping.iso19139._parts import OWL, P, State
 from aggregator.mapping.iso19139._table import format_key
@@ -47,7 +48,6 @@ from aggregator.mapping.iso19139._xml import (
     plain,
     typed_lit,
 )
-from aggregator.vocab import DCAT, DCT, FOAF, RDFS, XSD
 
 D = {
     name: named(DCAT + name)

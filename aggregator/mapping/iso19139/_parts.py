@@ -16,6 +16,8 @@ from functools import lru_cache
 
 from lxml import etree
 
+from aggregator.core.models import Finding, Severity, Stage
+from aggregator.core.vocab import ADMS, DCAT, DCT, PROV, RDFS, SKOS, XSD
 from aggregator.mapping.iso19139._table import IsoTable, Thesaurus
 from aggregator.mapping.iso19139._xml import (
     GMD,
@@ -38,8 +40,6 @@ from aggregator.mapping.iso19139._xml import (
     plain,
     typed_lit,
 )
-from aggregator.models import Finding, Severity, Stage
-from aggregator.vocab import ADMS, DCAT, DCT, PROV, RDFS, SKOS, XSD
 
 LOCN = "http://www.w3.org/ns/locn#"
 GSP = "http://www.opengis.net/ont/geosparql#"

@@ -1,7 +1,7 @@
 """The declarative ISO 19139 mapping: ``mappings/iso19139.toml`` and
 ``mappings/eu-data-themes.toml`` read into typed tables, XPaths compiled once.
 
-A malformed table is a :class:`~aggregator.errors.ConfigError` naming the file and the row.
+A malformed table is a :class:`~aggregator.core.errors.ConfigError` naming the file and the row.
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from typing import Any
 
 from lxml import etree
 
-from aggregator.errors import ConfigError
+from aggregator.core.errors import ConfigError
+from aggregator.core.resources import bundled
 from aggregator.mapping.iso19139._xml import compile_xpath
-from aggregator.resources import bundled
 
 DEFAULT_TABLE = bundled("mappings", "iso19139.toml")
 DEFAULT_THEMES = bundled("mappings", "eu-data-themes.toml")

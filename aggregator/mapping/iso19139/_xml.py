@@ -25,7 +25,7 @@ from itertools import count
 from lxml import etree
 from pyoxigraph import NamedNode, RdfFormat, parse
 
-from aggregator.vocab import RDF_TYPE, XSD
+from aggregator.core.vocab import RDF_TYPE, XSD
 
 NS = {
     "gmd": "http://www.isotc211.org/2005/gmd",

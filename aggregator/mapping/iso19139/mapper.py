@@ -2,8 +2,8 @@
 
 docs/mappings/iso19139.md is the mapping as a table for metadata specialists. Steps:
 
-1. **Parse** once (:class:`~aggregator.payload.ParsedPayload`, the hardened parser of
-   :mod:`aggregator.xml`: no DTD, no entities, no XInclude, no network); the root must be
+1. **Parse** once (:class:`~aggregator.mapping.payload.ParsedPayload`, the hardened parser of
+   :mod:`aggregator.core.xml`: no DTD, no entities, no XInclude, no network); the root must be
    ``gmd:MD_Metadata`` (a CSW response or anything else is a ``MappingError``).
 2. **Kind**: ``gmd:hierarchyLevel`` -> ``dcat:Dataset`` / ``dcat:DatasetSeries`` /
    ``dcat:DataService`` (``[hierarchy]`` of mappings/iso19139.toml; none or unknown: dataset).
@@ -25,7 +25,9 @@ from pathlib import Path
 
 from lxml import etree
 
-from aggregator.errors import MappingError
+from aggregator.core.errors import MappingError
+from aggregator.core.models import Finding, MappedDataset, Severity, Stage
+from aggregator.core.vocab import DCAT, DCT, FOAF, RDF_TYPE
 from aggregator.mapping.base import (
     Mapper,
     MappingContext,
@@ -68,9 +70,7 @@ from aggregator.mapping.iso19139._xml import (
     parse_datetime,
     plain,
 )
-from aggregator.models import Finding, MappedDataset, Severity, Stage
-from aggregator.payload import ParsedPayload
-from aggregator.vocab import DCAT, DCT, FOAF, RDF_TYPE
+from aggregator.mapping.payload import ParsedPayload
 
 MD_METADATA = f"{{{NS['gmd']}}}MD_Metadata"
 RESOURCE_TYPE = "http://inspire.ec.europa.eu/metadata-codelist/ResourceType/"

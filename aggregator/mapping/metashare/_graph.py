@@ -9,9 +9,9 @@ from functools import lru_cache
 from lxml import etree
 from pyoxigraph import BlankNode, DefaultGraph, Literal, NamedNode, Quad
 
+from aggregator.core.models import Finding, Severity, Stage
+from aggregator.core.vocab import RDF_TYPE, XSD
 from aggregator.mapping.metashare._rules import NS
-from aggregator.models import Finding, Severity, Stage
-from aggregator.vocab import RDF_TYPE, XSD
 
 _IRI = re.compile(r"^https?://[^\s<>\"{}|\\^`]+$")
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")

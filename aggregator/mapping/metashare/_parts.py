@@ -8,6 +8,7 @@ from collections.abc import Callable
 from lxml import etree
 from pyoxigraph import BlankNode, Literal, NamedNode
 
+from aggregator.core.vocab import ADMS, DCAT, DCT, FOAF, PROV, RDFS, SKOS, VCARD, XSD
 from aggregator.mapping.dcat.vocab import Vocabulary
 from aggregator.mapping.metashare._graph import (
     Graph,
@@ -20,7 +21,6 @@ from aggregator.mapping.metashare._graph import (
     text_of,
 )
 from aggregator.mapping.metashare._rules import MetaShareRules
-from aggregator.vocab import ADMS, DCAT, DCT, FOAF, PROV, RDFS, SKOS, VCARD, XSD
 
 DCATAP = "http://data.europa.eu/r5r/"
 IANA = "http://www.iana.org/assignments/media-types/"

@@ -8,8 +8,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
 
-from aggregator.errors import ConfigError
-from aggregator.resources import bundled
+from aggregator.core.errors import ConfigError
+from aggregator.core.resources import bundled
 
 DEFAULT_RULES_PATH = bundled("mappings", "meta-share.toml")
 MS = "http://www.ilsp.gr/META-XMLSchema"

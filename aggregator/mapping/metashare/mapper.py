@@ -22,7 +22,9 @@ from typing import ClassVar
 from lxml import etree
 from pyoxigraph import Literal, NamedNode
 
-from aggregator.errors import MappingError
+from aggregator.core.errors import MappingError
+from aggregator.core.models import MappedDataset
+from aggregator.core.vocab import DCAT, DCT, FOAF, RDFS
 from aggregator.mapping.base import (
     Mapper,
     MappingContext,
@@ -47,9 +49,7 @@ from aggregator.mapping.metashare._rules import (
     ValueRule,
     load_rules,
 )
-from aggregator.models import MappedDataset
-from aggregator.payload import ParsedPayload
-from aggregator.vocab import DCAT, DCT, FOAF, RDFS
+from aggregator.mapping.payload import ParsedPayload
 
 _SYNC_URL = re.compile(r"^(?P<node>.+?)/sync/(?P<id>[0-9a-f]{64})/metadata/$")
 

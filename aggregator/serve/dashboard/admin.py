@@ -20,8 +20,8 @@ from starlette.routing import BaseRoute, Route
 
 from aggregator.config import SOURCE_NAME, SourceConfig, parse_source
 from aggregator.config.sources_file import SourceEdit, add_source, edit_source
-from aggregator.errors import AggregatorError, ConfigError
-from aggregator.plugins import harvesters, mappers
+from aggregator.core.errors import AggregatorError, ConfigError
+from aggregator.plugin import harvesters, mappers
 from aggregator.schedule.status import request_harvest
 from aggregator.serve.dashboard.attempts import TooManyAttemptsError
 from aggregator.serve.dashboard.auth import (

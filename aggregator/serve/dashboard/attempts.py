@@ -22,7 +22,7 @@ import anyio
 import anyio.to_thread
 from starlette.concurrency import run_in_threadpool
 
-from aggregator.errors import AggregatorError
+from aggregator.core.errors import AggregatorError
 from aggregator.serve.dashboard.auth_state import AuthState, Refused, client_key
 
 

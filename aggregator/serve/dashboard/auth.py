@@ -30,7 +30,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from aggregator.errors import ConfigError
+from aggregator.core.errors import ConfigError
 
 SESSION_COOKIE = "agg_session"
 LOGIN_COOKIE = "agg_login"  # the login form's nonce (login CSRF)

@@ -22,7 +22,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from aggregator.errors import ConfigError, StoreError
+from aggregator.core.errors import ConfigError, StoreError
 
 FILE_NAME = "dashboard.sqlite3"
 VERSION = 1

@@ -8,8 +8,8 @@ import re
 import tomllib
 from functools import cache
 
+from aggregator.core.resources import bundled
 from aggregator.mapping.dcat.vocab import DEFAULT_VOCABULARIES_PATH
-from aggregator.resources import bundled
 
 _IANA = (
     "http://www.iana.org/assignments/media-types/",

@@ -14,14 +14,14 @@ from dataclasses import dataclass, field
 from pyoxigraph import Literal, NamedNode, RdfFormat, parse
 
 from aggregator.config import Settings, SourceConfig
-from aggregator.errors import AggregatorError
+from aggregator.core.errors import AggregatorError
+from aggregator.core.models import Finding, RawRecord
+from aggregator.core.vocab import DCT
 from aggregator.harvest.base import HarvestRequest, Listing
 from aggregator.jobs.processing import process
 from aggregator.mapping.base import MappingContext
-from aggregator.models import Finding, RawRecord
 from aggregator.net.client import HttpClient
-from aggregator.plugins import harvesters
-from aggregator.vocab import DCT
+from aggregator.plugin import harvesters
 
 LIMIT = 20
 

@@ -27,9 +27,9 @@ from pathlib import Path
 
 from pyoxigraph import Literal, NamedNode, RdfFormat, parse
 
+from aggregator.core.vocab import DCAT, DCT
 from aggregator.serve.dashboard.labels import term_label
 from aggregator.store.packing import unpack_graph
-from aggregator.vocab import DCAT, DCT
 
 BATCH = 500
 SCHEMA_VERSION = "2"  # an index of another version is dropped and built again

@@ -11,7 +11,7 @@ from typing import Any
 from starlette.datastructures import FormData
 
 from aggregator.config import SourceConfig
-from aggregator.errors import ConfigError
+from aggregator.core.errors import ConfigError
 
 
 def option_value(text: str) -> Any:

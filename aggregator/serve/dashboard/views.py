@@ -11,7 +11,7 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
 
-from aggregator.errors import AggregatorError
+from aggregator.core.errors import AggregatorError
 from aggregator.schedule.liveness import scheduler_holder
 from aggregator.serve.dashboard import job_errors, rejections_view, status
 from aggregator.serve.dashboard.attempts import TooManyAttemptsError

@@ -14,10 +14,10 @@ import sys
 import sysconfig
 from pathlib import Path
 
-from aggregator.errors import ConfigError
+from aggregator.core.errors import ConfigError
 
 SHARE = Path("share") / "ld-aggregator"
-_CHECKOUT = Path(__file__).resolve().parents[1]
+_CHECKOUT = Path(__file__).resolve().parents[2]
 
 
 def candidates(name: str) -> list[Path]:

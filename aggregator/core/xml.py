@@ -27,7 +27,7 @@ from typing import Any
 
 from lxml import etree
 
-from aggregator.errors import ParseError, UnsafeInputError
+from aggregator.core.errors import ParseError, UnsafeInputError
 
 _local = threading.local()
 

@@ -15,7 +15,7 @@ from importlib import import_module
 from importlib.metadata import entry_points
 from typing import Any, Generic, TypeVar
 
-from aggregator.errors import RegistryError
+from aggregator.core.errors import RegistryError
 
 T = TypeVar("T")
 
@@ -89,7 +89,7 @@ _SHARED: dict[str, Registry[Any]] = {}
 def registry_of(group: str) -> Registry[Any]:
     """The process's one registry of a plugin kind (made on first use).
 
-    ``aggregator.plugins`` gives them typed to the parts that run plugins; the configuration
+    ``aggregator.plugin`` gives them typed to the parts that run plugins; the configuration
     checks names and options through this function, so that it imports none of the plugins'
     base classes (they import the configuration)."""
     if group not in _SHARED:

@@ -19,7 +19,7 @@ a source sends. The limits (``[input]`` in ``aggregator.toml``, :class:`InputLim
   default; the interpreter refuses to convert longer ones, a guard against quadratic time)
   and lone UTF-16 surrogates (``"\\ud800"``: JSON allows the escape, but it is not a Unicode
   character and cannot be written as UTF-8) are refused. XML has libxml2's own limits (depth
-  256, text nodes of 10 MB, :mod:`aggregator.xml`).
+  256, text nodes of 10 MB, :mod:`aggregator.core.xml`).
 
 Harvesters that split a JSON page into records (CKAN) read it with :func:`load_page` and write
 each record with :func:`dump_record`, which keep an over-long integer and a lone surrogate in
@@ -37,13 +37,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from aggregator.errors import ParseError, UnsafeInputError
+from aggregator.core.errors import ParseError, UnsafeInputError
 
 if TYPE_CHECKING:
     from lxml import etree
     from pyoxigraph import Quad
 
-    from aggregator.models import RawRecord
+    from aggregator.core.models import RawRecord
 
 
 class InputLimitError(UnsafeInputError):

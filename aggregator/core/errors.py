@@ -1,7 +1,7 @@
 """The exception tree.
 
 Exceptions are for things that cannot run at all; non-conformance is data (see
-:class:`aggregator.models.ValidationReport`). Every error carries a user-facing message; web
+:class:`aggregator.core.models.ValidationReport`). Every error carries a user-facing message; web
 layers map them to responses through ``http_status`` and, for protocol errors, ``code``::
 
     AggregatorError

@@ -6,17 +6,17 @@ the form it needs; the first request parses, with the project's hardened parsers
 later one gets the same object::
 
     payload = ParsedPayload(raw)
-    payload.xml()       # lxml root element, via aggregator.xml.parse_xml (no DTD, no network)
+    payload.xml()       # lxml root element, via aggregator.core.xml.parse_xml (no DTD, no network)
     payload.rdf()       # quads, via aggregator.mapping.dcat.input.parse_document
     payload.json()      # a JSON value (json.loads on the UTF-8 bytes)
 
-Every form is read within the input limits (:mod:`aggregator.input_limits`, given by the
+Every form is read within the input limits (:mod:`aggregator.core.input_limits`, given by the
 mapping context): the payload's size is checked before any parse, and the parsed form's
 content (text lengths, JSON nesting, integers, lone surrogates) before it is handed out; a
-payload over a limit raises :class:`~aggregator.input_limits.InputLimitError`.
+payload over a limit raises :class:`~aggregator.core.input_limits.InputLimitError`.
 
-A parse that fails raises :class:`~aggregator.errors.ParseError` or
-:class:`~aggregator.errors.UnsafeInputError` and the failure is cached too: asking again
+A parse that fails raises :class:`~aggregator.core.errors.ParseError` or
+:class:`~aggregator.core.errors.UnsafeInputError` and the failure is cached too: asking again
 raises the same error without parsing again. The parsed forms are shared, not copied:
 validators and mappers must treat them as read-only (an XSLT, an XPath or a Schematron run
 reads a tree without changing it).
@@ -31,10 +31,10 @@ from collections import Counter
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from aggregator.errors import AggregatorError
-from aggregator.input_limits import DEFAULT_LIMITS, InputLimits
-from aggregator.models import RawRecord
-from aggregator.xml import parse_xml
+from aggregator.core.errors import AggregatorError
+from aggregator.core.input_limits import DEFAULT_LIMITS, InputLimits
+from aggregator.core.models import RawRecord
+from aggregator.core.xml import parse_xml
 
 if TYPE_CHECKING:
     from lxml import etree
