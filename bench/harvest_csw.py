@@ -38,13 +38,13 @@ from aggregator.config import (
     ValidationSettings,
     ValidationStep,
 )
+from aggregator.config.profiles import profile_steps
 from aggregator.harvest.base import HarvestRequest, Listing
 from aggregator.harvest.csw import CswHarvester
 from aggregator.jobs.pipeline import RunOptions, run_source
 from aggregator.net.client import HttpClient
 from aggregator.plugin import mappers
 from aggregator.store.records import RecordStore
-from aggregator.validate.profiles import profile_steps
 
 
 def _serve(count: int, port_q: Any, stop: Any) -> None:

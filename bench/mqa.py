@@ -28,7 +28,7 @@ from aggregator.core.models import RawRecord  # noqa: E402
 from aggregator.demo.peers.sample_data import generate_dataset  # noqa: E402
 from aggregator.mapping.base import MappingContext  # noqa: E402
 from aggregator.mapping.dcat import DcatMapper  # noqa: E402
-from aggregator.quality import (  # noqa: E402
+from aggregator.validate.quality import (  # noqa: E402
     CatalogueAccumulator,
     assess,
     default_vocabularies,

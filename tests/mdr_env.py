@@ -16,15 +16,15 @@ from aggregator.config import (
     SourceConfig,
     ValidationStep,
 )
+from aggregator.core.events import EventBus, HarvestEvent
 from aggregator.demo.peers.mdr import MdrService
 from aggregator.demo.peers.mdr_pages import MdrPage
 from aggregator.demo.peers.server import PeerServer
 from aggregator.demo.peers.smtp import SmtpPeer
-from aggregator.jobs.events import EventBus, HarvestEvent
-from aggregator.jobs.journal import JobRow
+from aggregator.jobs.notify import Notifier, attach, parse_notify
 from aggregator.jobs.pipeline import run_source
 from aggregator.net.client import HttpClient
-from aggregator.notify import Notifier, attach, parse_notify
+from aggregator.store.journal import JobRow
 from aggregator.store.records import RecordStore
 
 BASE = "http://127.0.0.1:8000/"

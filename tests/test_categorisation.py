@@ -10,13 +10,12 @@ from pathlib import Path
 import pytest
 from pyoxigraph import RdfFormat, parse
 
-from aggregator.categorisation import (
+from aggregator.config import load_settings
+from aggregator.config.categorisation import (
     CategorisationConfig,
-    categorise,
     label_key,
     parse_categorisation,
 )
-from aggregator.config import load_settings
 from aggregator.core.errors import ConfigError
 from aggregator.core.models import MappedDataset, RawRecord
 from aggregator.core.vocab import EU_DATA_THEME
@@ -26,6 +25,7 @@ from aggregator.demo.peers.rdf_files import RdfFilesApp
 from aggregator.demo.peers.server import PeerServer
 from aggregator.jobs.pipeline import RunOptions, run_source
 from aggregator.mapping.base import MappingContext, canonical_ntriples, content_hash
+from aggregator.mapping.categorisation import categorise
 from aggregator.mapping.ckan import CkanMapper
 from aggregator.mapping.dcat import DcatMapper
 from aggregator.net.client import HttpClient
@@ -108,7 +108,7 @@ def test_only_the_statements_it_reads_are_parsed_and_none_is_missed() -> None:
     )
     last = b'<https://geo.example.org/ds/rivers> <http://www.w3.org/ns/dcat#keyword> "crops" .'
     data = quoting + mapped.ntriples + last
-    from aggregator import categorisation
+    from aggregator.mapping import categorisation
 
     read = categorisation._statements_read(data)
     assert read.splitlines()[0] == quoting.rstrip(b"\n") and read.endswith(last)

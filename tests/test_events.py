@@ -13,11 +13,7 @@ from pathlib import Path
 import pytest
 
 from aggregator.config import HarvestSettings, HttpSettings, Settings, SourceConfig
-from aggregator.demo.peers.oaipmh import OaiPmhPeer
-from aggregator.demo.peers.oaipmh_items import MemoryItems, OaiItem
-from aggregator.demo.peers.sample_data import generate_dataset, generate_identifier
-from aggregator.demo.peers.server import PeerServer
-from aggregator.jobs.events import (
+from aggregator.core.events import (
     EventBus,
     HarvestEvent,
     JobFailed,
@@ -27,9 +23,13 @@ from aggregator.jobs.events import (
     RecordRejected,
     SourceUnreachable,
 )
-from aggregator.jobs.journal import JobRow
+from aggregator.demo.peers.oaipmh import OaiPmhPeer
+from aggregator.demo.peers.oaipmh_items import MemoryItems, OaiItem
+from aggregator.demo.peers.sample_data import generate_dataset, generate_identifier
+from aggregator.demo.peers.server import PeerServer
 from aggregator.jobs.pipeline import run_source
 from aggregator.net.client import HttpClient
+from aggregator.store.journal import JobRow
 from aggregator.store.records import RecordStore
 
 BASE = "http://127.0.0.1:8000/"

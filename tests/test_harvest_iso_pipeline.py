@@ -25,6 +25,7 @@ from aggregator.config import (
     ValidationSettings,
     ValidationStep,
 )
+from aggregator.config.profiles import profile_steps
 from aggregator.core.xml import parse_xml
 from aggregator.demo.peers.csw import CswItem, CswPeer
 from aggregator.demo.peers.gemini_samples import bundled_gemini_records, generate_gemini_record
@@ -36,7 +37,6 @@ from aggregator.net.client import HttpClient
 from aggregator.serve.context import ServeContext
 from aggregator.serve.oai import routes
 from aggregator.store.records import RecordStore
-from aggregator.validate.profiles import profile_steps
 
 BASE = "http://127.0.0.1:8000/"
 OAI = "{http://www.openarchives.org/OAI/2.0/}"

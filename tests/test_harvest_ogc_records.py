@@ -21,9 +21,9 @@ from aggregator.demo.peers.server import PeerServer
 from aggregator.harvest.base import HarvestRequest, Listing
 from aggregator.harvest.checkpoints import Checkpoint
 from aggregator.harvest.ogc_records import OgcRecordsHarvester
-from aggregator.jobs.journal import JobRow
 from aggregator.jobs.pipeline import RunOptions, run_source
 from aggregator.net.client import HttpClient
+from aggregator.store.journal import JobRow
 from aggregator.store.records import RecordStore
 
 BASE = "http://127.0.0.1:8000/"

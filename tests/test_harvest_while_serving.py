@@ -33,7 +33,7 @@ from aggregator.demo.peers.oaipmh import OaiPmhPeer
 from aggregator.demo.peers.oaipmh_items import MemoryItems, OaiItem
 from aggregator.demo.peers.sample_data import generate_dataset, generate_identifier
 from aggregator.demo.peers.server import PeerServer
-from aggregator.jobs.journal import JobRow
+from aggregator.store.journal import JobRow
 
 pytestmark = pytest.mark.slow
 

@@ -10,8 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from aggregator.core.events import RecordRejected, log_event
 from aggregator.core.logjson import JsonFormatter
-from aggregator.jobs.events import RecordRejected, log_event
 
 
 def test_a_rejection_line_names_job_source_record_and_stage() -> None:

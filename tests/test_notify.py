@@ -14,15 +14,15 @@ import pytest
 
 from aggregator.config import HarvestSettings, HttpSettings, Settings, load_settings
 from aggregator.core.errors import ConfigError
+from aggregator.core.events import EventBus, HarvestEvent, JobFailed
 from aggregator.demo.peers.oaipmh import OaiPmhPeer
 from aggregator.demo.peers.oaipmh_items import MemoryItems, OaiItem
 from aggregator.demo.peers.sample_data import generate_dataset, generate_identifier
 from aggregator.demo.peers.server import PeerServer
 from aggregator.demo.peers.smtp import SmtpPeer
-from aggregator.jobs.events import EventBus, HarvestEvent, JobFailed
+from aggregator.jobs.notify import Notice, Notifier, NotifySettings, parse_notify
 from aggregator.jobs.pipeline import run_source
 from aggregator.net.client import HttpClient
-from aggregator.notify import Notice, Notifier, NotifySettings, parse_notify
 from aggregator.store.records import RecordStore
 
 T0 = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)

@@ -11,16 +11,16 @@ import pytest
 
 from aggregator.config import load_settings
 from aggregator.core.errors import ConfigError
+from aggregator.core.events import EventBus
 from aggregator.demo.peers.oaipmh import OaiPmhPeer
 from aggregator.demo.peers.oaipmh_items import MemoryItems, OaiItem
 from aggregator.demo.peers.sample_data import generate_dataset, generate_identifier
 from aggregator.demo.peers.server import PeerServer
 from aggregator.demo.peers.smtp import SmtpPeer
-from aggregator.jobs.events import EventBus
+from aggregator.jobs.notify import attach
+from aggregator.jobs.notify.wiring import flush_digests
 from aggregator.jobs.pipeline import run_source
 from aggregator.net.client import HttpClient
-from aggregator.notify import attach
-from aggregator.notify.wiring import flush_digests
 from aggregator.store.records import RecordStore
 
 T0 = datetime(2026, 1, 5, tzinfo=UTC)

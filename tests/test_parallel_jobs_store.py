@@ -11,10 +11,10 @@ from pathlib import Path
 
 from pyoxigraph import Store
 
-from aggregator.jobs.journal import JobLog, now_iso
 from aggregator.jobs.pipeline import relaxed_gc
 from aggregator.store.commit_barrier import CommitStamper, wait_for_commits
 from aggregator.store.graphs import GraphContent, OxigraphGraphs
+from aggregator.store.journal import JobLog, now_iso
 from aggregator.store.records import RecordStore
 from aggregator.store.snapshots import SnapshotReader
 from aggregator.store.state import RecordWrite

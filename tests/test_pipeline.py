@@ -24,10 +24,10 @@ from aggregator.demo.peers.sample_data import generate_dataset, generate_identif
 from aggregator.demo.peers.server import PeerServer
 from aggregator.harvest.base import HarvestRequest, Listing
 from aggregator.harvest.oaipmh import OaiPmhHarvester
-from aggregator.jobs.journal import JobRow
 from aggregator.jobs.lifecycle import UpToDate
 from aggregator.jobs.pipeline import RunOptions, exit_code, run_source
 from aggregator.net.client import HttpClient
+from aggregator.store.journal import JobRow
 from aggregator.store.packing import ZSTD_MAGIC, pack, unpack
 from aggregator.store.records import RecordStore
 
@@ -381,7 +381,7 @@ def test_journal_replays_a_write_interrupted_before_the_graph_store(env: Env) ->
 def test_heartbeat_beats_while_a_slow_source_is_listed(env: Env) -> None:
     import time as _time
 
-    from aggregator.jobs.journal import Heartbeat
+    from aggregator.store.journal import Heartbeat
 
     log = env.store.jobs.start("portal", full=True)
     before = env.store.jobs.get(log.id).heartbeat
@@ -544,7 +544,7 @@ def test_seen_marks_stay_bounded_and_withdrawal_stays_exact(tmp_path: Path) -> N
     records a complete listing no longer holds are still exactly the ones withdrawn."""
     from aggregator.core.models import Outcome
     from aggregator.harvest.base import Listing as ListingT
-    from aggregator.jobs.journal import JobLog
+    from aggregator.store.journal import JobLog
 
     n, batch = 350, 20
     items = MemoryItems(item(i) for i in range(n))

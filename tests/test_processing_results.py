@@ -8,6 +8,7 @@ import pickle
 from dataclasses import replace
 
 from aggregator.config import ValidationSettings, ValidationStep
+from aggregator.config.profiles import profile_steps
 from aggregator.core.models import Finding, RawRecord, Severity, Stage
 from aggregator.demo.peers.gemini_samples import bundled_gemini_records, generate_gemini_record
 from aggregator.jobs.processing import (
@@ -20,7 +21,6 @@ from aggregator.jobs.processing import (
 )
 from aggregator.mapping.base import MappingContext
 from aggregator.store.packing import ZSTD_MAGIC, unpack
-from aggregator.validate.profiles import profile_steps
 
 CHAIN = (*profile_steps("gemini", ValidationSettings()), ValidationStep("shacl"))
 CTX = MappingContext(base_iri="http://127.0.0.1:8000/", source="s")

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from pyoxigraph import RdfFormat, parse, serialize
 
-from aggregator.quality import (
+from aggregator.validate.quality import (
     CatalogueAccumulator,
     DatasetQuality,
     Dimension,

@@ -7,8 +7,14 @@ from pathlib import Path
 
 from pyoxigraph import Literal, NamedNode, Quad, RdfFormat, Store, parse, serialize
 
-from aggregator.quality import INDICATORS, METRICS_PATH, DatasetQuality, assess, metrics_turtle
-from aggregator.quality.dqv import DQV, MQA, dqv_ntriples
+from aggregator.validate.quality import (
+    INDICATORS,
+    METRICS_PATH,
+    DatasetQuality,
+    assess,
+    metrics_turtle,
+)
+from aggregator.validate.quality.dqv import DQV, MQA, dqv_ntriples
 
 DATA = Path(__file__).parent / "data" / "quality"
 WHEN = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
@@ -112,7 +118,7 @@ def _nt(path: Path) -> bytes:
 def test_metrics_file_is_current_and_defines_every_metric() -> None:
     assert METRICS_PATH.read_text(encoding="utf-8") == metrics_turtle(), (
         "metrics.ttl is stale: run"
-        " `python -c 'from aggregator.quality.dqv import write_metrics; write_metrics()'`"
+        " `python -c 'from aggregator.validate.quality.dqv import write_metrics; write_metrics()'`"
     )
     store = Store()
     load(store, "urn:metrics", _nt(METRICS_PATH))

@@ -11,7 +11,7 @@ from aggregator.core.models import RawRecord
 from aggregator.demo.peers.sample_data import generate_dataset
 from aggregator.mapping.base import MappingContext
 from aggregator.mapping.dcat import DcatMapper
-from aggregator.quality import (
+from aggregator.validate.quality import (
     INDICATORS,
     MAX_POINTS,
     DatasetQuality,
@@ -22,7 +22,7 @@ from aggregator.quality import (
     link_urls,
     rating_for,
 )
-from aggregator.quality.reachability import Outcome, ReachabilityResult
+from aggregator.validate.quality.reachability import Outcome, ReachabilityResult
 
 DATA = Path(__file__).parent / "data" / "quality"
 

@@ -14,8 +14,8 @@ import pytest
 
 from aggregator.config import HttpSettings
 from aggregator.demo.peers.server import PeerServer
-from aggregator.quality import assess
-from aggregator.quality.reachability import (
+from aggregator.validate.quality import assess
+from aggregator.validate.quality.reachability import (
     HostRateLimiter,
     Outcome,
     ReachabilityCache,
@@ -283,7 +283,7 @@ def test_results_feed_the_assessment(server: PeerServer, checker: ReachabilityCh
         f"<{dist}> <http://www.w3.org/ns/dcat#accessURL> <{server.url}nohead> .\n"
         f"<{dist}> <http://www.w3.org/ns/dcat#downloadURL> <{server.url}missing> .\n"
     ).encode()
-    from aggregator.quality import link_urls
+    from aggregator.validate.quality import link_urls
 
     q = assess(nt, reachability=checker.check(link_urls(nt)))
     access, download = q.indicator("accessUrlReachable"), q.indicator("downloadUrlReachable")

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from aggregator.core.errors import ConfigError
-from aggregator.quality.vocabularies import (
+from aggregator.validate.quality.vocabularies import (
     DEFAULT_FORMATS_PATH,
     DEFAULT_VOCABULARIES_PATH,
     default_vocabularies,

@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 
 from aggregator.config import ScheduleSettings, Settings, SourceConfig
+from aggregator.config.timing import Timing, parse_frequency, parse_period
 from aggregator.core.errors import ConfigError, StoreBusyError
 from aggregator.schedule.book import Book
 from aggregator.schedule.scheduler import JobResult, Scheduler
 from aggregator.schedule.status import describe, request_harvest, schedule_status
-from aggregator.schedule.timing import Timing, parse_frequency, parse_period
 
 T0 = datetime(2026, 11, 23, 8, 0, tzinfo=UTC)  # a Monday morning, outside the night window
 

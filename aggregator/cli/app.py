@@ -128,9 +128,9 @@ def harvest(
     """Harvest sources now, one job per source. When a scheduler runs for the store
     (``serve``, ``aggregator scheduler``), the jobs are handed to it and followed to their
     end, with the same output and exit codes (Ctrl-C cancels them)."""
-    from aggregator.jobs.journal import JobRow
     from aggregator.jobs.pipeline import RunOptions, jobs_exit_code, run_source
     from aggregator.net.client import HttpClient
+    from aggregator.store.journal import JobRow
 
     s = c.settings
     if all_:
@@ -264,7 +264,7 @@ def quality(c: Ctx, source: str | None, check_links: bool, no_store: bool, as_js
     unless another process is writing the store (a harvest): then they are only shown.
     """
     from aggregator.core.errors import StoreBusyError
-    from aggregator.quality.runner import run_quality
+    from aggregator.validate.quality.runner import run_quality
 
     run = None
     if not no_store:

@@ -18,7 +18,7 @@ import click
 
 from aggregator.config import Settings, load_settings
 from aggregator.core.errors import AggregatorError, ConfigError, StoreVersionError
-from aggregator.jobs.journal import JobRow
+from aggregator.store.journal import JobRow
 from aggregator.store.records import STATE_FILE, ReadOnlyStore, RecordStore, StoreNames
 
 
@@ -87,7 +87,7 @@ class Ctx:
         if not create and not self.store_exists():
             raise self._no_store()
         store = RecordStore(s.store_path, s.base_iri)
-        from aggregator.notify import attach_default
+        from aggregator.jobs.notify import attach_default
 
         attach_default(s)  # the [notify] rules hear this process's harvest events
         try:

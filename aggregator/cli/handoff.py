@@ -14,10 +14,10 @@ from typing import Any, NoReturn
 import click
 
 from aggregator.cli.context import Ctx, job_line
-from aggregator.jobs.journal import JobRow
 from aggregator.jobs.unattended import cancel_on_interrupt, stamp, summary
 from aggregator.schedule.handoff import Followed, HandOff
 from aggregator.schedule.liveness import scheduler_holder
+from aggregator.store.journal import JobRow
 from aggregator.store.records import STATE_FILE, ReadOnlyStore
 
 POLL = 0.25  # seconds between looks at the book (the scheduler ticks every second)

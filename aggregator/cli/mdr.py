@@ -7,7 +7,7 @@ import sys
 import click
 
 from aggregator.cli.context import Ctx, pass_ctx
-from aggregator.jobs.events import EventBus, HarvestEvent
+from aggregator.core.events import EventBus, HarvestEvent
 
 
 @click.command("mdc-monitor")
@@ -25,7 +25,7 @@ def mdc_monitor(c: Ctx, once: bool, every: float | None) -> None:
 
     Exits (with --once) 0 when every service is up, 1 when one is down."""
     from aggregator.harvest.mdr.monitor import mdr_sources, run_monitor
-    from aggregator.notify import attach, kind_of
+    from aggregator.jobs.notify import attach, kind_of
 
     settings = c.settings
     if not mdr_sources(settings):

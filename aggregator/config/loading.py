@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from aggregator.categorisation import parse_categorisation
+from aggregator.config.categorisation import parse_categorisation
 from aggregator.config.settings import (
     ENV_NAME,
     HEADER_NAME,
@@ -183,7 +183,7 @@ def parse_source(
     _check_source_keys(name, table, where)
     url = _source_url(table["url"], where)
     harvester, fmt = _source_format(table, where)
-    from aggregator.validate.profiles import default_chain
+    from aggregator.config.profiles import default_chain
 
     chain = parse_chain(table.get("validation", default_chain(fmt)), where, root, validation)
     schedule, blackout, full_every = _source_timing(table, where)
@@ -271,7 +271,7 @@ def _source_format(table: Mapping[str, Any], where: str) -> tuple[Any, str]:
 
 def _source_timing(table: Mapping[str, Any], where: str) -> tuple[str, tuple[str, ...], str]:
     """The source's schedule, blackout periods and full_every, checked."""
-    from aggregator.schedule.timing import parse_frequency, parse_period
+    from aggregator.config.timing import parse_frequency, parse_period
 
     schedule = table.get("schedule", "daily")
     if not isinstance(schedule, str):
@@ -293,7 +293,7 @@ def _source_timing(table: Mapping[str, Any], where: str) -> tuple[str, tuple[str
 
 
 def _source_notify(table: Mapping[str, Any], where: str) -> str:
-    from aggregator.notify.settings import POLICIES
+    from aggregator.config.notify import POLICIES
 
     notify = table.get("notify", "never")
     if notify not in POLICIES:
@@ -365,7 +365,7 @@ def load_settings(path: Path, environ: Mapping[str, str] | None = None) -> Setti
         name: parse_source(name, table, environ, root=root, validation=validation)
         for name, table in dict(doc.get("sources", {})).items()
     }
-    from aggregator.notify.settings import parse_notify
+    from aggregator.config.notify import parse_notify
 
     return Settings(
         config_path=path,
@@ -413,7 +413,7 @@ def _check_map_tiles(serve: ServeSettings) -> None:
 
 
 def _schedule_settings(table: Mapping[str, Any]) -> ScheduleSettings:
-    from aggregator.schedule.timing import parse_frequency, parse_period, parse_timezone
+    from aggregator.config.timing import parse_frequency, parse_period, parse_timezone
 
     settings: ScheduleSettings = _dataclass_from(ScheduleSettings, table, "schedule")
     tz = parse_timezone(settings.timezone)

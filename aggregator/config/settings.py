@@ -16,14 +16,14 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from aggregator.categorisation import CategorisationConfig
+from aggregator.config.categorisation import CategorisationConfig
 from aggregator.config.secret import ENV_NAME as ENV_NAME
 from aggregator.config.secret import Secret as Secret
 from aggregator.core.errors import ConfigError
 from aggregator.core.input_limits import InputLimits
 
 if TYPE_CHECKING:
-    from aggregator.notify.settings import NotifySettings
+    from aggregator.config.notify import NotifySettings
 
 SOURCE_NAME = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,62}$")
 HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")  # an RFC 9110 token
@@ -172,7 +172,7 @@ class SourceConfig:
     format: str = "dcat"  # mapper registry key
     publisher: str | None = None
     schedule: str = "daily"  # manual, hourly, daily, weekly, monthly or a cron expression
-    blackout: tuple[str, ...] = ()  # periods not to harvest in (aggregator.schedule.timing)
+    blackout: tuple[str, ...] = ()  # periods not to harvest in (aggregator.config.timing)
     full_every: str = ""  # full re-harvest frequency ("": [schedule] full_every; "never")
     notify: str = "never"  # never | on-error | always | on-error-or-change (notify/policy.py)
     notify_digest: bool = False  # one mail per day instead of one per event
@@ -184,7 +184,7 @@ class SourceConfig:
     secrets: Mapping[str, Secret] = field(default_factory=dict)
     # default HTTP headers of this source's session only; a Secret value is a credential
     headers: Mapping[str, str | Secret] = field(default_factory=dict)
-    # EU data-theme categorisation after mapping (aggregator/categorisation.py)
+    # EU data-theme categorisation after mapping (aggregator/mapping/categorisation.py)
     categorisation: CategorisationConfig = field(default_factory=CategorisationConfig)
 
     def option(self, key: str, default: Any = None) -> Any:
@@ -232,6 +232,6 @@ class Settings:
 
 
 def _no_notify() -> NotifySettings:
-    from aggregator.notify.settings import NotifySettings
+    from aggregator.config.notify import NotifySettings
 
     return NotifySettings()

@@ -20,7 +20,7 @@ def parse_chain(
     (``{ validator = "xsd", schema = "iso.xsd" }``), in order; each step's options are checked
     against the validator's ``Options`` and merged over the ``[validation.NAME]`` defaults."""
     from aggregator.config.plugin_options import complete_options, convert_options
-    from aggregator.validate.profiles import PROFILES, profile_steps
+    from aggregator.config.profiles import PROFILES, profile_steps
 
     validators = registry_of(VALIDATORS)
 

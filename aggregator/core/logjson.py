@@ -2,7 +2,7 @@
 
 Each line has ``time`` (UTC), ``level``, ``logger`` and ``message``, and, where known,
 ``job``, ``source``, ``record`` and ``stage``: from the log record's own fields (the event
-log lines of :mod:`aggregator.jobs.events` carry them), else from :data:`job_context`, which
+log lines of :mod:`aggregator.core.events` carry them), else from :data:`job_context`, which
 :func:`aggregator.jobs.pipeline.run_source` sets for the thread running a job (so a library's
 warning during a job names the job and source too). An exception comes as ``exception``.
 """

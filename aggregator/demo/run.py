@@ -207,7 +207,7 @@ def run_demo(directory: Path, *, port: int = 8000, serve: bool = True) -> int:
         for name, url in urls.items():
             click.echo(f"source {name}: {url}")
         http = HttpClient(settings.http)
-        from aggregator.notify import attach_default
+        from aggregator.jobs.notify import attach_default
 
         attach_default(settings)  # the MDR source's events (notifyWebSiteAdmin for a bad page)
         with RecordStore(settings.store_path, settings.base_iri) as store:

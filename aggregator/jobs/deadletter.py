@@ -26,9 +26,9 @@ from aggregator.config import Settings
 from aggregator.core.errors import NotFoundError
 from aggregator.core.models import Finding, RawRecord, Severity, Stage
 from aggregator.harvest.base import HarvestRequest, Listing
-from aggregator.jobs.journal import JobRow
 from aggregator.jobs.pipeline import RunOptions, run_source
 from aggregator.net.client import HttpClient
+from aggregator.store.journal import JobRow
 from aggregator.store.records import RecordStore, StoreReads
 from aggregator.store.rejections import REJECTION_COLUMNS
 

@@ -32,8 +32,8 @@ from aggregator.core.models import (
     RecordError,
     Severity,
 )
-from aggregator.jobs.journal import JobLog, now_iso
 from aggregator.jobs.processing import Checked, Processed, dataset_ntriples
+from aggregator.store.journal import JobLog, now_iso
 from aggregator.store.records import RecordStore
 from aggregator.store.rejections import DeadLetter
 from aggregator.store.state import (

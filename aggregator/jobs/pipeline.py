@@ -30,16 +30,17 @@ from typing import Any
 
 from aggregator.config import Settings, SourceConfig
 from aggregator.core.errors import AggregatorError, TransportError
+from aggregator.core.events import EventBus, JobStarted, default_bus
 from aggregator.core.logjson import in_job, job_context
 from aggregator.core.models import JobStatus, Outcome, RawRecord
 from aggregator.harvest.base import HarvestRequest, Listing
-from aggregator.jobs.events import EventBus, JobStarted, default_bus, emit_closing, rejections
-from aggregator.jobs.journal import Heartbeat, JobLog, JobRow
+from aggregator.jobs.announce import emit_closing, rejection_emitter
 from aggregator.jobs.lifecycle import BatchWriter, UpToDate
 from aggregator.jobs.processing import Lean, build_chain, process_chunk, rejoin
 from aggregator.mapping.base import MappingContext
 from aggregator.net.client import HttpClient, HttpSession
 from aggregator.plugin import harvesters
+from aggregator.store.journal import Heartbeat, JobLog, JobRow
 from aggregator.store.records import RecordStore
 
 log = logging.getLogger(__name__)
@@ -224,7 +225,7 @@ def run_source(
 ) -> JobRow:
     """Harvest one source into the store as one job; return the finished job.
 
-    Emits the job's events (:mod:`aggregator.jobs.events`) on ``events``, by default on the
+    Emits the job's events (:mod:`aggregator.core.events`) on ``events``, by default on the
     process-wide bus, whose default subscriber is the log.
     """
     bus = events or default_bus()
@@ -260,7 +261,7 @@ def _run_source(
         job,
         force=opts.force,
         batch_size=settings.harvest.batch_size,
-        on_reject=rejections(events, src.name, job.id),
+        on_reject=rejection_emitter(events, src.name, job.id),
     )
     own_executor = executor is None
     workers: int | None = None  # mapping processes of this job (the caller's executor: None)

@@ -18,11 +18,11 @@ from dataclasses import dataclass, fields, replace
 from operator import attrgetter
 from typing import Any
 
-from aggregator.categorisation import categorise
 from aggregator.config import ValidationStep
 from aggregator.core.errors import AggregatorError
 from aggregator.core.models import Finding, MappedDataset, RawRecord, Severity, Stage
 from aggregator.mapping.base import Mapper, MappingContext, mint_iri
+from aggregator.mapping.categorisation import categorise
 from aggregator.mapping.payload import ParsedPayload
 from aggregator.plugin import mappers, validators
 from aggregator.store.graphs import GraphContent, to_nquads

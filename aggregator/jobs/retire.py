@@ -27,10 +27,10 @@ from urllib.parse import quote
 
 from aggregator.config import SourceConfig
 from aggregator.core.models import JobStatus
-from aggregator.jobs.journal import JobRow
 from aggregator.jobs.lifecycle import BatchWriter
-from aggregator.quality.runner import quality_graph_iri
+from aggregator.store.journal import JobRow
 from aggregator.store.records import STATE_FILE, RecordStore
+from aggregator.validate.quality.runner import quality_graph_iri
 
 DEAD_LETTERS = "dead letters"  # the census key for a source's open rejections
 

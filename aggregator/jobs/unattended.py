@@ -29,7 +29,7 @@ from typing import Any
 import click
 
 from aggregator.harvest.base import Listing
-from aggregator.jobs.journal import JobLog, JobRow
+from aggregator.store.journal import JobLog, JobRow
 
 
 def stamp() -> str:

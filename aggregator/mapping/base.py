@@ -27,7 +27,7 @@ from aggregator.core.vocab import minted_iri
 from aggregator.mapping.payload import ParsedPayload
 
 if TYPE_CHECKING:
-    from aggregator.categorisation import CategorisationConfig
+    from aggregator.config.categorisation import CategorisationConfig
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,7 +12,7 @@ and never two of one source. A source is due when
 - its circuit breaker is open and the back-off has passed: one probe job;
 - a retry of a failed job is due: after ``retry_delay`` seconds, doubling per attempt up to
   ``retry_max_delay``, each scaled by a random factor in [0.5, 1) (jitter);
-- its next due time (from its frequency, :mod:`aggregator.schedule.timing`) has come;
+- its next due time (from its frequency, :mod:`aggregator.config.timing`) has come;
 
 and, except for requests, the moment is allowed: inside the harvest window (named frequencies
 only) and outside the source's blackout periods. A job is a full re-harvest when the last full
@@ -46,15 +46,15 @@ from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
 from aggregator.config import Settings, SourceConfig
-from aggregator.core.errors import AggregatorError, ConfigError, StoreBusyError
-from aggregator.schedule.book import Book, Request, SourceState
-from aggregator.schedule.timing import (
+from aggregator.config.timing import (
     DailyRange,
     Timing,
     parse_frequency,
     parse_period,
     parse_timezone,
 )
+from aggregator.core.errors import AggregatorError, ConfigError, StoreBusyError
+from aggregator.schedule.book import Book, Request, SourceState
 
 log = logging.getLogger(__name__)
 

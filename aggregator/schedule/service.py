@@ -39,8 +39,8 @@ def run_scheduler(settings: Settings, stop: threading.Event, interval: float = 1
 def notify_tick(settings: Settings) -> None:
     """The notifier of the (possibly re-read) configuration hears the jobs' events on the
     process's bus; escalate lasting conditions, mail the digests of ended days."""
-    from aggregator.notify import attach_default
-    from aggregator.notify.wiring import flush_digests
+    from aggregator.jobs.notify import attach_default
+    from aggregator.jobs.notify.wiring import flush_digests
 
     notifier = attach_default(settings)
     if notifier is not None:
@@ -55,7 +55,7 @@ def serve_signals(stop: threading.Event) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     from aggregator.core.errors import AggregatorError
-    from aggregator.serve.sparql_sandbox import die_with_parent
+    from aggregator.core.process import die_with_parent
 
     args = sys.argv[1:] if argv is None else argv
     die_with_parent(signal.SIGTERM)  # serve's child: a clean stop when serve goes, even killed

@@ -22,11 +22,11 @@ from datetime import UTC, datetime
 from typing import Any
 
 from aggregator.config import Settings
+from aggregator.config.timing import parse_frequency, parse_timezone
 from aggregator.core.errors import ConfigError
 from aggregator.schedule.book import BOOK_FILE, Book, Run, SourceState, iso
 from aggregator.schedule.liveness import scheduler_running
 from aggregator.schedule.scheduler import needs_full, timing_of
-from aggregator.schedule.timing import parse_frequency, parse_timezone
 
 __all__ = [
     "SourceSchedule",

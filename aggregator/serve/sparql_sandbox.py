@@ -19,7 +19,6 @@ import sys
 
 _PR_SET_NO_NEW_PRIVS = 38
 _PR_SET_SECCOMP = 22
-_PR_SET_PDEATHSIG = 1
 _SECCOMP_MODE_FILTER = 2
 _RET_ALLOW = 0x7FFF0000
 _RET_EACCES = 0x00050000 | 13
@@ -76,11 +75,3 @@ def deny_network() -> bool:
     if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
         return False
     return bool(libc.prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.byref(prog), 0, 0) == 0)
-
-
-def die_with_parent(signal_number: int) -> bool:
-    """Ask Linux to send ``signal_number`` to this process when its parent exits."""
-    if not sys.platform.startswith("linux"):
-        return False
-    libc = ctypes.CDLL(None, use_errno=True)
-    return bool(libc.prctl(_PR_SET_PDEATHSIG, signal_number, 0, 0, 0) == 0)

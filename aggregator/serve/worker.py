@@ -35,8 +35,9 @@ import socket
 import sys
 from typing import Any, NoReturn
 
+from aggregator.core.process import die_with_parent
 from aggregator.serve.accepting import AcceptBoard, AcceptSwitch
-from aggregator.serve.sparql_sandbox import deny_network, die_with_parent
+from aggregator.serve.sparql_sandbox import deny_network
 from aggregator.serve.supervisor import EXIT_OVERRUN, EXIT_RETIRED, WorkerSpec
 
 log = logging.getLogger(__name__)

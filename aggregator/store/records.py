@@ -57,10 +57,10 @@ from aggregator.core.vocab import (
     XSD,
     minted_iri,
 )
-from aggregator.jobs.journal import JobLog, Jobs, now_iso
 from aggregator.store.applier import GATHER_RECORDS, GraphApplier
 from aggregator.store.commit_barrier import CommitStamper
 from aggregator.store.graphs import GraphBackend, GraphContent, OxigraphGraphs, stale_contents
+from aggregator.store.journal import JobLog, Jobs, now_iso
 from aggregator.store.migrations import check_readable
 from aggregator.store.rejections import DeadLetter, close_rejections, keep_dead_letters
 from aggregator.store.snapshots import SnapshotShelf, remove_stale_shelves

@@ -123,7 +123,7 @@ def _size(n: int) -> str:
 
 
 def job_stamp(t: datetime) -> str:
-    """A time as the jobs table writes it (``jobs.journal.now_iso``)."""
+    """A time as the jobs table writes it (``store.journal.now_iso``)."""
     return t.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
@@ -163,9 +163,9 @@ def prune(
     finally:
         conn.close()
     if book_path is not None and book_path.exists() and not report.stopped:
-        from aggregator.schedule.book import iso
-
-        book = prune_book(book_path, iso(cutoff) or "", policy.batch, dry_run)
+        # the book's own form of a time: UTC, to the second (aggregator.schedule.book.iso)
+        stamp = cutoff.astimezone(UTC).isoformat(timespec="seconds")
+        book = prune_book(book_path, stamp, policy.batch, dry_run)
         report.rows.update(book)
     return report
 

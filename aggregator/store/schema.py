@@ -8,12 +8,12 @@ store is made by running every migration from an empty database, so new and upgr
 cannot differ.
 
 What each table is for: :mod:`aggregator.store.state` (records, payloads, the journal),
-:mod:`aggregator.jobs.journal` (jobs, job errors, checkpoints) and :mod:`aggregator.jobs.deadletter`
-(rejections). The indexes serve the keyset paging of the OAI-PMH provider and the catalogue
-(``records_modified``, ``record_sets_page``, with ``set_counts`` for whole-set sizes), the
-skip-by-date look-up of a re-harvest
-(``records_stamps``, covering) and the journal replay (the ``journal`` table; ``records_journal``
-for the marks of stores made before it, dropped by migration 2).
+:mod:`aggregator.store.journal` (jobs, job errors, checkpoints) and
+:mod:`aggregator.jobs.deadletter` (rejections). The indexes serve the keyset paging of the
+OAI-PMH provider and the catalogue (``records_modified``, ``record_sets_page``, with
+``set_counts`` for whole-set sizes), the skip-by-date look-up of a re-harvest
+(``records_stamps``, covering) and the journal replay (the ``journal`` table;
+``records_journal`` for the marks of stores made before it, dropped by migration 2).
 """
 
 BASELINE = """

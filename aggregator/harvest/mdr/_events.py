@@ -1,6 +1,6 @@
 """The MDC events of an MDR source, on the general notification mechanism.
 
-The specification's events (section 4.1.1, EventHandler) are :class:`~aggregator.notify.Notice`
+The specification's events (section 4.1.1, EventHandler) are :class:`~aggregator.jobs.notify.Notice`
 kinds, each run through the ``[notify]`` rules like any event:
 
 =========================  =====================================================================
@@ -32,16 +32,16 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Protocol
 
 from aggregator.config import Settings, SourceConfig
+from aggregator.config.notify import Condition
 from aggregator.core.errors import AggregatorError
-from aggregator.jobs.events import (
+from aggregator.core.events import (
     HarvestEvent,
     JobFailed,
     JobFinished,
     RecordRejected,
     SourceUnreachable,
 )
-from aggregator.notify.model import Notice
-from aggregator.notify.settings import Condition
+from aggregator.core.notices import Notice
 
 if TYPE_CHECKING:
     from aggregator.harvest.mdr.client import MdrClient

@@ -52,9 +52,9 @@ from aggregator.harvest.mdr.client import TNS, MdrClient, MdrServiceError
 
 if TYPE_CHECKING:
     from aggregator.config import Settings
-    from aggregator.jobs.events import HarvestEvent
+    from aggregator.config.notify import Condition
+    from aggregator.core.events import HarvestEvent
     from aggregator.net.client import HttpClient, HttpSession
-    from aggregator.notify.settings import Condition
 
 MINUTES = (1, 65535)  # the specification's range: 1 to 64K
 ASSUMED_RATE = 1_000_000.0  # bytes/s, until this run's answers have been timed
@@ -235,7 +235,7 @@ class MdrHarvester(Harvester):
             datestamp=_datestamp(element),
         )
 
-    # -- notifications (aggregator.notify) -----------------------------------------------
+    # -- notifications (aggregator.jobs.notify) -----------------------------------------------
     @classmethod
     def notify_conditions(cls, source: SourceConfig) -> Sequence[Condition]:
         from aggregator.harvest.mdr._events import conditions

@@ -17,10 +17,10 @@ from datetime import UTC, datetime
 
 from aggregator.config import Settings, SourceConfig
 from aggregator.core.errors import AggregatorError
+from aggregator.core.events import EventBus
+from aggregator.core.notices import Level, Notice
 from aggregator.harvest.mdr._events import CMS_DOWN, DB_DOWN, MDR_SERVICE_DOWN, MDR_STATUS_OK
-from aggregator.jobs.events import EventBus
 from aggregator.net.client import HttpClient
-from aggregator.notify.model import Level, Notice
 
 log = logging.getLogger("aggregator.harvest.mdr")
 

@@ -15,13 +15,13 @@ from dataclasses import dataclass, field
 from pyoxigraph import BlankNode, Literal, NamedNode, Triple
 
 from aggregator.core.vocab import DCAT, DCT, FOAF, RDF_TYPE, VCARD
-from aggregator.quality.indicators import INDICATORS_BY_KEY
-from aggregator.quality.mqa import QualityError, assess
 from aggregator.serve.dashboard.geometry import Geometry, parse_geometry
 from aggregator.serve.dashboard.labels import property_label, term_label
 from aggregator.serve.dashboard.quality_view import NOT_CHECKED_HERE
 from aggregator.serve.pages import _LANG, Graph, Term, safe_href
 from aggregator.store.state import RecordRow
+from aggregator.validate.quality.indicators import INDICATORS_BY_KEY
+from aggregator.validate.quality.mqa import QualityError, assess
 
 LOCN = "http://www.w3.org/ns/locn#"
 _GEO_PROPS = (DCAT + "bbox", LOCN + "geometry", DCAT + "centroid")

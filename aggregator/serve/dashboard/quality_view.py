@@ -1,12 +1,13 @@
 """MQA scores per source and for the whole catalogue, with the most frequent shortcomings, for
 the Quality page.
 
-The scores are those of ``aggregator quality`` (:func:`aggregator.quality.mqa.assess` over every
-active record, link checks not run), computed from the state database in the serving process
-and kept until the store's generation changes (a harvest or a quality run wrote something),
-but at most every ``REFRESH`` seconds: a harvest changes the generation with every batch, and a
-pass costs ~15 s of CPU at 100,000 records (bench/dashboard_search.py --quality). The page says
-when its scores were computed. A pass reads the records 500 at a time (memory stays flat).
+The scores are those of ``aggregator quality`` (:func:`aggregator.validate.quality.mqa.assess`
+over every active record, link checks not run), computed from the state database in the serving
+process and kept until the store's generation changes (a harvest or a quality run wrote
+something), but at most every ``REFRESH`` seconds: a harvest changes the generation with every
+batch, and a pass costs ~15 s of CPU at 100,000 records (bench/dashboard_search.py --quality).
+The page says when its scores were computed. A pass reads the records 500 at a time (memory
+stays flat).
 
 The dashboard runs no link check, so the indicators that need one (:data:`NOT_CHECKED_HERE`)
 are not measured here: they are never a shortcoming on these pages (a dataset without a
@@ -23,8 +24,14 @@ import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from aggregator.quality.aggregate import CatalogueAccumulator, QualityAggregate, Shortcoming
-from aggregator.quality.indicators import (
+from aggregator.store.packing import unpack_graph
+from aggregator.store.state import read_generation
+from aggregator.validate.quality.aggregate import (
+    CatalogueAccumulator,
+    QualityAggregate,
+    Shortcoming,
+)
+from aggregator.validate.quality.indicators import (
     DIMENSION_POINTS,
     INDICATORS_BY_KEY,
     MAX_POINTS,
@@ -32,9 +39,7 @@ from aggregator.quality.indicators import (
     Dimension,
     Indicator,
 )
-from aggregator.quality.mqa import QualityError, assess
-from aggregator.store.packing import unpack_graph
-from aggregator.store.state import read_generation
+from aggregator.validate.quality.mqa import QualityError, assess
 
 BATCH = 500
 REFRESH = 600.0  # seconds a report is kept while the store changes under it

@@ -2,7 +2,7 @@
 
 The table follows the data.europa.eu Metadata Quality Assessment (405 points in five
 dimensions). ``docs/quality.md`` shows the same table and says how each indicator is evaluated;
-the DQV metrics vocabulary (:mod:`aggregator.quality.dqv`) is generated from it.
+the DQV metrics vocabulary (:mod:`aggregator.validate.quality.dqv`) is generated from it.
 """
 
 from __future__ import annotations

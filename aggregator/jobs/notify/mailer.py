@@ -15,10 +15,10 @@ from datetime import UTC, datetime
 from email.message import EmailMessage
 from email.utils import format_datetime, make_msgid
 
+from aggregator.config.notify import SmtpSettings
 from aggregator.core.errors import AggregatorError
-from aggregator.notify.settings import SmtpSettings
 
-log = logging.getLogger("aggregator.notify")
+log = logging.getLogger("aggregator.notify")  # the name operators filter on
 
 
 class MailError(AggregatorError):

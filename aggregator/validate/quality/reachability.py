@@ -2,8 +2,8 @@
 
 Off by default and outside the harvest's hot path: nothing calls it unless the operator asks
 (``aggregator quality --check-links``, say). :meth:`ReachabilityChecker.check` takes URLs
-(:func:`aggregator.quality.mqa.link_urls` lists a record's) and returns URL ->
-:class:`ReachabilityResult`, the map :func:`aggregator.quality.mqa.assess` reads.
+(:func:`aggregator.validate.quality.mqa.link_urls` lists a record's) and returns URL ->
+:class:`ReachabilityResult`, the map :func:`aggregator.validate.quality.mqa.assess` reads.
 
 Per URL:
 

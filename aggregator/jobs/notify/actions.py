@@ -15,12 +15,12 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
-from aggregator.jobs.events import HarvestEvent
-from aggregator.notify.mailer import Mailer
-from aggregator.notify.model import body_lines, describe, kind_of, level_of
-from aggregator.notify.settings import NotifySettings
+from aggregator.config.notify import NotifySettings
+from aggregator.core.events import HarvestEvent
+from aggregator.core.notices import body_lines, describe, kind_of, level_of
+from aggregator.jobs.notify.mailer import Mailer
 
-log = logging.getLogger("aggregator.notify")
+log = logging.getLogger("aggregator.notify")  # the name operators filter on
 
 SYSLOG_LEVELS = {
     "info": logging.INFO,
@@ -74,7 +74,13 @@ class Syslog:
 
     def __call__(self, event: HarvestEvent) -> None:
         record = logging.LogRecord(
-            "aggregator.notify", SYSLOG_LEVELS[level_of(event)], "", 0, describe(event), (), None
+            "aggregator.jobs.notify",
+            SYSLOG_LEVELS[level_of(event)],
+            "",
+            0,
+            describe(event),
+            (),
+            None,
         )
         self.handler.emit(record)
 

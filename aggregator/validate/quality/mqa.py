@@ -4,8 +4,8 @@
 the two inputs that need the outside world, both supplied by the caller:
 
 * ``reachability``: URL -> result of a link check (anything with a ``reachable`` attribute,
-  e.g. :class:`~aggregator.quality.reachability.ReachabilityResult`, or a plain bool). A URL
-  missing from the map is *not checked*: its indicator earns 0 points and says
+  e.g. :class:`~aggregator.validate.quality.reachability.ReachabilityResult`, or a plain
+  bool). A URL missing from the map is *not checked*: its indicator earns 0 points and says
   ``checked=False``. No map at all means no URL was checked.
 * ``dcat_ap_compliant``: the record's SHACL verdict; ``None`` is *not checked* (0 points).
 
@@ -28,7 +28,7 @@ from pyoxigraph import BlankNode, Literal, NamedNode, RdfFormat, parse
 
 from aggregator.core.errors import AggregatorError
 from aggregator.core.vocab import DCAT, DCT
-from aggregator.quality.indicators import (
+from aggregator.validate.quality.indicators import (
     DIMENSION_POINTS,
     DISTRIBUTION_POINTS,
     INDICATORS,
@@ -39,7 +39,7 @@ from aggregator.quality.indicators import (
     Rating,
     rating_for,
 )
-from aggregator.quality.vocabularies import Vocabularies, Vocabulary, default_vocabularies
+from aggregator.validate.quality.vocabularies import Vocabularies, Vocabulary, default_vocabularies
 
 __all__ = [
     "DatasetQuality",

@@ -7,13 +7,13 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from aggregator.jobs.events import EventBus, default_bus
-from aggregator.notify.notifier import Clock, Notifier, Translator, utc_now
-from aggregator.notify.settings import Condition
+from aggregator.config.notify import Condition
+from aggregator.core.events import EventBus, default_bus
+from aggregator.jobs.notify.notifier import Clock, Notifier, Translator, utc_now
 
 if TYPE_CHECKING:
     from aggregator.config import Settings
-    from aggregator.notify.policy import Digest
+    from aggregator.jobs.notify.policy import Digest
 
 STATE_FILE = "notify-state.json"
 
@@ -40,7 +40,7 @@ def attach(settings: Settings, bus: EventBus, *, clock: Clock = utc_now) -> Noti
         if translator is not None:
             translators.append(translator(settings, source))
     # the sources' notification policies (notify/policy.py): rules, changes, digests
-    from aggregator.notify.policy import DIGEST_FILE, Digest, change_translator, policy_rules
+    from aggregator.jobs.notify.policy import DIGEST_FILE, Digest, change_translator, policy_rules
 
     notify = replace(notify, rules=(*notify.rules, *policy_rules(settings)))
     translators.append(change_translator(settings))

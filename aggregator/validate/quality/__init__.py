@@ -17,7 +17,7 @@ worker processes.
 
 from __future__ import annotations
 
-from aggregator.quality.aggregate import (
+from aggregator.validate.quality.aggregate import (
     CatalogueAccumulator,
     IndicatorShare,
     QualityAccumulator,
@@ -26,8 +26,14 @@ from aggregator.quality.aggregate import (
     aggregate,
     aggregate_by_source,
 )
-from aggregator.quality.dqv import METRICS_PATH, MQA, dqv_ntriples, metric_iri, metrics_turtle
-from aggregator.quality.indicators import (
+from aggregator.validate.quality.dqv import (
+    METRICS_PATH,
+    MQA,
+    dqv_ntriples,
+    metric_iri,
+    metrics_turtle,
+)
+from aggregator.validate.quality.indicators import (
     INDICATORS,
     MAX_POINTS,
     RATING_BANDS,
@@ -37,7 +43,7 @@ from aggregator.quality.indicators import (
     Rating,
     rating_for,
 )
-from aggregator.quality.mqa import (
+from aggregator.validate.quality.mqa import (
     DatasetQuality,
     DimensionScore,
     DistributionScore,
@@ -47,7 +53,11 @@ from aggregator.quality.mqa import (
     assess,
     link_urls,
 )
-from aggregator.quality.vocabularies import Vocabularies, default_vocabularies, load_vocabularies
+from aggregator.validate.quality.vocabularies import (
+    Vocabularies,
+    default_vocabularies,
+    load_vocabularies,
+)
 
 __all__ = [
     "INDICATORS",

@@ -13,7 +13,7 @@ Each source says when its contacts (``[notify.sites.NAME]``) and the operators
 - ``on-error-or-change``: as ``on-error``, plus ``SOURCE_CHANGED``, a :class:`Notice` derived
   from a finished job that added, updated or withdrew records.
 
-:func:`policy_rules` turns the policies into :class:`~aggregator.notify.settings.Rule` s the
+:func:`policy_rules` turns the policies into :class:`~aggregator.config.notify.Rule` s the
 notifier runs like configured ones; :func:`change_notices` is the translator deriving
 ``SOURCE_CHANGED`` (:func:`change_translator`: only for the sources whose policy names it). A
 digest source's events go to :class:`Digest` instead, which keeps them
@@ -33,16 +33,16 @@ from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from aggregator.jobs.events import HarvestEvent, JobFinished
-from aggregator.notify.actions import recipients
-from aggregator.notify.mailer import Mailer
-from aggregator.notify.model import Notice, describe, event_kinds
-from aggregator.notify.settings import POLICIES, NotifySettings, Rule
+from aggregator.config.notify import POLICIES, NotifySettings, Rule
+from aggregator.core.events import HarvestEvent, JobFinished
+from aggregator.core.notices import Notice, describe, event_kinds
+from aggregator.jobs.notify.actions import recipients
+from aggregator.jobs.notify.mailer import Mailer
 
 if TYPE_CHECKING:
     from aggregator.config import Settings
 
-log = logging.getLogger("aggregator.notify")
+log = logging.getLogger("aggregator.notify")  # the name operators filter on
 
 RECIPIENTS = ("site_admin", "admin")
 CHANGES = ("added", "updated", "withdrawn")

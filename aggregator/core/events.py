@@ -16,7 +16,7 @@ small frozen dataclasses, emitted from the thread that runs the job, in this ord
 The job is already finished in the state database when the closing events are emitted, so a
 subscriber may read it there. A subscriber that raises is logged and skipped: it never breaks
 a harvest nor keeps the other subscribers from hearing the event. An event a subscriber emits
-while hearing one (the notifier's escalations, :mod:`aggregator.notify`) is delivered once
+while hearing one (the notifier's escalations, :mod:`aggregator.jobs.notify`) is delivered once
 every subscriber has heard the first, so all subscribers hear the same order. ::
 
     bus = EventBus()
@@ -31,16 +31,9 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
-
-from aggregator.core.models import Finding, JobStatus, Severity
-
-if TYPE_CHECKING:
-    from aggregator.core.errors import TransportError
-    from aggregator.jobs.journal import JobRow
 
 log = logging.getLogger("aggregator.events")
 
@@ -197,67 +190,6 @@ def log_event(event: HarvestEvent) -> None:
             log.info(
                 "job %s (%s) finished: %s", event.job_id, event.source, event.status, extra=extra
             )
-
-
-def rejections(bus: EventBus, source: str, job_id: int) -> Callable[[str, Sequence[Finding]], None]:
-    """A callback for the lifecycle's rejections: one RecordRejected per rejected record,
-    with its first violation."""
-
-    def rejected(local_id: str, findings: Sequence[Finding]) -> None:
-        first = next((f for f in findings if f.severity is Severity.VIOLATION), None)
-        if first is not None:
-            bus.emit(
-                RecordRejected(
-                    source=source,
-                    job_id=job_id,
-                    local_id=local_id,
-                    step=first.step or first.stage.value,
-                    rule=first.rule,
-                    message=first.message,
-                    location=first.location or first.path,
-                )
-            )
-
-    return rejected
-
-
-def emit_closing(
-    bus: EventBus,
-    job: JobRow,
-    url: str,
-    unreachable: TransportError | None,
-    previous: JobRow | None,
-) -> None:
-    """The events of a finished job (SourceUnreachable, JobFailed, JobRecovered, JobFinished).
-
-    ``previous``: the source's job before this one, if any (a recovery is a success after a
-    failure); ``unreachable``: the transport error the job failed on, if it did."""
-    source, job_id = job.source, job.id
-    if unreachable is not None:
-        bus.emit(
-            SourceUnreachable(
-                source=source,
-                job_id=job_id,
-                url=unreachable.url or url,
-                message=unreachable.message,
-                status=unreachable.status,
-            )
-        )
-    if job.status == JobStatus.FAILED.value:
-        bus.emit(JobFailed(source=source, job_id=job_id, message=job.message))
-    elif job.status == JobStatus.SUCCEEDED.value and (
-        previous is not None and previous.status == JobStatus.FAILED.value
-    ):
-        bus.emit(JobRecovered(source=source, job_id=job_id, failed_job_id=previous.id))
-    bus.emit(
-        JobFinished(
-            source=source,
-            job_id=job_id,
-            status=job.status,
-            counters=dict(job.counters),
-            message=job.message,
-        )
-    )
 
 
 _default: EventBus | None = None

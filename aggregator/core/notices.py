@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Literal
 
-from aggregator.jobs.events import HarvestEvent, JobFinished
+from aggregator.core.events import HarvestEvent, JobFinished
 
 Level = Literal["info", "warning", "error", "escalation", "recovery"]
 

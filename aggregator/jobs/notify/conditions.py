@@ -20,7 +20,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from aggregator.notify.settings import Condition
+from aggregator.config.notify import Condition
 
 
 @dataclass(frozen=True, slots=True)

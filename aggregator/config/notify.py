@@ -56,7 +56,7 @@ from typing import Any
 from aggregator.config.secret import ENV_NAME, Secret
 from aggregator.core.errors import ConfigError
 
-#: a source's ``notify`` policy -> the events it mails about (aggregator.notify.policy); here,
+#: a source's ``notify`` policy -> the events it mails about (aggregator.jobs.notify.policy); here,
 #: with the section, so that the configuration checks the key without importing the notifier
 POLICIES: Mapping[str, tuple[str, ...]] = {
     "never": (),

@@ -1,6 +1,6 @@
 """MQA aggregates per source and for the whole catalogue.
 
-:class:`QualityAccumulator` is fed one :class:`~aggregator.quality.mqa.DatasetQuality` at a
+:class:`QualityAccumulator` is fed one :class:`~aggregator.validate.quality.mqa.DatasetQuality` at a
 time (constant memory: a million records need no list of results) and gives a frozen
 :class:`QualityAggregate`; :class:`CatalogueAccumulator` keeps one per source plus the total.
 
@@ -19,8 +19,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from aggregator.quality.indicators import INDICATORS, Dimension, Rating, rating_for
-from aggregator.quality.mqa import DatasetQuality
+from aggregator.validate.quality.indicators import INDICATORS, Dimension, Rating, rating_for
+from aggregator.validate.quality.mqa import DatasetQuality
 
 __all__ = [
     "CatalogueAccumulator",

@@ -7,14 +7,14 @@ import threading
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 
-from aggregator.jobs.events import EventBus, HarvestEvent
-from aggregator.notify.actions import FileLog, Syslog, console, email
-from aggregator.notify.conditions import ConditionTracker, Transition
-from aggregator.notify.mailer import Mailer
-from aggregator.notify.model import Notice, describe, event_kinds, kind_of
-from aggregator.notify.settings import Condition, NotifySettings
+from aggregator.config.notify import Condition, NotifySettings
+from aggregator.core.events import EventBus, HarvestEvent
+from aggregator.core.notices import Notice, describe, event_kinds, kind_of
+from aggregator.jobs.notify.actions import FileLog, Syslog, console, email
+from aggregator.jobs.notify.conditions import ConditionTracker, Transition
+from aggregator.jobs.notify.mailer import Mailer
 
-log = logging.getLogger("aggregator.notify")
+log = logging.getLogger("aggregator.notify")  # the name operators filter on
 
 Clock = Callable[[], datetime]
 #: derives further events from one (a protocol's own events from the harvest's)

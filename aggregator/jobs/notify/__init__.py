@@ -1,6 +1,6 @@
 """Notifications: configured actions for events, escalation of lasting error conditions.
 
-A general mechanism on the harvest event bus (:mod:`aggregator.jobs.events`), shared by every
+A general mechanism on the harvest event bus (:mod:`aggregator.core.events`), shared by every
 source type: the harvest's own events (``JobFailed``, ``SourceUnreachable``,
 ``JobRecovered``, ``JobFinished:failed`` ...) and named :class:`Notice` events of monitors
 and protocols (the MDR status monitor's ``MDR_SERVICE_DOWN`` ...) go through the same rules.
@@ -40,11 +40,7 @@ that caused them, so every subscriber hears them in order.
 
 from __future__ import annotations
 
-from aggregator.notify.conditions import ConditionTracker, Transition
-from aggregator.notify.mailer import Mailer, MailError
-from aggregator.notify.model import Notice, event_kinds, kind_of, level_of
-from aggregator.notify.notifier import Clock, Notifier, Translator, utc_now
-from aggregator.notify.settings import (
+from aggregator.config.notify import (
     Condition,
     Contacts,
     NotifySettings,
@@ -52,7 +48,11 @@ from aggregator.notify.settings import (
     SmtpSettings,
     parse_notify,
 )
-from aggregator.notify.wiring import attach, attach_default
+from aggregator.core.notices import Notice, event_kinds, kind_of, level_of
+from aggregator.jobs.notify.conditions import ConditionTracker, Transition
+from aggregator.jobs.notify.mailer import Mailer, MailError
+from aggregator.jobs.notify.notifier import Clock, Notifier, Translator, utc_now
+from aggregator.jobs.notify.wiring import attach, attach_default
 
 __all__ = [
     "Clock",

@@ -3,7 +3,7 @@ store (one named graph per record, so analysts can query quality with SPARQL), a
 per source and for the whole catalogue.
 
 Link checks (reachability) are off unless asked for; they run here, outside any harvest, with
-the per-host rate limit and the cache of :mod:`aggregator.quality.reachability`.
+the per-host rate limit and the cache of :mod:`aggregator.validate.quality.reachability`.
 """
 
 from __future__ import annotations
@@ -15,13 +15,13 @@ from datetime import UTC, datetime
 
 from aggregator.config import Settings
 from aggregator.core.errors import StoreError
-from aggregator.quality.aggregate import CatalogueAccumulator, QualityAggregate
-from aggregator.quality.dqv import METRICS_PATH, dqv_ntriples
-from aggregator.quality.mqa import QualityError, assess, link_urls
-from aggregator.quality.reachability import ReachabilityCache, ReachabilityChecker
 from aggregator.store.graphs import GraphContent
 from aggregator.store.packing import unpack_graph
 from aggregator.store.records import RecordStore, StoreNames, StoreReads
+from aggregator.validate.quality.aggregate import CatalogueAccumulator, QualityAggregate
+from aggregator.validate.quality.dqv import METRICS_PATH, dqv_ntriples
+from aggregator.validate.quality.mqa import QualityError, assess, link_urls
+from aggregator.validate.quality.reachability import ReachabilityCache, ReachabilityChecker
 
 BATCH = 500
 
