@@ -106,12 +106,14 @@ def map_file(fmt: str, media_type: str | None, base_iri: str, syntax: str, file:
     from pyoxigraph import NamedNode, RdfFormat, serialize
 
     from aggregator.mapping.base import MappingContext
+    from aggregator.mapping.finish import finish_mapped
     from aggregator.plugin import mappers
 
     mapper = mappers.get(fmt)()
     # a file of a format that describes one dataset is one record, within the input limits
     raw = _raw_from_file(file, fmt, media_type, collection=mapper.reads_collections)
-    datasets = mapper.map(raw, MappingContext(base_iri=base_iri, source="file"))
+    ctx = MappingContext(base_iri=base_iri, source="file")
+    datasets = finish_mapped(mapper.map(raw, ctx), ctx)  # as a harvest does after the mapper
     rdf_format = getattr(RdfFormat, MAP_SYNTAXES[syntax][0])
     graphs = MAP_SYNTAXES[syntax][1]
     comments = syntax in _COMMENTS
@@ -160,8 +162,8 @@ def _print_findings(findings: Any) -> tuple[int, int]:
 
 
 def _shacl_options(c: Ctx, vocabularies: bool) -> dict[str, Any]:
-    """The [validation.shacl] options of aggregator.toml (when there is one), plus the class
-    range profile for --vocabularies."""
+    """The [validation.shacl] options of aggregator.toml (when there is one); the class ranges
+    (part of the default shapes) stay in for --vocabularies when the file replaces them."""
     from aggregator.validate.shacl import ranges_shapes
 
     options: dict[str, Any] = {}
@@ -246,8 +248,9 @@ def _validate_normalised(c: Ctx, raw: Any, profile: str, vocabularies: bool) -> 
 @click.option(
     "--vocabularies",
     is_flag=True,
-    help="Also check the class ranges of vocabulary terms (shapes/dcat-ap-3-ranges.ttl), "
-    "with the terms of the bundled vocabulary tables described.",
+    help="Describe the terms of the bundled vocabulary tables the graph uses (their class and "
+    "label) beside it, as background knowledge; without it the class ranges are checked as "
+    "the official shapes do, on the graph alone.",
 )
 @click.option(
     "--profile",

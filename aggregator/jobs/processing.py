@@ -22,7 +22,7 @@ from aggregator.config import ValidationStep
 from aggregator.core.errors import AggregatorError
 from aggregator.core.models import Finding, MappedDataset, RawRecord, Severity, Stage
 from aggregator.mapping.base import Mapper, MappingContext, mint_iri
-from aggregator.mapping.categorisation import categorise
+from aggregator.mapping.finish import finish_mapped
 from aggregator.mapping.payload import ParsedPayload
 from aggregator.plugin import mappers, validators
 from aggregator.store.graphs import GraphContent, to_nquads
@@ -198,8 +198,7 @@ def _run(
     except Exception as err:  # a mapper bug must not stop the job: it is this record's error
         message = f"{type(err).__name__}: {err}"
         return (), (*carried, Finding(Stage.MAP, Severity.VIOLATION, "mapperCrash", message))
-    if ctx.categorisation is not None:  # after the format mapping, whatever the format
-        datasets = [categorise(ds, ctx.categorisation) for ds in datasets]
+    datasets = finish_mapped(datasets, ctx)  # categorisation, ranges: whatever the format
     checked = []
     for ds in datasets:
         findings: list[Finding] = [*carried, *ds.findings]

@@ -1,0 +1,33 @@
+"""What every mapper's output goes through, in ``aggregator map`` and in a harvest alike.
+
+After the format mapping, whatever the format, and before any graph validator:
+
+1. the source's EU data-theme categorisation, when it has one
+   (:mod:`aggregator.mapping.categorisation`; it reads free-text themes, so it runs before
+   they become keywords);
+2. the DCAT-AP 3.0.1 class ranges (:mod:`aggregator.mapping.ranges`), so that each record
+   carries the class of every value the range demands.
+
+``aggregator/jobs/processing.py`` (the harvest) and ``aggregator map`` both call
+:func:`finish_mapped`, so what a publisher sees on the command line is what the aggregator
+stores.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from aggregator.core.models import MappedDataset
+from aggregator.mapping.base import MappingContext
+from aggregator.mapping.categorisation import categorise
+from aggregator.mapping.ranges import complete_ranges
+
+
+def finish_mapped(datasets: Sequence[MappedDataset], ctx: MappingContext) -> list[MappedDataset]:
+    """The mapped datasets of one record, categorised and with their ranges completed."""
+    out = []
+    for ds in datasets:
+        if ctx.categorisation is not None:
+            ds = categorise(ds, ctx.categorisation)
+        out.append(complete_ranges(ds))
+    return out
