@@ -6,7 +6,7 @@ get their types from another record and invalid records pass.
 
 Usage::
 
-    validator = ShaclValidator()                                   # bundled DCAT-AP 3 shapes
+    validator = ShaclValidator()                    # bundled DCAT-AP 3 shapes and their ranges
     validator = ShaclValidator(extra_shapes=["/etc/aggregator/dcat-ap-xx.ttl"])  # + a profile
     report = validator.validate_graph(dataset)
     report.conforms                     # False only if some finding is a Violation
@@ -60,13 +60,19 @@ def shapes_dir() -> Path:
 
 
 def default_shapes() -> Path:
-    """The bundled default profile, ``shapes/dcat-ap-3.ttl``."""
+    """The bundled DCAT-AP 3.0.1 shapes, ``shapes/dcat-ap-3.ttl`` (without the ranges)."""
     return shapes_dir() / DEFAULT_SHAPES_FILE
 
 
 def ranges_shapes() -> Path:
-    """The bundled optional class-range profile, ``shapes/dcat-ap-3-ranges.ttl``."""
+    """The bundled class ranges, ``shapes/dcat-ap-3-ranges.ttl`` (part of the default)."""
     return shapes_dir() / RANGES_SHAPES_FILE
+
+
+def default_profile() -> list[Path]:
+    """The shapes a validator uses when given none: the DCAT-AP 3.0.1 shapes and their class
+    ranges, as the official shapes are shapes.ttl + range.ttl (see docs/validation.md)."""
+    return [default_shapes(), ranges_shapes()]
 
 
 def _file_key(path: Path) -> tuple[str, int, int]:
@@ -150,9 +156,10 @@ class ShaclOptions:
 class ShaclValidator(Validator):
     """Validates each mapped dataset graph against DCAT-AP 3 shapes (plus operator profiles).
 
-    ``shapes``: the base shape files; default: the bundled ``shapes/dcat-ap-3.ttl``.
-    ``extra_shapes``: shape files an operator adds (a national profile, the bundled
-    ``dcat-ap-3-ranges.ttl``); validated together with the base shapes as one shapes graph.
+    ``shapes``: the base shape files; default: the bundled ``shapes/dcat-ap-3.ttl`` and
+    ``shapes/dcat-ap-3-ranges.ttl`` (:func:`default_profile`).
+    ``extra_shapes``: shape files an operator adds (a national profile); validated together
+    with the base shapes as one shapes graph (a file given twice is read once).
     ``engine``: ``"shacl"`` (Rust, default) or ``"pyshacl"`` (reference).
 
     Raises :class:`ConfigError` at construction if a file is missing, unreadable or holds no
@@ -172,9 +179,9 @@ class ShaclValidator(Validator):
         if engine not in ENGINES:
             known = ", ".join(sorted(ENGINES))
             raise ConfigError(f"unknown SHACL engine {engine!r} (known: {known})")
-        base = [default_shapes()] if shapes is None else [Path(p) for p in shapes]
+        base = default_profile() if shapes is None else [Path(p) for p in shapes]
         self.shape_files: tuple[Path, ...] = tuple(
-            p.resolve() for p in [*base, *(Path(p) for p in extra_shapes)]
+            dict.fromkeys(p.resolve() for p in [*base, *(Path(p) for p in extra_shapes)])
         )
         if not self.shape_files:
             raise ConfigError("no SHACL shapes files given")
