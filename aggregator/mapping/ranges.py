@@ -135,6 +135,9 @@ def complete_ranges(dataset: MappedDataset, table: RangeTable | None = None) -> 
         return dataset
     change = _Rewrite(table)
     no_types: set[str] = set()
+    # rows that hold for some subjects only come last, once the other rows have typed those
+    # subjects (an agent typed foaf:Agent through dct:publisher has its dct:type typed too)
+    read.links.sort(key=lambda link_rows: bool(link_rows[1][0].subjects))
     for link, rows in read.links:
         row = _applicable(rows, read.types.get(link.subject, no_types))
         if row is not None:

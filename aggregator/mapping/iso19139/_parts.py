@@ -261,6 +261,8 @@ class _KeywordGroup:
             concept = out.typed(C["Concept"])
             out.add_all(concept, P["prefLabel"], lits)
             out.add(concept, P["inScheme"], self.scheme)
+        elif prop == P["theme"]:  # a theme is a skos:Concept, whose label is mandatory: the
+            out.add_all(concept, P["prefLabel"], lits)  # keyword's own text is that label
         out.add(self.subject, prop, concept)
         if known is not None and known.legislation:
             out.add(self.subject, APPLICABLE_LEGISLATION, named(known.legislation))

@@ -79,6 +79,7 @@ PRIMARY_TOPIC = named(FOAF + "primaryTopic")
 CATALOG_RECORD = named(DCAT + "CatalogRecord")
 ACCESS_RIGHTS = named(DCT + "accessRights")
 STANDARD = named(DCT + "Standard")
+PREF_LABEL = named("http://www.w3.org/2004/02/skos/core#prefLabel")
 RESOURCE_TYPE_PROPS = (named(DCT + "type"), named("http://data.europa.eu/930/resourceType"))
 _CODE_SAFE = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.")
 
@@ -141,6 +142,9 @@ class IsoMapper(Mapper):
         if kind != "service":
             for prop in RESOURCE_TYPE_PROPS:
                 out.add(iri, prop, named(RESOURCE_TYPE + rtype))
+            # dct:type of a dataset is a skos:Concept, whose label is mandatory (DCAT-AP
+            # 3.0.1): the code the record gives (gmd:hierarchyLevel) names it
+            out.add(named(RESOURCE_TYPE + rtype), PREF_LABEL, lit(rtype))
         record_out = Out()
         record = blank()
         record_out.add(record, TYPE, CATALOG_RECORD)
