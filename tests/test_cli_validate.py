@@ -16,7 +16,7 @@ EU = "http://publications.europa.eu/resource/authority/"
 CATALOGUE = """<http://ex.org/cat> a dcat:Catalog ; dct:title "Catalogue"@en ;
     dct:description "All our data."@en ; dct:publisher <http://ex.org/org> ;
     dcat:dataset <http://ex.org/d1> .
-<http://ex.org/org> a foaf:Organization ; foaf:name "Org" .
+<http://ex.org/org> a foaf:Organization , foaf:Agent ; foaf:name "Org" .
 """
 DATASET = """<http://ex.org/d1> a dcat:Dataset ; dct:title "One"@en ; dct:description "D"@en ;
     dcat:theme <THEME> ;
@@ -31,8 +31,18 @@ def validate(tmp_path: Path, text: str, *options: str, name: str = "doc.ttl") ->
     return CliRunner().invoke(main, ["validate", *options, str(path)])
 
 
-def doc(catalogue: str = CATALOGUE, theme: str = EU + "data-theme/ECON") -> str:
-    return PREFIXES + catalogue + DATASET.replace("THEME", theme)
+TYPED_THEME = """<THEME> a <http://www.w3.org/2004/02/skos/core#Concept> ;
+    <http://www.w3.org/2004/02/skos/core#prefLabel> "Economy and finance"@en .
+"""
+
+
+def doc(
+    catalogue: str = CATALOGUE, theme: str = EU + "data-theme/ECON", typed: bool = True
+) -> str:
+    """The document; ``typed``: its theme carries the class DCAT-AP 3.0.1 gives it (and the
+    label a concept needs), as the official shapes demand of the document alone."""
+    text = PREFIXES + catalogue + DATASET + (TYPED_THEME if typed else "")
+    return text.replace("THEME", theme)
 
 
 def violations(result: Result) -> list[list[str]]:
@@ -75,15 +85,22 @@ def test_the_input_is_validated_before_normalisation(tmp_path: Path) -> None:
     assert "## record http://ex.org/d1" in normalised.output
 
 
-def test_vocabulary_checks_are_an_option(tmp_path: Path) -> None:
-    known, unknown = doc(), doc(theme="http://ex.org/our-own-theme")
-    assert validate(tmp_path, unknown).exit_code == 0  # not checked by default
+def test_class_ranges_are_checked_as_the_official_shapes_do(tmp_path: Path) -> None:
+    """By default the document alone must state its theme's class (range.ttl, no background
+    knowledge); --vocabularies describes the bundled tables' terms beside it."""
+    known = doc(typed=False)
+    unknown = doc(theme="http://ex.org/our-own-theme", typed=False)
+    for text in (known, unknown):
+        result = validate(tmp_path, text)
+        assert result.exit_code == 1, result.output
+        [(_, focus, path, message, rule)] = violations(result)
+        assert (focus, path) == ("http://ex.org/d1", "http://www.w3.org/ns/dcat#theme")
+        assert "skos:Concept" in message and "dcat-ap-3-ranges#Dataset-theme" in rule
     assert validate(tmp_path, known, "--vocabularies").exit_code == 0  # a known EU term
     result = validate(tmp_path, unknown, "--vocabularies")
     assert result.exit_code == 1, result.output
     [(_, focus, path, message, rule)] = violations(result)
     assert (focus, path) == ("http://ex.org/d1", "http://www.w3.org/ns/dcat#theme")
-    assert "skos:Concept" in message and "dcat-ap-3-ranges#Dataset-theme" in rule
 
 
 def test_an_unreadable_document_does_not_conform(tmp_path: Path) -> None:

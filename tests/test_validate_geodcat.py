@@ -33,6 +33,7 @@ from aggregator.core.models import Finding, MappedDataset, RawRecord, Severity
 from aggregator.demo.peers.sample_data import generate_dataset
 from aggregator.mapping.base import MappingContext
 from aggregator.mapping.dcat import DcatMapper
+from aggregator.mapping.finish import finish_mapped
 from aggregator.validate.shacl import ShaclValidator, shapes_dir
 
 DATA = Path(__file__).parent / "data" / "shacl"
@@ -457,7 +458,7 @@ def ours(findings: Iterable[Finding]) -> list[Finding]:
 def mapped_sample(index: int) -> MappedDataset:
     raw = RawRecord("sample", f"id{index}", "dcat", generate_dataset(index), "application/rdf+xml")
     ctx = MappingContext("https://agg.example.org/", "sample")
-    [dataset] = DcatMapper().map(raw, ctx)
+    [dataset] = finish_mapped(DcatMapper().map(raw, ctx), ctx)  # as a harvest stores it
     return dataset
 
 
@@ -484,7 +485,11 @@ def shape_triples() -> list[Triple]:
 
 def test_profile_loads_as_extra_shapes(geo: ShaclValidator) -> None:
     assert PROFILE.is_file()
-    assert [p.name for p in geo.shape_files] == ["dcat-ap-3.ttl", "geodcat-ap.ttl"]
+    assert [p.name for p in geo.shape_files] == [
+        "dcat-ap-3.ttl",
+        "dcat-ap-3-ranges.ttl",
+        "geodcat-ap.ttl",
+    ]
 
 
 def test_profile_loads_from_the_configuration(tmp_path: Path) -> None:

@@ -41,6 +41,8 @@ _KEYS = frozenset(
         "lookup",
         "labels",
         "label-property",
+        "requires",
+        "fallback",
         "spec",
     }
 )
@@ -61,6 +63,8 @@ class Range:
     lookup: Vocabulary | None = None  # a literal found in this table becomes the term's IRI
     labels: Mapping[str, str] = field(default_factory=dict)  # term IRI -> English label
     label_property: str | None = None  # the property ``labels`` are written as
+    requires: frozenset[str] = frozenset()  # described rows: the class's mandatory properties
+    fallback: str | None = None  # described rows: where a value without them goes
 
     @property
     def cls_node(self) -> NamedNode:
@@ -75,6 +79,8 @@ class RangeTable:
     prefixes: Mapping[str, str]
     #: the label properties the step reads (a moved theme's labels, vocabulary labels)
     label_properties: frozenset[str]
+    #: the mandatory properties the described rows ask for (their presence is read)
+    required_properties: frozenset[str]
     #: ``<P>`` of the predicates the step reads: rdf:type, the range and label properties
     read_lines: frozenset[bytes]
 
@@ -156,6 +162,8 @@ def _row(
         lookup=lookup,
         labels=MappingProxyType(labels),
         label_property=None if label_property is None else _expand(label_property, prefixes, where),
+        requires=frozenset(_terms(entry, "requires", prefixes, where)),
+        fallback=_expand(entry["fallback"], prefixes, where) if "fallback" in entry else None,
     )
 
 
@@ -182,6 +190,7 @@ def compile_ranges(data: Mapping[str, Any], vocabularies: Mapping[str, Vocabular
         {SKOS + "prefLabel", RDFS + "label"}
         | {r.label_property for rs in by_property.values() for r in rs if r.label_property}
     )
+    required = frozenset(p for rs in by_property.values() for r in rs for p in r.requires)
     terms = {
         *by_property,
         *labels,
@@ -191,7 +200,8 @@ def compile_ranges(data: Mapping[str, Any], vocabularies: Mapping[str, Vocabular
         MappingProxyType({p: tuple(rows) for p, rows in by_property.items()}),
         MappingProxyType(dict(prefixes)),
         labels,
-        frozenset(f"<{p}>".encode() for p in {*by_property, RDF_TYPE, *labels}),
+        required,
+        frozenset(f"<{p}>".encode() for p in {*by_property, RDF_TYPE, *labels, *required}),
     )
     return replace(table, curies=MappingProxyType({t: table.curie(t) for t in terms}))
 

@@ -83,6 +83,8 @@ class _Read:
         self.types: dict[object, set[str]] = {}
         self.labels: dict[object, dict[str, list[Literal]]] = {}
         self.links: list[tuple[Triple, tuple[Range, ...]]] = []
+        self.has: dict[object, set[str]] = {}  # subject -> the required properties it has
+        required = table.required_properties
         rows = table.by_property
         for q in quads:
             predicate = q.predicate.value
@@ -91,6 +93,8 @@ class _Read:
                 if isinstance(t.object, NamedNode):
                     self.types.setdefault(t.subject, set()).add(t.object.value)
                 continue
+            if predicate in required:
+                self.has.setdefault(t.subject, set()).add(predicate)
             if predicate in labels and isinstance(t.object, Literal):
                 self.labels.setdefault(t.subject, {}).setdefault(predicate, []).append(t.object)
             found = rows.get(predicate)
@@ -159,9 +163,28 @@ def _value(link: Triple, row: Range, read: _Read, change: _Rewrite, data: bytes)
     elif isinstance(obj, BlankNode) and row.iri:
         _theme_node(link, obj, read, change, change.table.curie(link.predicate.value))
     elif isinstance(obj, NamedNode | BlankNode):
-        if row.described and not _describes(data, obj):
-            return
+        if row.described:
+            if not _describes(data, obj):
+                return  # another record's resource
+            if not row.requires <= read.has.get(obj, set()):
+                _unfit(link, obj, row, change)
+                return
         _typed(obj, row, read, change, link.predicate.value)
+
+
+def _unfit(link: Triple, node: Term, row: Range, change: _Rewrite) -> None:
+    """A described value without the mandatory properties of its range class: typing it would
+    only trade the range violation for others. Moved to ``row.fallback`` when there is one."""
+    if row.fallback is None:
+        return
+    change.removed.add(link)
+    change.add(Triple(link.subject, NamedNode(row.fallback), node))
+    table = change.table
+    missing = ", ".join(sorted(table.curie(p) for p in row.requires))
+    change.note(
+        "range-link-to-relation",
+        f"{table.curie(link.predicate.value)} {node} (no {missing}) -> {table.curie(row.fallback)}",
+    )
 
 
 def _typed(node: Term, row: Range, read: _Read, change: _Rewrite, prop: str) -> None:
@@ -268,6 +291,11 @@ _RULES: dict[str, tuple[Severity, str]] = {
     "range-theme-literal-to-keyword": (
         Severity.WARNING,
         "free-text theme (DCAT-AP 3.0.1 wants a concept IRI) kept as dcat:keyword",
+    ),
+    "range-link-to-relation": (
+        Severity.WARNING,
+        "link to a resource not described as its DCAT-AP 3.0.1 range class requires, kept as "
+        "dct:relation",
     ),
     "range-theme-node-to-keyword": (
         Severity.WARNING,
