@@ -36,9 +36,7 @@ TYPED_THEME = """<THEME> a <http://www.w3.org/2004/02/skos/core#Concept> ;
 """
 
 
-def doc(
-    catalogue: str = CATALOGUE, theme: str = EU + "data-theme/ECON", typed: bool = True
-) -> str:
+def doc(catalogue: str = CATALOGUE, theme: str = EU + "data-theme/ECON", typed: bool = True) -> str:
     """The document; ``typed``: its theme carries the class DCAT-AP 3.0.1 gives it (and the
     label a concept needs), as the official shapes demand of the document alone."""
     text = PREFIXES + catalogue + DATASET + (TYPED_THEME if typed else "")

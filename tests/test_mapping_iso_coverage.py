@@ -9,6 +9,7 @@ import pytest
 from aggregator.core.models import MappedDataset, RawRecord
 from aggregator.mapping.base import MappingContext
 from aggregator.mapping.iso19139 import IsoMapper
+from aggregator.mapping.ranges import complete_ranges
 from aggregator.validate.shacl import ShaclValidator
 
 CTX = MappingContext(base_iri="https://aggregator.example.org/", source="gemini")
@@ -49,7 +50,7 @@ def record(ident: str, distribution: str = "", level: str = "dataset") -> bytes:
 
 def run(mapper: IsoMapper, payload: bytes) -> tuple[MappedDataset, str]:
     [mapped] = mapper.map(RawRecord("gemini", "rec", "iso19139", payload, "application/xml"), CTX)
-    report = ShaclValidator().validate_graph(mapped)
+    report = ShaclValidator().validate_graph(complete_ranges(mapped))
     assert report.conforms, report
     return mapped, mapped.ntriples.decode()
 

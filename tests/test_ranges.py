@@ -44,6 +44,8 @@ PREFIXES = """
 @prefix freq:   <http://publications.europa.eu/resource/authority/frequency/> .
 @prefix theme:  <http://publications.europa.eu/resource/authority/data-theme/> .
 @prefix lic:    <http://publications.europa.eu/resource/authority/licence/> .
+@prefix ar:     <http://publications.europa.eu/resource/authority/access-right/> .
+@prefix ctry:   <http://publications.europa.eu/resource/authority/country/> .
 @prefix ptype:  <http://purl.org/adms/publishertype/> .
 @prefix ex:     <https://data.example.org/> .
 """
@@ -83,7 +85,7 @@ class Golden:
     rules: dict[str, Severity]
 
 
-I, W = Severity.INFO, Severity.WARNING
+INF, W = Severity.INFO, Severity.WARNING
 
 GOLDEN = [
     Golden(
@@ -91,9 +93,9 @@ GOLDEN = [
         given="""
         ex:air-quality dct:language lang:ENG ; dct:accrualPeriodicity freq:ANNUAL ;
             dct:conformsTo <https://eur-lex.europa.eu/eli/dir/2008/50/oj> ;
-            dct:accessRights <http://publications.europa.eu/resource/authority/access-right/PUBLIC> ;
+            dct:accessRights ar:PUBLIC ;
             foaf:page ex:methodology ; dcat:landingPage ex:air-quality.html ;
-            dct:spatial <http://publications.europa.eu/resource/authority/country/AUT> ;
+            dct:spatial ctry:AUT ;
             dct:temporal [ dcat:startDate "2024-01-01"^^<http://www.w3.org/2001/XMLSchema#date> ] ;
             dcat:distribution ex:air-quality.csv .
         ex:air-quality.csv a dcat:Distribution ; dcat:accessURL ex:download ;
@@ -104,9 +106,9 @@ GOLDEN = [
         expected="""
         ex:air-quality dct:language lang:ENG ; dct:accrualPeriodicity freq:ANNUAL ;
             dct:conformsTo <https://eur-lex.europa.eu/eli/dir/2008/50/oj> ;
-            dct:accessRights <http://publications.europa.eu/resource/authority/access-right/PUBLIC> ;
+            dct:accessRights ar:PUBLIC ;
             foaf:page ex:methodology ; dcat:landingPage ex:air-quality.html ;
-            dct:spatial <http://publications.europa.eu/resource/authority/country/AUT> ;
+            dct:spatial ctry:AUT ;
             dct:temporal [ a dct:PeriodOfTime ;
                 dcat:startDate "2024-01-01"^^<http://www.w3.org/2001/XMLSchema#date> ] ;
             dcat:distribution ex:air-quality.csv .
@@ -117,15 +119,15 @@ GOLDEN = [
         lang:ENG a dct:LinguisticSystem .
         freq:ANNUAL a dct:Frequency .
         <https://eur-lex.europa.eu/eli/dir/2008/50/oj> a dct:Standard .
-        <http://publications.europa.eu/resource/authority/access-right/PUBLIC> a dct:RightsStatement .
+        ar:PUBLIC a dct:RightsStatement .
         ex:methodology a foaf:Document .
         ex:air-quality.html a foaf:Document .
-        <http://publications.europa.eu/resource/authority/country/AUT> a dct:Location .
+        ctry:AUT a dct:Location .
         lic:CC_BY_4_0 a dct:LicenseDocument .
         <http://publications.europa.eu/resource/authority/file-type/CSV> a dct:MediaTypeOrExtent .
         <https://www.iana.org/assignments/media-types/text/csv> a dct:MediaType .
         """,
-        rules={"range-class-added": I},
+        rules={"range-class-added": INF},
     ),
     Golden(
         "subclass-types-are-not-the-range-class",
@@ -137,14 +139,14 @@ GOLDEN = [
             dct:type ptype:NationalAuthority .
         """,
         expected="""
-        ex:air-quality dcat:contactPoint [ a vcard:Organization , vcard:Kind ; vcard:fn "Data desk" ;
-                vcard:hasEmail <mailto:data@example.org> ] ;
+        ex:air-quality dcat:contactPoint [ a vcard:Organization , vcard:Kind ;
+                vcard:fn "Data desk" ; vcard:hasEmail <mailto:data@example.org> ] ;
             dct:publisher ex:agency .
         ex:agency a foaf:Organization , foaf:Agent ; foaf:name "Environment Agency"@en ;
             dct:type ptype:NationalAuthority .
         ptype:NationalAuthority a skos:Concept ; skos:prefLabel "National authority"@en .
         """,
-        rules={"range-class-added": I, "range-label-added": I},
+        rules={"range-class-added": INF, "range-label-added": INF},
     ),
     Golden(
         "vocabulary-term-gets-its-label",
@@ -153,7 +155,7 @@ GOLDEN = [
         ex:air-quality dcat:theme theme:ENVI .
         theme:ENVI a skos:Concept ; skos:prefLabel "Environment"@en .
         """,
-        rules={"range-class-added": I, "range-label-added": I},
+        rules={"range-class-added": INF, "range-label-added": INF},
     ),
     Golden(
         "literal-naming-a-vocabulary-term",
@@ -163,7 +165,7 @@ GOLDEN = [
         lang:DEU a dct:LinguisticSystem .
         freq:MONTHLY a dct:Frequency .
         """,
-        rules={"range-literal-to-term": I},
+        rules={"range-literal-to-term": INF},
     ),
     Golden(
         "literal-url",
@@ -172,7 +174,7 @@ GOLDEN = [
         ex:air-quality dcat:landingPage <https://air.example.org/readings> .
         <https://air.example.org/readings> a foaf:Document .
         """,
-        rules={"range-literal-url": I},
+        rules={"range-literal-url": INF},
     ),
     Golden(
         "literal-kept-on-a-node-of-the-range-class",
@@ -205,7 +207,11 @@ GOLDEN = [
         ex:air-quality dcat:keyword "air pollution"@en ; dcat:theme theme:ENVI .
         theme:ENVI a skos:Concept ; skos:prefLabel "Environment"@en .
         """,
-        rules={"range-theme-literal-to-keyword": W, "range-class-added": I, "range-label-added": I},
+        rules={
+            "range-theme-literal-to-keyword": W,
+            "range-class-added": INF,
+            "range-label-added": INF,
+        },
     ),
     Golden(
         "theme-without-an-iri-becomes-subject-and-keyword",

@@ -130,13 +130,35 @@ def _applicable(rows: tuple[Range, ...], subject_types: set[str]) -> Range | Non
 
 
 def complete_ranges(dataset: MappedDataset, table: RangeTable | None = None) -> MappedDataset:
-    """``dataset`` with its range values typed and its misplaced literals rewritten (itself
-    when nothing needed doing)."""
+    """``dataset`` with its range values typed and its misplaced literals rewritten, in its
+    graph and in the catalogue facts kept beside it (the catalogue record, which is stored and
+    republished too); ``dataset`` itself when nothing needed doing."""
     table = load_ranges() if table is None else table
-    data = dataset.ntriples
+    ntriples, notes = _complete(dataset.ntriples, table)
+    catalog: bytes | None = None
+    if dataset.catalog_ntriples:
+        catalog, catalog_notes = _complete(dataset.catalog_ntriples, table)
+        for rule, texts in catalog_notes.items():
+            notes.setdefault(rule, []).extend(texts)
+    if ntriples is None and catalog is None:
+        return dataset
+    findings = tuple(_finding(rule, texts, dataset.dataset_iri) for rule, texts in notes.items())
+    if ntriples is None:
+        ntriples = dataset.ntriples
+    return replace(
+        dataset,
+        ntriples=ntriples,
+        content_hash=content_hash(ntriples),
+        catalog_ntriples=dataset.catalog_ntriples if catalog is None else catalog,
+        findings=(*dataset.findings, *findings),
+    )
+
+
+def _complete(data: bytes, table: RangeTable) -> tuple[bytes | None, dict[str, list[str]]]:
+    """The graph ``data`` completed (None: nothing to do) and the notes of what was done."""
     read = _Read(parse(b"\n".join(_lines_read(data, table.read_lines)), RdfFormat.N_TRIPLES), table)
     if not read.links:
-        return dataset
+        return None, {}
     change = _Rewrite(table)
     no_types: set[str] = set()
     # rows that hold for some subjects only come last, once the other rows have typed those
@@ -147,13 +169,13 @@ def complete_ranges(dataset: MappedDataset, table: RangeTable | None = None) -> 
         if row is not None:
             _value(link, row, read, change, data)
     if not change.added and not change.removed:
-        return dataset
+        return None, {}
     if change.typed:  # noted once per (class, property): a record types dozens of values
         curie = table.curie
         for (cls, prop), count in Counter(change.typed).items():
             text = f"{curie(cls)} ({curie(prop)})"
             change.notes.setdefault("range-class-added", []).extend([text] * count)
-    return _rewritten(dataset, change)
+    return _rewritten(data, change), change.notes
 
 
 def _value(link: Triple, row: Range, read: _Read, change: _Rewrite, data: bytes) -> None:
@@ -315,20 +337,11 @@ def _finding(rule: str, notes: list[str], where: str) -> Finding:
     return Finding(Stage.MAP, severity, rule, f"{what}: {'; '.join(shown)}{tail}", location=where)
 
 
-def _rewritten(dataset: MappedDataset, change: _Rewrite) -> MappedDataset:
-    """The record's lines, less the removed, plus the added, sorted: blank nodes keep their
+def _rewritten(data: bytes, change: _Rewrite) -> bytes:
+    """The graph's lines, less the removed, plus the added, sorted: blank nodes keep their
     labels and new ones are named by what they say, so that equal input gives equal bytes
     (the form every mapper hands over, :func:`aggregator.mapping.base.canonical_ntriples`)."""
-    lines = set(dataset.ntriples.splitlines())
+    lines = set(data.splitlines())
     lines.difference_update(_line(t) for t in change.removed)
     lines.update(_line(t) for t in change.added)
-    ntriples = b"\n".join(sorted(lines)) + b"\n"
-    findings = tuple(
-        _finding(rule, notes, dataset.dataset_iri) for rule, notes in change.notes.items()
-    )
-    return replace(
-        dataset,
-        ntriples=ntriples,
-        content_hash=content_hash(ntriples),
-        findings=(*dataset.findings, *findings),
-    )
+    return b"\n".join(sorted(lines)) + b"\n"
