@@ -44,6 +44,7 @@ from aggregator.demo.peers.server import PeerServer
 from aggregator.jobs.pipeline import RunOptions, run_source
 from aggregator.mapping.base import MappingContext, canonical_ntriples
 from aggregator.mapping.dcat import DcatMapper
+from aggregator.mapping.finish import finish_mapped
 from aggregator.net.client import HttpClient
 from aggregator.serve import oai_store as oai_db
 from aggregator.serve.context import ServeContext
@@ -140,7 +141,8 @@ def write_iso_record(store: RecordStore) -> None:
     raw = RawRecord(
         "isosrc", ISO_LOCAL_ID, "iso19139", generate_dataset(900), "application/rdf+xml"
     )
-    ds = DcatMapper().map(raw, MappingContext(BASE_IRI, "isosrc"))[0]
+    ctx = MappingContext(BASE_IRI, "isosrc")
+    ds = finish_mapped(DcatMapper().map(raw, ctx), ctx)[0]  # as the harvest leaves it
     job = store.jobs.start("isosrc", True)
     sha = hashlib.sha256(ISO_PAYLOAD).hexdigest()
     now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")

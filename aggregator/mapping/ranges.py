@@ -22,9 +22,10 @@ class of such a value is sound. After every mapper (``aggregator map`` and a har
 
 Nothing is dropped. Cost: the N-Triples lines that state a range property, a type or a label
 are picked by their predicate and only those are parsed (pyoxigraph); a record that needs no
-change is returned as it is; a change is merged into the record's sorted lines, keeping the
-labels of its blank nodes (a new node is named by a hash of the statement it replaces), so
-that equal mapper output still gives equal bytes and content hashes.
+change is returned as it is; a change without a blank node is merged into the record's sorted
+lines; a change that touches a blank node re-canonicalises the graph (RDFC-1.0, as the mappers
+do), so that equal graphs still give equal bytes and content hashes, here and in an aggregator
+that harvests us.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from pyoxigraph import BlankNode, Literal, NamedNode, Quad, RdfFormat, Triple, p
 
 from aggregator.core.models import Finding, MappedDataset, Severity, Stage, content_hash
 from aggregator.core.vocab import DCAT, DCT, RDF_TYPE, RDFS, SKOS
+from aggregator.mapping.base import canonical_ntriples
 from aggregator.mapping.range_table import Range, RangeTable, load_ranges
 
 _TYPE = NamedNode(RDF_TYPE)
@@ -338,10 +340,20 @@ def _finding(rule: str, notes: list[str], where: str) -> Finding:
 
 
 def _rewritten(data: bytes, change: _Rewrite) -> bytes:
-    """The graph's lines, less the removed, plus the added, sorted: blank nodes keep their
-    labels and new ones are named by what they say, so that equal input gives equal bytes
-    (the form every mapper hands over, :func:`aggregator.mapping.base.canonical_ntriples`)."""
-    lines = set(data.splitlines())
-    lines.difference_update(_line(t) for t in change.removed)
-    lines.update(_line(t) for t in change.added)
-    return b"\n".join(sorted(lines)) + b"\n"
+    """The graph less the removed, plus the added statements, in the canonical form every
+    mapper hands over (:func:`aggregator.mapping.base.canonical_ntriples`): equal graphs give
+    equal bytes, here and in another aggregator that harvests us. Without a blank node in what
+    changed, the sorted lines are merged as they are (the labels cannot change); otherwise the
+    graph is canonicalised again (RDFC-1.0), since a blank node's label depends on what it says.
+    """
+    touched = (*change.added, *change.removed)
+    if not any(
+        isinstance(t.subject, BlankNode) or isinstance(t.object, BlankNode) for t in touched
+    ):
+        lines = set(data.splitlines())
+        lines.difference_update(_line(t) for t in change.removed)
+        lines.update(_line(t) for t in change.added)
+        return b"\n".join(sorted(lines)) + b"\n"
+    removed = change.removed
+    kept = (q.triple for q in parse(data, RdfFormat.N_TRIPLES))
+    return canonical_ntriples([*(t for t in kept if t not in removed), *change.added])
