@@ -79,9 +79,11 @@ class RangeTable:
     prefixes: Mapping[str, str]
     #: the label properties the step reads (a moved theme's labels, vocabulary labels)
     label_properties: frozenset[str]
-    #: the mandatory properties the described rows ask for (their presence is read)
-    required_properties: frozenset[str]
-    #: ``<P>`` of the predicates the step reads: rdf:type, the range and label properties
+    #: the mandatory properties the described rows ask for (their presence is read):
+    #: ``<P>`` as written in N-Triples -> P
+    required_tokens: Mapping[bytes, str]
+    #: ``<P>`` of the predicates whose statements the step parses: the range and label
+    #: properties (rdf:type and the required properties are read from the text)
     read_lines: frozenset[bytes]
 
     #: the CURIE of each property, class and label property of the table
@@ -200,8 +202,8 @@ def compile_ranges(data: Mapping[str, Any], vocabularies: Mapping[str, Vocabular
         MappingProxyType({p: tuple(rows) for p, rows in by_property.items()}),
         MappingProxyType(dict(prefixes)),
         labels,
-        required,
-        frozenset(f"<{p}>".encode() for p in {*by_property, RDF_TYPE, *labels, *required}),
+        MappingProxyType({f"<{p}>".encode(): p for p in required}),
+        frozenset(f"<{p}>".encode() for p in {*by_property, *labels}),
     )
     return replace(table, curies=MappingProxyType({t: table.curie(t) for t in terms}))
 

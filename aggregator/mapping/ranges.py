@@ -53,15 +53,42 @@ _SHOWN = 4  # values named in a finding's message
 Term = NamedNode | BlankNode
 
 
-def _lines_read(data: bytes, predicates: frozenset[bytes]) -> list[bytes]:
-    """The lines of ``data`` whose predicate (``<IRI>``, between the first two spaces) is one
-    of ``predicates``: splitting and parsing only these is ~2x cheaper than parsing all."""
-    out = []
+_TYPE_TOKEN = f"<{RDF_TYPE}>".encode()
+
+
+def _key(term: object) -> bytes:
+    """A term as the N-Triples token it is written as (how :class:`_Read` keys subjects)."""
+    return str(term).encode()
+
+
+def _lines_read(
+    data: bytes, table: RangeTable
+) -> tuple[list[bytes], dict[bytes, set[str]], dict[bytes, set[str]]]:
+    """One pass over the lines of ``data``, by predicate (the token between the first two
+    spaces): the rdf:type statements and the required properties are read from the text
+    (subject token -> class IRIs, subject token -> properties), the range and label statements
+    are returned to be parsed. Parsing only these is ~2x cheaper than parsing every line."""
+    parse_these, required = table.read_lines, table.required_tokens
+    lines: list[bytes] = []
+    types: dict[bytes, set[str]] = {}
+    has: dict[bytes, set[str]] = {}
     for line in data.split(b"\n"):
         start = line.find(b" ") + 1
-        if start and line[start : line.find(b" ", start)] in predicates:
-            out.append(line)
-    return out
+        if not start:
+            continue
+        end = line.find(b" ", start)
+        predicate = line[start:end]
+        if predicate == _TYPE_TOKEN:
+            obj = line[end + 1 : line.rfind(b" ")]
+            if obj[:1] == b"<":
+                types.setdefault(line[: start - 1], set()).add(obj[1:-1].decode())
+            continue
+        name = required.get(predicate)
+        if name is not None:
+            has.setdefault(line[: start - 1], set()).add(name)
+        if predicate in parse_these:
+            lines.append(line)
+    return lines, types, has
 
 
 def _line(triple: Triple) -> bytes:
@@ -80,28 +107,20 @@ def _describes(data: bytes, node: Term) -> bool:
 class _Read:
     """What the record's range, type and label statements say."""
 
-    def __init__(self, quads: Iterable[Quad], table: RangeTable) -> None:
+    def __init__(self, data: bytes, table: RangeTable) -> None:
+        lines, self.types, self.has = _lines_read(data, table)
         labels = table.label_properties
-        self.types: dict[object, set[str]] = {}
         self.labels: dict[object, dict[str, list[Literal]]] = {}
         self.links: list[tuple[Triple, tuple[Range, ...]]] = []
-        self.has: dict[object, set[str]] = {}  # subject -> the required properties it has
-        required = table.required_properties
         rows = table.by_property
-        for q in quads:
+        for q in parse(b"\n".join(lines), RdfFormat.N_TRIPLES):
             predicate = q.predicate.value
-            t = q.triple
-            if predicate == RDF_TYPE:
-                if isinstance(t.object, NamedNode):
-                    self.types.setdefault(t.subject, set()).add(t.object.value)
-                continue
-            if predicate in required:
-                self.has.setdefault(t.subject, set()).add(predicate)
-            if predicate in labels and isinstance(t.object, Literal):
-                self.labels.setdefault(t.subject, {}).setdefault(predicate, []).append(t.object)
             found = rows.get(predicate)
             if found is not None:
-                self.links.append((t, found))
+                self.links.append((q.triple, found))
+            elif predicate in labels and isinstance(q.object, Literal):
+                by_property = self.labels.setdefault(q.subject, {})
+                by_property.setdefault(predicate, []).append(q.object)
 
 
 class _Rewrite:
@@ -158,7 +177,7 @@ def complete_ranges(dataset: MappedDataset, table: RangeTable | None = None) -> 
 
 def _complete(data: bytes, table: RangeTable) -> tuple[bytes | None, dict[str, list[str]]]:
     """The graph ``data`` completed (None: nothing to do) and the notes of what was done."""
-    read = _Read(parse(b"\n".join(_lines_read(data, table.read_lines)), RdfFormat.N_TRIPLES), table)
+    read = _Read(data, table)
     if not read.links:
         return None, {}
     change = _Rewrite(table)
@@ -167,7 +186,7 @@ def _complete(data: bytes, table: RangeTable) -> tuple[bytes | None, dict[str, l
     # subjects (an agent typed foaf:Agent through dct:publisher has its dct:type typed too)
     read.links.sort(key=lambda link_rows: bool(link_rows[1][0].subjects))
     for link, rows in read.links:
-        row = _applicable(rows, read.types.get(link.subject, no_types))
+        row = _applicable(rows, read.types.get(_key(link.subject), no_types))
         if row is not None:
             _value(link, row, read, change, data)
     if not change.added and not change.removed:
@@ -190,7 +209,7 @@ def _value(link: Triple, row: Range, read: _Read, change: _Rewrite, data: bytes)
         if row.described:
             if not _describes(data, obj):
                 return  # another record's resource
-            if not row.requires <= read.has.get(obj, set()):
+            if not row.requires <= read.has.get(_key(obj), set()):
                 _unfit(link, obj, row, change)
                 return
         _typed(obj, row, read, change, link.predicate.value)
@@ -212,9 +231,10 @@ def _unfit(link: Triple, node: Term, row: Range, change: _Rewrite) -> None:
 
 
 def _typed(node: Term, row: Range, read: _Read, change: _Rewrite, prop: str) -> None:
-    types = read.types.get(node)
+    key = _key(node)
+    types = read.types.get(key)
     if types is None:
-        types = read.types[node] = set()
+        types = read.types[key] = set()
     if row.cls not in types:
         types.add(row.cls)
         change.added.setdefault(Triple(node, _TYPE, row.cls_node))
