@@ -162,7 +162,12 @@ def test_map_prints_the_normalised_graph() -> None:
 def test_validate_exit_status(tmp_path: Path) -> None:
     good = tmp_path / "good.rdf"
     good.write_bytes(generate_dataset(1))
-    result = CliRunner().invoke(main, ["validate", str(good)])
+    # as published, the sample leaves its vocabulary terms untyped: the class ranges (part of
+    # the default shapes, as range.ttl is of the official ones) fail it; mapped, it conforms
+    published = CliRunner().invoke(main, ["validate", str(good)])
+    assert published.exit_code == 1, published.output
+    assert "dcat-ap-3-ranges#Dataset-theme" in published.output
+    result = CliRunner().invoke(main, ["validate", "--normalised", str(good)])
     assert result.exit_code == 0, result.output
     assert result.output.strip().endswith("conforms")
     bad = tmp_path / "bad.ttl"
@@ -198,7 +203,9 @@ def test_demo_runs_offline_and_harvests(tmp_path: Path) -> None:
     assert "harvested demo-csw: job 4 succeeded added=3" in out.stdout
     assert "harvested demo-waf: job 5 succeeded added=3" in out.stdout
     assert "harvested demo-meta-share: job 6 succeeded added=4" in out.stdout
-    assert "harvested demo-ckan: job 7 succeeded added=5" in out.stdout
+    # the water-bodies package types itself with an EU dataset-type term without a label: the
+    # gate (class ranges in, as in the official shapes) finds the concept's missing label
+    assert "harvested demo-ckan: job 7 succeeded added=4 rejected=1" in out.stdout
     assert "harvested demo-records: job 8 succeeded added=3" in out.stdout
     again = subprocess.run(
         [
