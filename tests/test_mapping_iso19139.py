@@ -215,9 +215,9 @@ def test_bad_values_are_findings_not_crashes(mapper: IsoMapper) -> None:
     assert b"bbox" not in mapped.ntriples and b"accrualPeriodicity" not in mapped.ntriples
 
 
-def test_not_an_iso_record_is_a_mapping_error(mapper: IsoMapper) -> None:
+def test_not_an_iso_record_is_a_parse_or_mapping_error(mapper: IsoMapper) -> None:
     csw = b"<csw:GetRecordsResponse xmlns:csw='http://www.opengis.net/cat/csw/2.0.2'/>"
-    with pytest.raises(MappingError, match="not gmd:MD_Metadata"):
+    with pytest.raises(ParseError, match="csw:GetRecordsResponse holds no ISO 19139 record"):
         mapper.map(_raw(csw), CTX)
     no_ident = b"<gmd:MD_Metadata xmlns:gmd='http://www.isotc211.org/2005/gmd'/>"
     with pytest.raises(MappingError, match="identificationInfo"):

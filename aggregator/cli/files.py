@@ -236,6 +236,32 @@ def _validate_normalised(c: Ctx, raw: Any, profile: str, vocabularies: bool) -> 
     return conforms
 
 
+def _as_harvested(raw: Any) -> list[Any]:
+    """The records a harvest would pass on for FILE: an ISO 19139 document that is a CSW
+    envelope gives each of its records alone, under its fileIdentifier (as the WAF and
+    single-document harvesters do), so that the XSD and Schematron steps read the record."""
+    if raw.format != "iso19139":
+        return [raw]
+    from dataclasses import replace
+
+    from aggregator.core.xml import parse_xml
+    from aggregator.harvest.gemini import record_facts, serialise_embedded
+    from aggregator.mapping.iso19139.records import iso_records
+
+    document = iso_records(parse_xml(raw.payload, url=raw.url), raw.local_id)
+    if not document.is_envelope:
+        return [raw]
+    return [
+        replace(
+            raw,
+            local_id=record_facts(element).file_identifier or f"{raw.local_id}#{number}",
+            payload=serialise_embedded(element),
+            is_collection=False,
+        )
+        for number, element in enumerate(document.records, start=1)
+    ]
+
+
 @click.command()
 @click.option("--from", "fmt", default="dcat", show_default=True, help="Format key of FILE.")
 @click.option(
@@ -278,7 +304,12 @@ def validate(
     """
     raw = _raw_from_file(file, fmt, media_type)
     if normalised:
-        conforms = _validate_normalised(c, raw, profile, vocabularies)
+        records = _as_harvested(raw)
+        conforms = True
+        for record in records:
+            if len(records) > 1:
+                click.echo(f"# record {record.local_id} of {file.name}")
+            conforms = _validate_normalised(c, record, profile, vocabularies) and conforms
     elif fmt != "dcat":
         raise click.UsageError(
             f"--from {fmt}: only RDF (--from dcat) can be validated as published; "

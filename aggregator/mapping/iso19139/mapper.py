@@ -3,8 +3,9 @@
 docs/mappings/iso19139.md is the mapping as a table for metadata specialists. Steps:
 
 1. **Parse** once (:class:`~aggregator.mapping.payload.ParsedPayload`, the hardened parser of
-   :mod:`aggregator.core.xml`: no DTD, no entities, no XInclude, no network); the root must be
-   ``gmd:MD_Metadata`` (a CSW response or anything else is a ``MappingError``).
+   :mod:`aggregator.core.xml`: no DTD, no entities, no XInclude, no network); the records are
+   the root ``gmd:MD_Metadata`` / ``gmi:MI_Metadata`` or those of a CSW response envelope,
+   each mapped on its own (:mod:`.records`; anything else is a ``ParseError``).
 2. **Kind**: ``gmd:hierarchyLevel`` -> ``dcat:Dataset`` / ``dcat:DatasetSeries`` /
    ``dcat:DataService`` (``[hierarchy]`` of mappings/iso19139.toml; none or unknown: dataset).
 3. **Identity**: the resource IRI is ``mint_iri(ctx, "dataset", fileIdentifier)`` (the
@@ -20,13 +21,14 @@ docs/mappings/iso19139.md is the mapping as a table for metadata specialists. St
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
 from lxml import etree
 
 from aggregator.core.errors import MappingError
-from aggregator.core.models import Finding, MappedDataset, Severity, Stage
+from aggregator.core.models import Finding, MappedDataset, RawRecord, Severity, Stage
 from aggregator.core.vocab import DCAT, DCT, FOAF, RDF_TYPE
 from aggregator.mapping.base import (
     Mapper,
@@ -54,7 +56,6 @@ from aggregator.mapping.iso19139._parts import (
 from aggregator.mapping.iso19139._quality import conformity, lineage, resolution
 from aggregator.mapping.iso19139._table import RESOURCE_KINDS, ElementRule, IsoTable, load_table
 from aggregator.mapping.iso19139._xml import (
-    NS,
     Node,
     Out,
     Texts,
@@ -70,9 +71,9 @@ from aggregator.mapping.iso19139._xml import (
     parse_datetime,
     plain,
 )
+from aggregator.mapping.iso19139.records import iso_records
 from aggregator.mapping.payload import ParsedPayload
 
-MD_METADATA = f"{{{NS['gmd']}}}MD_Metadata"
 RESOURCE_TYPE = "http://inspire.ec.europa.eu/metadata-codelist/ResourceType/"
 TYPE = named(RDF_TYPE)
 PRIMARY_TOPIC = named(FOAF + "primaryTopic")
@@ -102,6 +103,9 @@ class IsoMapper(Mapper):
     """ISO 19139 / GEMINI 2.3 XML -> GeoDCAT-AP (DCAT-AP 3), one record per payload."""
 
     name = "iso19139"
+    #: a document may be a CSW envelope of many records (``aggregator map``); a harvester
+    #: passes each record on its own
+    reads_collections = True
 
     def __init__(self, table_path: Path | None = None, themes_path: Path | None = None) -> None:
         self.table = load_table(table_path, themes_path)
@@ -116,13 +120,21 @@ class IsoMapper(Mapper):
         }
 
     def map_payload(self, payload: ParsedPayload, ctx: MappingContext) -> list[MappedDataset]:
-        root = payload.xml()
+        """Each ISO record of the payload (:mod:`.records`: bare, or in a CSW envelope)."""
         raw = payload.raw
-        if root.tag != MD_METADATA:
-            raise MappingError(
-                f"record {raw.local_id!r}: the root element is {etree.QName(root).localname!r},"
-                " not gmd:MD_Metadata (an ISO 19139 metadata record)"
-            )
+        found = iso_records(payload.xml(), f"record {raw.local_id!r}").records
+        if len(found) == 1:
+            return self._map_record(found[0], raw, ctx)
+        # several records in one envelope: each is its own, under its fileIdentifier
+        datasets: list[MappedDataset] = []
+        for number, root in enumerate(found, start=1):
+            local_id = plain(first("gmd:fileIdentifier", root)) or f"{raw.local_id}#{number}"
+            datasets.extend(self._map_record(root, replace(raw, local_id=local_id), ctx))
+        return datasets
+
+    def _map_record(
+        self, root: etree._Element, raw: RawRecord, ctx: MappingContext
+    ) -> list[MappedDataset]:
         ident = first("gmd:identificationInfo/*", root)
         if ident is None:
             raise MappingError(f"record {raw.local_id!r} has no gmd:identificationInfo")
