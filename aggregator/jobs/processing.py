@@ -271,40 +271,17 @@ def _run(
     if any(f.severity is Severity.VIOLATION for f in raw.findings):  # the harvester's own
         return (), raw.findings
     payload = ParsedPayload(raw, ctx.limits)
-    carried: tuple[Finding, ...] = ()
-    payload_steps = [(step, v) for step, v in chain if v.target == "payload"]
-    for i, (step, v) in enumerate(payload_steps):
-        try:
-            report = v.validate_payload(payload)
-        except AggregatorError as err:
-            error = _record_error(err, step)
-            if trace is not None:
-                trace.append(_payload_run(step, StepStatus.ERROR, (error,)))
-                _not_run(trace, payload_steps[i + 1 :])
-            return (), (error,)
-        found = _labelled(report.findings, step)
-        carried += found  # a passing step's warnings come along
-        if trace is not None:
-            trace.append(_payload_run(step, _status(found), found))
-        if not report.conforms:
-            if trace is not None:
-                _not_run(trace, payload_steps[i + 1 :])
-            if not lenient:
-                return (), carried
-            break
+    carried, failure = _check_payload(payload, chain, lenient, trace)
+    if failure is not None:
+        return (), failure
     try:
         datasets = _mapper(raw.format).map_payload(payload, ctx)
     except AggregatorError as err:
-        error = _record_error(err, None)
-        if trace is not None:
-            trace.append(StepRun("mapping", raw.format, "mapping", StepStatus.FAILED, (error,)))
-        return (), (*carried, error)
+        return (), (*carried, _mapping_failed(raw, _record_error(err, None), trace))
     except Exception as err:  # a mapper bug must not stop the job: it is this record's error
         message = f"{type(err).__name__}: {err}"
         crash = Finding(Stage.MAP, Severity.VIOLATION, "mapperCrash", message)
-        if trace is not None:
-            trace.append(StepRun("mapping", raw.format, "mapping", StepStatus.FAILED, (crash,)))
-        return (), (*carried, crash)
+        return (), (*carried, _mapping_failed(raw, crash, trace))
     if ctx.categorisation is not None:  # after the format mapping, whatever the format
         datasets = [categorise(ds, ctx.categorisation) for ds in datasets]
     if trace is not None:
@@ -328,6 +305,43 @@ def _run(
     return tuple(checked), ()
 
 
+def _check_payload(
+    payload: ParsedPayload,
+    chain: Sequence[tuple[ValidationStep, Validator]],
+    lenient: bool,
+    trace: list[StepRun] | None,
+) -> tuple[tuple[Finding, ...], tuple[Finding, ...] | None]:
+    """The payload steps in chain order: (the findings every dataset carries, the record's
+    failure or None). The first step that fails stops them (see :func:`process`)."""
+    carried: tuple[Finding, ...] = ()
+    for i, (step, v) in enumerate(chain):
+        if v.target != "payload":
+            continue
+        try:
+            report = v.validate_payload(payload)
+        except AggregatorError as err:
+            error = _record_error(err, step)
+            if trace is not None:
+                trace.append(_payload_run(step, StepStatus.ERROR, (error,)))
+                _not_run(trace, chain[i + 1 :])
+            return carried, (error,)
+        found = _labelled(report.findings, step)
+        carried += found  # a passing step's warnings come along
+        if trace is not None:
+            trace.append(_payload_run(step, _status(found), found))
+        if not report.conforms:
+            if trace is not None:
+                _not_run(trace, chain[i + 1 :])
+            return carried, None if lenient else carried
+    return carried, None
+
+
+def _mapping_failed(raw: RawRecord, error: Finding, trace: list[StepRun] | None) -> Finding:
+    if trace is not None:
+        trace.append(StepRun("mapping", raw.format, "mapping", StepStatus.FAILED, (error,)))
+    return error
+
+
 def _payload_run(
     step: ValidationStep, status: StepStatus, findings: tuple[Finding, ...] = ()
 ) -> StepRun:
@@ -335,7 +349,7 @@ def _payload_run(
 
 
 def _not_run(trace: list[StepRun], steps: Sequence[tuple[ValidationStep, Validator]]) -> None:
-    trace.extend(_payload_run(step, StepStatus.NOT_RUN) for step, _ in steps)
+    trace.extend(_payload_run(s, StepStatus.NOT_RUN) for s, v in steps if v.target == "payload")
 
 
 def _pickled_by_constructor(cls: type[Any]) -> None:
