@@ -202,72 +202,32 @@ def _validate_as_published(c: Ctx, raw: Any, vocabularies: bool) -> bool:
     return violations == 0 and not parsed.dropped
 
 
-def _validate_normalised(c: Ctx, raw: Any, profile: str, vocabularies: bool) -> bool:
-    """Map FILE and validate each mapped record as a harvest would. True if all conform."""
-    from dataclasses import replace
-
-    from aggregator.config.validation_chain import parse_chain
-    from aggregator.jobs.processing import process
-    from aggregator.mapping.base import MappingContext
-    from aggregator.plugin import validators
-
-    chain = [p.strip() for p in profile.split(",") if p.strip()]
-    for name in chain:
-        validators.get(name)
-    defaults = None
-    if c.config_path.exists() or c.config_given:  # a named file must exist
-        defaults = c.settings.validation
-    steps = [  # options checked as a source's chain; shacl with --vocabularies' ranges
-        replace(step, options=tuple(sorted(_shacl_options(c, vocabularies).items())))
-        if step.validator == "shacl"
-        else step
-        for step in parse_chain(chain, "validate --profile", None, defaults)
-    ]
-    result = process(raw, MappingContext("http://localhost:8000/", "file"), steps)
-    conforms = not result.failure
-    for f in result.failure:
-        click.echo(
-            f"{f.severity.value}\t{f.stage.value}\t{f.rule}\t{f.location or ''}\t{f.message}"
-        )
-    for checked in result.checked:
-        click.echo(f"## record {checked.dataset.dataset_iri}")
-        _print_findings(checked.findings)
-        conforms = conforms and checked.conforms
-    return conforms
-
-
-def _as_harvested(raw: Any) -> list[Any]:
-    """The records a harvest would pass on for FILE: an ISO 19139 document that is a CSW
-    envelope gives each of its records alone, under its fileIdentifier (as the WAF and
-    single-document harvesters do), so that the XSD and Schematron steps read the record."""
-    if raw.format != "iso19139":
-        return [raw]
-    from dataclasses import replace
-
-    from aggregator.core.xml import parse_xml
-    from aggregator.harvest.gemini import record_facts, serialise_embedded
-    from aggregator.mapping.iso19139.records import iso_records
-
-    document = iso_records(parse_xml(raw.payload, url=raw.url), raw.local_id)
-    if not document.is_envelope:
-        return [raw]
-    return [
-        replace(
-            raw,
-            local_id=record_facts(element).file_identifier or f"{raw.local_id}#{number}",
-            payload=serialise_embedded(element),
-            is_collection=False,
-        )
-        for number, element in enumerate(document.records, start=1)
-    ]
-
-
 @click.command()
-@click.option("--from", "fmt", default="dcat", show_default=True, help="Format key of FILE.")
+@click.option(
+    "--from",
+    "fmt",
+    default=None,
+    help="Format key of FILE.  [default: the --source's format, else dcat]",
+)
 @click.option(
     "--normalised",
     is_flag=True,
     help="Validate the records FILE maps to, as a harvest does, instead of FILE as published.",
+)
+@click.option(
+    "--profile",
+    default=None,
+    help="The validation chain a harvest runs (implies --normalised), as a source's "
+    "`validation` names it: a profile (iso19139, gemini, none: its payload steps, then "
+    "shacl) or validators and profiles, comma-separated (iso19139,shacl).  [default: the "
+    "chain of a source of FILE's format that names none]",
+)
+@click.option(
+    "--source",
+    "source_name",
+    default=None,
+    help="Run the chain of this source of aggregator.toml (its steps, options, schema "
+    "directories, lenient and publisher; implies --normalised).",
 )
 @click.option(
     "--vocabularies",
@@ -276,46 +236,56 @@ def _as_harvested(raw: Any) -> list[Any]:
     "with the terms of the bundled vocabulary tables described.",
 )
 @click.option(
-    "--profile",
-    default="shacl",
-    show_default=True,
-    help="Validators for --normalised, comma-separated.",
+    "--json", "as_json", is_flag=True, help="Machine-readable output (with the chain only)."
 )
 @click.option("--media-type", default=None)
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @pass_ctx
 def validate(
     c: Ctx,
-    fmt: str,
+    fmt: str | None,
     normalised: bool,
+    profile: str | None,
+    source_name: str | None,
     vocabularies: bool,
-    profile: str,
+    as_json: bool,
     media_type: str | None,
     file: Path,
 ) -> None:
-    """Does FILE conform to DCAT-AP 3.0.1? Print every finding; exit 0 if it does, 1 if not.
+    """Does FILE conform to DCAT-AP 3.0.1, or would a harvest store it? Print every finding.
 
     By default FILE's own graph is validated as published, before any mapping: every node
     the shapes target (catalogue, catalogue records, datasets, distributions, agents...).
     Findings are grouped by focus node (``# <node>``), one line each: severity, focus node,
-    path, message, shape. ``--normalised`` validates instead the records FILE maps to, as a
-    harvest stores them (dataset graphs; a non-RDF --from format needs it). Shape files
-    configured in aggregator.toml ([validation.shacl]) apply when it exists.
+    path, message, shape; exit 0 if FILE conforms, 1 if not. Shape files configured in
+    aggregator.toml ([validation.shacl]) apply when it exists.
+
+    ``--normalised``, ``--profile`` or ``--source`` run instead the chain a harvest runs on
+    FILE as one record: the payload steps in order (XSD, Schematron; a failed step stops the
+    later ones), the mapping, then the graph steps (SHACL) on each mapped dataset. Each step
+    is printed with its status (passed, failed, error, not run) and findings (severity,
+    step, rule, location, path, message), then the harvest's decision on each dataset and
+    on FILE: ``stored`` (exit 0) or ``rejected`` (exit 1).
     """
-    raw = _raw_from_file(file, fmt, media_type)
-    if normalised:
-        records = _as_harvested(raw)
-        conforms = True
-        for record in records:
-            if len(records) > 1:
-                click.echo(f"# record {record.local_id} of {file.name}")
-            conforms = _validate_normalised(c, record, profile, vocabularies) and conforms
-    elif fmt != "dcat":
+    from functools import partial
+
+    from aggregator.cli.harvest_check import validate_as_harvested
+
+    if as_json and not (normalised or profile or source_name):
+        raise click.UsageError("--json goes with --normalised, --profile or --source")
+    if normalised or profile is not None or source_name is not None:
+        raw_of = partial(_raw_from_file, media_type=media_type)
+        stored = validate_as_harvested(
+            c, raw_of, file, fmt, profile, source_name, vocabularies, as_json
+        )
+        sys.exit(0 if stored else 1)
+    fmt = fmt or "dcat"
+    if fmt != "dcat":
         raise click.UsageError(
             f"--from {fmt}: only RDF (--from dcat) can be validated as published; "
             "add --normalised to validate the mapped records"
         )
-    else:
-        conforms = _validate_as_published(c, raw, vocabularies)
+    raw = _raw_from_file(file, fmt, media_type)
+    conforms = _validate_as_published(c, raw, vocabularies)
     click.echo("conforms" if conforms else "does not conform")
     sys.exit(0 if conforms else 1)

@@ -32,7 +32,7 @@ from aggregator.core.models import (
     RecordError,
     Severity,
 )
-from aggregator.jobs.processing import Checked, Processed, dataset_ntriples
+from aggregator.jobs.processing import Checked, Decision, Processed, dataset_ntriples, decide
 from aggregator.store.journal import JobLog, now_iso
 from aggregator.store.records import RecordStore
 from aggregator.store.rejections import DeadLetter
@@ -416,8 +416,7 @@ class BatchWriter:
             self._see(local_id)
             self.job.count(Outcome.SKIPPED)
             return
-        lenient = self.source.lenient
-        if not c.conforms and not lenient:
+        if decide(c, self.source) is Decision.REJECTED:
             self.job.count(Outcome.REJECTED)
             self._errors(local_id, c.findings)
             self._dead_letter(p, local_id, c.findings, iso(ds.datestamp))

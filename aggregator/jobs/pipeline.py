@@ -36,7 +36,13 @@ from aggregator.core.models import JobStatus, Outcome, RawRecord
 from aggregator.harvest.base import HarvestRequest, Listing
 from aggregator.jobs.announce import emit_closing, rejection_emitter
 from aggregator.jobs.lifecycle import BatchWriter, UpToDate
-from aggregator.jobs.processing import Lean, build_chain, process_chunk, rejoin
+from aggregator.jobs.processing import (
+    Lean,
+    build_chain,
+    mapping_context,
+    process_chunk,
+    rejoin,
+)
 from aggregator.mapping.base import MappingContext
 from aggregator.net.client import HttpClient, HttpSession
 from aggregator.plugin import harvesters
@@ -270,7 +276,7 @@ def _run_source(
         executor = _worker_pool(workers)
     status, message = JobStatus.SUCCEEDED, ""
     progress = _Progress(store, writer, listing, src.name, job.id, active=opts.lister is None)
-    flow = _InFlight(writer, progress, executor, _mapping_context(settings, src), src)
+    flow = _InFlight(writer, progress, executor, mapping_context(settings, src), src)
     unreachable: TransportError | None = None
     held = _Held(Heartbeat(str(store.path / "state.sqlite3"), job.id).start())
     try:
@@ -308,16 +314,6 @@ def _run_source(
     done = store.jobs.finish(job, status, facts, message)
     emit_closing(events, done, src.url, unreachable, previous[0] if previous else None)
     return done
-
-
-def _mapping_context(settings: Settings, src: SourceConfig) -> MappingContext:
-    return MappingContext(
-        base_iri=settings.base_iri,
-        source=src.name,
-        publisher=src.publisher,
-        categorisation=src.categorisation,
-        limits=settings.input,
-    )
 
 
 def _worker_pool(workers: int) -> Executor:

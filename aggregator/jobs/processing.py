@@ -15,10 +15,11 @@ import gc
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass, fields, replace
+from enum import StrEnum
 from operator import attrgetter
 from typing import Any
 
-from aggregator.config import ValidationStep
+from aggregator.config import Settings, SourceConfig, ValidationStep
 from aggregator.core.errors import AggregatorError
 from aggregator.core.models import Finding, MappedDataset, RawRecord, Severity, Stage
 from aggregator.mapping.base import Mapper, MappingContext, mint_iri
@@ -124,6 +125,33 @@ class Processed:
 Lean = tuple[tuple[Checked, ...], tuple[Finding, ...], str, bytes]
 
 
+class Decision(StrEnum):
+    """What a harvest does with one mapped dataset (:func:`decide`)."""
+
+    STORED = "stored"
+    REJECTED = "rejected"
+
+
+def decide(checked: Checked, source: SourceConfig) -> Decision:
+    """The one rule that says whether a harvest of ``source`` stores or rejects a mapped
+    dataset, given its findings: the lifecycle applies it, ``aggregator validate`` reports it.
+    (A record that failed as a whole, :attr:`Processed.failure`, has nothing to store.)"""
+    if checked.conforms or source.lenient:
+        return Decision.STORED
+    return Decision.REJECTED
+
+
+def mapping_context(settings: Settings, source: SourceConfig) -> MappingContext:
+    """The mapping context of a harvest of ``source``."""
+    return MappingContext(
+        base_iri=settings.base_iri,
+        source=source.name,
+        publisher=source.publisher,
+        categorisation=source.categorisation,
+        limits=settings.input,
+    )
+
+
 def prepare(ds: MappedDataset, ctx: MappingContext) -> Prepared:
     record_iri = mint_iri(ctx, "record", ds.local_id)
     scope = "x" + hashlib.sha1(record_iri.encode(), usedforsecurity=False).hexdigest()[:16]
@@ -157,6 +185,67 @@ def process(
     return Processed(raw, checked, failure, *_payload_forms(raw))
 
 
+class StepStatus(StrEnum):
+    PASSED = "passed"  # ran; no violation (warnings and infos may come with it)
+    FAILED = "failed"  # ran and reported a violation (or, for the mapping, raised an error)
+    ERROR = "error"  # could not run on this payload (it cannot be parsed): the record fails
+    NOT_RUN = "not run"  # an earlier step stopped the chain
+
+
+@dataclass(frozen=True, slots=True)
+class StepRun:
+    """One step of the chain on one record, as :func:`check_record` traces it: the payload
+    steps (``target = "payload"``), the mapping (``"mapping"``, label ``mapping``) and, for
+    each mapped dataset (``dataset``: its IRI), the graph steps (``"graph"``)."""
+
+    label: str
+    validator: str
+    target: str
+    status: StepStatus
+    findings: tuple[Finding, ...] = ()
+    dataset: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RecordCheck:
+    """A record run through a source's chain exactly as its harvest runs it, step by step,
+    with the harvest's decision on each dataset (:func:`decide`)."""
+
+    processed: Processed
+    steps: tuple[StepRun, ...]
+    decisions: tuple[Decision, ...]  # one per ``processed.checked``, in order
+
+    @property
+    def rejected(self) -> bool:
+        """True when the harvest would reject the record or any dataset it yields."""
+        return bool(self.processed.failure) or Decision.REJECTED in self.decisions
+
+
+def check_record(raw: RawRecord, ctx: MappingContext, source: SourceConfig) -> RecordCheck:
+    """:func:`process` with a trace of every step of ``source.validation`` (what ran, what
+    it found, what did not run) and the harvest's decision: what ``aggregator validate``
+    shows a publisher. The same code path as a harvest, not a second implementation."""
+    trace: list[StepRun] = []
+    steps = _steps(source.validation)
+    checked, failure = _run(raw, ctx, steps, source.lenient, lean=False, trace=trace)
+    processed = Processed(raw, checked, failure, *_payload_forms(raw))
+    if not checked:  # nothing mapped: the mapping (if it was not reached) and the graph steps
+        if not any(run.target == "mapping" for run in trace):
+            trace.append(StepRun("mapping", raw.format, "mapping", StepStatus.NOT_RUN))
+        trace.extend(
+            StepRun(step.label, step.validator, "graph", StepStatus.NOT_RUN)
+            for step, v in steps
+            if v.target == "graph"
+        )
+    decisions = tuple(decide(c, source) for c in checked)
+    return RecordCheck(processed, tuple(trace), decisions)
+
+
+def _status(findings: Sequence[Finding]) -> StepStatus:
+    violated = any(f.severity is Severity.VIOLATION for f in findings)
+    return StepStatus.FAILED if violated else StepStatus.PASSED
+
+
 def _steps(chain: Sequence[ValidationStep]) -> list[tuple[ValidationStep, Validator]]:
     return [(step, validator(step)) for step in chain]
 
@@ -172,45 +261,95 @@ def _run(
     lenient: bool,
     *,
     lean: bool,
+    trace: list[StepRun] | None = None,
 ) -> tuple[tuple[Checked, ...], tuple[Finding, ...]]:
     """:func:`process` without the payload forms: (checked datasets, failure). ``lean``: the
-    datasets come without their unpacked N-Triples (the prepared forms carry them)."""
+    datasets come without their unpacked N-Triples (the prepared forms carry them).
+    ``trace`` (:func:`check_record` only, never a harvest's hot path) receives a
+    :class:`StepRun` for each payload step and for the mapping, and for each dataset its
+    graph steps."""
     if any(f.severity is Severity.VIOLATION for f in raw.findings):  # the harvester's own
         return (), raw.findings
     payload = ParsedPayload(raw, ctx.limits)
-    carried: tuple[Finding, ...] = ()
-    for step, v in chain:
-        if v.target != "payload":
-            continue
-        try:
-            report = v.validate_payload(payload)
-        except AggregatorError as err:
-            return (), (_record_error(err, step),)
-        carried += _labelled(report.findings, step)  # a passing step's warnings come along
-        if not report.conforms:
-            if not lenient:
-                return (), carried
-            break
+    carried, failure = _check_payload(payload, chain, lenient, trace)
+    if failure is not None:
+        return (), failure
     try:
         datasets = _mapper(raw.format).map_payload(payload, ctx)
     except AggregatorError as err:
-        return (), (*carried, _record_error(err, None))
+        return (), (*carried, _mapping_failed(raw, _record_error(err, None), trace))
     except Exception as err:  # a mapper bug must not stop the job: it is this record's error
         message = f"{type(err).__name__}: {err}"
-        return (), (*carried, Finding(Stage.MAP, Severity.VIOLATION, "mapperCrash", message))
+        crash = Finding(Stage.MAP, Severity.VIOLATION, "mapperCrash", message)
+        return (), (*carried, _mapping_failed(raw, crash, trace))
     if ctx.categorisation is not None:  # after the format mapping, whatever the format
         datasets = [categorise(ds, ctx.categorisation) for ds in datasets]
+    if trace is not None:
+        mapped = tuple(f for ds in datasets for f in ds.findings)
+        trace.append(StepRun("mapping", raw.format, "mapping", _status(mapped), mapped))
     checked = []
     for ds in datasets:
         findings: list[Finding] = [*carried, *ds.findings]
         for step, v in chain:
             if v.target == "graph":
-                findings.extend(_labelled(v.validate_graph(ds).findings, step))
+                graph_findings = _labelled(v.validate_graph(ds).findings, step)
+                findings.extend(graph_findings)
+                if trace is not None:
+                    status = _status(graph_findings)
+                    run = StepRun(step.label, step.validator, "graph", status, graph_findings)
+                    trace.append(replace(run, dataset=ds.dataset_iri))
         prepared = prepare(ds, ctx)
         if lean:
             ds = replace(ds, ntriples=b"", catalog_ntriples=b"")
         checked.append(Checked(ds, tuple(findings), prepared))
     return tuple(checked), ()
+
+
+def _check_payload(
+    payload: ParsedPayload,
+    chain: Sequence[tuple[ValidationStep, Validator]],
+    lenient: bool,
+    trace: list[StepRun] | None,
+) -> tuple[tuple[Finding, ...], tuple[Finding, ...] | None]:
+    """The payload steps in chain order: (the findings every dataset carries, the record's
+    failure or None). The first step that fails stops them (see :func:`process`)."""
+    carried: tuple[Finding, ...] = ()
+    for i, (step, v) in enumerate(chain):
+        if v.target != "payload":
+            continue
+        try:
+            report = v.validate_payload(payload)
+        except AggregatorError as err:
+            error = _record_error(err, step)
+            if trace is not None:
+                trace.append(_payload_run(step, StepStatus.ERROR, (error,)))
+                _not_run(trace, chain[i + 1 :])
+            return carried, (error,)
+        found = _labelled(report.findings, step)
+        carried += found  # a passing step's warnings come along
+        if trace is not None:
+            trace.append(_payload_run(step, _status(found), found))
+        if not report.conforms:
+            if trace is not None:
+                _not_run(trace, chain[i + 1 :])
+            return carried, None if lenient else carried
+    return carried, None
+
+
+def _mapping_failed(raw: RawRecord, error: Finding, trace: list[StepRun] | None) -> Finding:
+    if trace is not None:
+        trace.append(StepRun("mapping", raw.format, "mapping", StepStatus.FAILED, (error,)))
+    return error
+
+
+def _payload_run(
+    step: ValidationStep, status: StepStatus, findings: tuple[Finding, ...] = ()
+) -> StepRun:
+    return StepRun(step.label, step.validator, "payload", status, findings)
+
+
+def _not_run(trace: list[StepRun], steps: Sequence[tuple[ValidationStep, Validator]]) -> None:
+    trace.extend(_payload_run(s, StepStatus.NOT_RUN) for s, v in steps if v.target == "payload")
 
 
 def _pickled_by_constructor(cls: type[Any]) -> None:

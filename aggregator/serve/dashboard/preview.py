@@ -18,8 +18,7 @@ from aggregator.core.errors import AggregatorError
 from aggregator.core.models import Finding, RawRecord
 from aggregator.core.vocab import DCT
 from aggregator.harvest.base import HarvestRequest, Listing
-from aggregator.jobs.processing import process
-from aggregator.mapping.base import MappingContext
+from aggregator.jobs.processing import Decision, decide, mapping_context, process
 from aggregator.net.client import HttpClient
 from aggregator.plugin import harvesters
 
@@ -91,12 +90,7 @@ def preview_source(settings: Settings, src: SourceConfig, limit: int = LIMIT) ->
     out = Preview(src.name)
     request = HarvestRequest(full=True, checkpoint=None)
     listing = Listing(incremental=False)
-    ctx = MappingContext(
-        base_iri=settings.base_iri,
-        source=src.name,
-        publisher=src.publisher,
-        limits=settings.input,
-    )
+    ctx = mapping_context(settings, src)  # the harvest's, categorisation included
     http = HttpClient(settings.http)
     try:
         harvester_class = harvesters.get(src.type)
@@ -113,7 +107,7 @@ def preview_source(settings: Settings, src: SourceConfig, limit: int = LIMIT) ->
                         c.dataset.dataset_iri,
                         _title(c.dataset.ntriples, c.dataset.dataset_iri),
                         c.dataset.ntriples.count(b"\n"),
-                        c.conforms or src.lenient,
+                        decide(c, src) is Decision.STORED,  # the harvest's rule
                         c.findings,
                     )
                     for c in result.checked
