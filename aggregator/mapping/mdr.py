@@ -241,8 +241,8 @@ class MdrMapper(Mapper):
                 g.add(ds, DCAT + "theme", n(THEME + code))
                 g.typed(n(THEME + code), SKOS + "Concept")
                 if code in EU_THEME_LABELS:
-                    label = Literal(EU_THEME_LABELS[code], language="en")
-                    g.add(n(THEME + code), SKOS + "prefLabel", label)
+                    eu_label = Literal(EU_THEME_LABELS[code], language="en")
+                    g.add(n(THEME + code), SKOS + "prefLabel", eu_label)
             else:
                 g.add(ds, DCAT + "keyword", text(label))
         self._agents(g, ds, first, text)
