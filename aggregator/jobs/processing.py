@@ -25,6 +25,7 @@ from aggregator.core.models import Finding, MappedDataset, RawRecord, Severity, 
 from aggregator.mapping.base import Mapper, MappingContext, mint_iri
 from aggregator.mapping.categorisation import categorise
 from aggregator.mapping.payload import ParsedPayload
+from aggregator.mapping.publisher import with_source_publisher
 from aggregator.plugin import mappers, validators
 from aggregator.store.graphs import GraphContent, to_nquads
 from aggregator.store.packing import pack, pack_graph, unpack_graph
@@ -284,6 +285,8 @@ def _run(
         return (), (*carried, _mapping_failed(raw, crash, trace))
     if ctx.categorisation is not None:  # after the format mapping, whatever the format
         datasets = [categorise(ds, ctx.categorisation) for ds in datasets]
+    if ctx.publisher:  # the source's publisher for a dataset that names none, whatever the format
+        datasets = [with_source_publisher(ds, ctx) for ds in datasets]
     if trace is not None:
         mapped = tuple(f for ds in datasets for f in ds.findings)
         trace.append(StepRun("mapping", raw.format, "mapping", _status(mapped), mapped))
