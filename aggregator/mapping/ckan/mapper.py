@@ -4,7 +4,7 @@
    (``{"success": true, "result": {...}}``) is unwrapped. A package without an ``id`` or a
    title is a ``MappingError``.
 2. **Fields** are written by the table ``mappings/ckan.toml``: field -> property and kind (the
-   kinds are in :mod:`.ckan_values`). Plain CKAN's ``extras`` are read as the dataset fields
+   kinds are in :mod:`._values`). Plain CKAN's ``extras`` are read as the dataset fields
    the table's ``[extras]`` names, ``author``/``maintainer`` with their e-mail fields, the
    package licence (``license_id``/``license_title``/``license_url``) goes to every resource
    that has none, ``organization`` is the publisher when there is no ``publisher``.
@@ -35,7 +35,7 @@ from aggregator.core.models import Finding, MappedDataset, Severity, Stage
 from aggregator.core.resources import bundled
 from aggregator.core.vocab import DCAT, DCT
 from aggregator.mapping.base import Mapper, MappingContext, mint_iri
-from aggregator.mapping.ckan_values import (
+from aggregator.mapping.ckan._values import (
     KINDS,
     A,
     Graph,
@@ -84,7 +84,7 @@ class CkanTable:
     known_distribution: frozenset[str] = frozenset()
 
 
-def _rows(table: Any, prefixes: Mapping[str, str], where: str) -> tuple[FieldRow, ...]:
+def field_rows(table: Any, prefixes: Mapping[str, str], where: str) -> tuple[FieldRow, ...]:
     if not isinstance(table, dict) or not table:
         raise ConfigError(f"{where}: expected a table of fields")
     rows = []
@@ -118,8 +118,8 @@ def load_table(path: Path = DEFAULT_TABLE_PATH) -> CkanTable:
         raise ConfigError(f"cannot read the CKAN mapping table {path}: {err}") from err
     prefixes = data.get("prefixes", {})
     ignore = data.get("ignore", {})
-    dataset = _rows(data.get("dataset"), prefixes, "[dataset]")
-    distribution = _rows(data.get("distribution"), prefixes, "[distribution]")
+    dataset = field_rows(data.get("dataset"), prefixes, "[dataset]")
+    distribution = field_rows(data.get("distribution"), prefixes, "[distribution]")
     ignore_dataset = frozenset(ignore.get("dataset", ()))
     ignore_distribution = frozenset(ignore.get("distribution", ()))
     return CkanTable(
