@@ -1,8 +1,10 @@
-"""The ``ckan`` mapper: one CKAN package dict (a ``package_search`` result) -> DCAT-AP 3.
+"""The ``ckan`` mapper: CKAN packages (as the action API gives them) -> DCAT-AP 3.
 
-1. **Read** the JSON parsed once (``payload.json()``); a ``package_show`` answer
-   (``{"success": true, "result": {...}}``) is unwrapped. A package without an ``id`` or a
-   title is a ``MappingError``.
+1. **Read** the JSON parsed once (``payload.json()``): a bare package (what the harvester
+   hands over: one ``package_search`` result), a ``package_show`` answer (``{"success": true,
+   "result": {...}}``), a ``package_search`` answer (``result.results``) or a JSON list of
+   packages (:mod:`._input`); each package is one dataset. An answer with ``success: false``
+   is a ``MappingError`` quoting CKAN's error; so is a package without an ``id`` or a title.
 2. **Fields** are written by the table ``mappings/ckan.toml``: field -> property and kind (the
    kinds are in :mod:`._values`). Plain CKAN's ``extras`` are read as the dataset fields
    the table's ``[extras]`` names, ``author``/``maintainer`` with their e-mail fields, the
@@ -22,7 +24,7 @@ from __future__ import annotations
 import json
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
 from types import MappingProxyType
@@ -31,10 +33,11 @@ from typing import Any
 from pyoxigraph import BlankNode, Literal, NamedNode
 
 from aggregator.core.errors import ConfigError, MappingError
-from aggregator.core.models import Finding, MappedDataset, Severity, Stage
+from aggregator.core.models import Finding, MappedDataset, RawRecord, Severity, Stage
 from aggregator.core.resources import bundled
 from aggregator.core.vocab import DCAT, DCT
 from aggregator.mapping.base import Mapper, MappingContext, mint_iri
+from aggregator.mapping.ckan._input import packages_of
 from aggregator.mapping.ckan._values import (
     KINDS,
     A,
@@ -149,6 +152,8 @@ class CkanMapper(Mapper):
     """A CKAN package dict (plain or data.europa.eu extended schema) -> a DCAT-AP 3 graph."""
 
     name = "ckan"
+    #: a file may be a package_search answer or a list of packages (``aggregator map``)
+    reads_collections = True
 
     def __init__(self, table_path: Path | None = None, rules_path: Path | None = None) -> None:
         self.table = load_table(table_path or DEFAULT_TABLE_PATH)
@@ -157,24 +162,39 @@ class CkanMapper(Mapper):
 
     def map_payload(self, payload: ParsedPayload, ctx: MappingContext) -> list[MappedDataset]:
         raw = payload.raw
-        package = payload.json()
-        if isinstance(package, dict) and isinstance(package.get("result"), dict):
-            package = package["result"]  # a package_show answer
+        packages, several = packages_of(payload.json(), repr(raw.local_id))
+        if not packages:
+            raise MappingError(f"{raw.local_id!r} lists no CKAN package")
+        results = []
+        for number, package in enumerate(packages, start=1):
+            where = (
+                f"package {number} of {len(packages)} in {raw.local_id!r}"
+                if several
+                else repr(raw.local_id)
+            )
+            results.append(self._map_package(package, raw, ctx, where, several))
+        return results
+
+    def _map_package(
+        self, package: Any, raw: RawRecord, ctx: MappingContext, where: str, several: bool
+    ) -> MappedDataset:
         if not isinstance(package, dict):
-            raise MappingError(f"{raw.local_id!r} is not a CKAN package (a JSON object)")
+            raise MappingError(f"{where} is not a CKAN package (a JSON object)")
         package_id = text_of(package.get("id")) or text_of(package.get("name"))
         if package_id is None:
-            raise MappingError(f"{raw.local_id!r}: the package has no id")
+            raise MappingError(f"{where}: the package has no id")
         fields, unmapped = self._fields(package)
         if not list(tagged(fields.get("title_translated") or fields.get("title"))):
-            raise MappingError(f"package {package_id!r} has no title (dct:title is mandatory)")
+            raise MappingError(
+                f"{where}: package {package_id!r} has no title (dct:title is mandatory)"
+            )
         uri = text_of(package.get("uri"))
         iri = (
             NamedNode(uri)
             if uri and is_url(uri)
             else NamedNode(mint_iri(ctx, "dataset", package_id))
         )
-        g = Graph()
+        g = Graph(lambda kind, key: mint_iri(ctx, kind, key))
         g.add(iri, A, DATASET)
         licence = self._package_licence(package)
         findings: list[Finding] = []
@@ -208,7 +228,9 @@ class CkanMapper(Mapper):
                     location=iri.value,
                 )
             )
-        return [finish(self.rules, raw, iri, g, findings)]
+        # one record, several datasets: each is known by its package id
+        record = replace(raw, local_id=package_id) if several else raw
+        return finish(self.rules, record, iri, g, findings)
 
     # --- fields -------------------------------------------------------------------------------
 
