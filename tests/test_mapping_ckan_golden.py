@@ -38,8 +38,8 @@ def load(name: str) -> Any:
     return json.loads((DATA / name).read_text(encoding="utf-8"))
 
 
-def map_json(value: Any, local_id: str = "p") -> list[MappedDataset]:
-    raw = RawRecord("src", local_id, "ckan", json.dumps(value).encode(), "application/json")
+def map_json(value: Any, local_id: str = "p", url: str | None = None) -> list[MappedDataset]:
+    raw = RawRecord("src", local_id, "ckan", json.dumps(value).encode(), "application/json", url)
     return CkanMapper().map(raw, CTX)
 
 
@@ -280,6 +280,64 @@ def test_a_sample_url_is_a_distribution() -> None:
     ]
     assert objects(mapped, url, RDF_TYPE) == [NamedNode(DCAT + "Distribution")]
     assert objects(mapped, url, DCAT + "accessURL") == [url]
+
+
+def distribution_values(mapped: MappedDataset, predicate: str) -> set[Any]:
+    dataset = NamedNode(mapped.dataset_iri)
+    return {
+        o
+        for d in objects(mapped, dataset, DCAT + "distribution")
+        for o in objects(mapped, d, predicate)
+    }
+
+
+def test_resource_urls_that_are_no_iris_as_written() -> None:
+    resources = [
+        {"id": "r1", "url": "http://example.org/my file.csv"},
+        {"id": "r2", "url": "/dataset/p/resource/r2/download/data.csv"},
+    ]
+    search = "https://portal.example.org/api/3/action/package_search?rows=100"
+    (mapped,) = map_json(package(resources=resources), url=search)
+    assert distribution_values(mapped, DCAT + "accessURL") == {
+        NamedNode("http://example.org/my%20file.csv"),
+        NamedNode("https://portal.example.org/dataset/p/resource/r2/download/data.csv"),
+    }
+    assert [f.rule for f in mapped.findings].count("ckan-url-repaired") == 2
+    (from_file,) = map_json(package(resources=resources[1:]), url="file:///tmp/p.json")
+    assert distribution_values(from_file, DCAT + "accessURL") == {
+        Literal("/dataset/p/resource/r2/download/data.csv")
+    }  # nothing to resolve against: kept as text, with a warning
+    (warning,) = [f for f in from_file.findings if f.rule == "ckan-url-not-iri"]
+    assert warning.severity is Severity.WARNING
+
+
+def test_plain_ckan_hashes() -> None:
+    digest = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
+    resources = [
+        {"id": "r1", "url": "https://x.example/1", "hash": f"sha256:{digest.upper()}"},
+        {"id": "r2", "url": "https://x.example/2", "hash": "d41d8cd98f00b204e9800998ecf8427e"},
+        {"id": "r3", "url": "https://x.example/3", "hash": "not a hash"},
+    ]
+    mapped = one(package(resources=resources))
+    values = {
+        (o.value, o.datatype.value)
+        for c in distribution_values(mapped, "http://spdx.org/rdf/terms#checksum")
+        for o in objects(mapped, c, "http://spdx.org/rdf/terms#checksumValue")
+    }
+    hex_binary = XSD + "hexBinary"
+    assert values == {(digest, hex_binary), ("d41d8cd98f00b204e9800998ecf8427e", hex_binary)}
+    (finding,) = [f for f in mapped.findings if f.rule == "ckan-hash-not-checksum"]
+    assert "'not a hash'" in finding.message and finding.severity is Severity.WARNING
+    assert official_violations(mapped.ntriples) == []
+
+
+def test_an_author_known_by_email_alone_is_named_by_it() -> None:
+    mapped = one(package(author_email="someone@example.org"))
+    (creator,) = objects(mapped, NamedNode(mapped.dataset_iri), DCT + "creator")
+    assert objects(mapped, creator, "http://xmlns.com/foaf/0.1/name") == [
+        Literal("someone@example.org")
+    ]
+    assert "ckan-agent-named-by-email" in {f.rule for f in mapped.findings}
 
 
 # --- input shapes -------------------------------------------------------------------------------

@@ -15,6 +15,7 @@ import tomllib
 from collections.abc import Callable, Iterable, Mapping
 from functools import lru_cache
 from typing import Any
+from urllib.parse import quote, urljoin
 
 from pyoxigraph import BlankNode, Literal, NamedNode, Quad
 
@@ -101,6 +102,24 @@ _URL = re.compile(r'(?i)(?:https?|ftp)://[^\s<>"{}|\\^`]+')
 def is_url(text: str) -> bool:
     """An absolute http(s)/ftp URL that can be an IRI as it is (no space, quote, brace ...)."""
     return _URL.fullmatch(text) is not None
+
+
+#: what stays as it is when a URL is repaired: the delimiters of RFC 3986 and escapes
+_URL_SAFE = ":/?#[]@!$&'()*+,;=%~"
+
+
+def repaired_url(text: str, base: str | None) -> str | None:
+    """A URL a resource gives that is no IRI as written, made one: characters an IRI cannot
+    hold percent-encoded (``my file.csv`` -> ``my%20file.csv``), a path relative to the portal
+    (``/dataset/x/resource/y/download/f.csv``, as some CKAN sites write uploads) resolved
+    against ``base`` (the http(s) URL the package was read from); None when it cannot be."""
+    text = text.strip()
+    if base is not None and text.startswith("/") and not text.startswith("//"):
+        text = urljoin(base, text)
+    if not re.match(r"(?i)(?:https?|ftp)://", text):
+        return None
+    candidate = quote(text, safe=_URL_SAFE)
+    return candidate if is_url(candidate) else None
 
 
 def text_of(value: Any) -> str | None:
@@ -288,6 +307,11 @@ def emit_agent(g: Graph, s: Subject, p: NamedNode, value: Any) -> None:
         g.add(s, p, node)
         if not names and not email and not homepage and not kind:
             continue  # an IRI alone: the agent is described elsewhere
+        if not names and email:
+            # plain CKAN's author_email without an author: the address is the only name the
+            # package gives (DCAT-AP 3.0.1: an agent's foaf:name is mandatory)
+            names = [Literal(email.removeprefix("mailto:"))]
+            g.note(s, "ckan-agent-named-by-email", f"agent {email!r} has no name: named by e-mail")
         g.add(node, A, FOAF_AGENT)
         for literal in names:
             g.add(node, FOAF_NAME, literal)
@@ -433,7 +457,16 @@ def emit_size(g: Graph, s: Subject, p: NamedNode, value: Any) -> None:
     g.add(s, p, Literal(text))
 
 
+_HEX_DIGITS = frozenset("0123456789abcdefABCDEF")
+_PREFIXED = re.compile(r"(?i)(md5|sha-?1|sha-?224|sha-?256|sha-?384|sha-?512)[:=](.+)")
+
+
 def emit_checksum(g: Graph, s: Subject, p: NamedNode, value: Any) -> None:
+    """``{algorithm, checksum_value}`` (or plain CKAN's ``hash``, which portals also write as
+    ``sha256:<hex>``) -> spdx:Checksum. DCAT-AP 3.0.1 wants a hexadecimal value and an
+    algorithm; a hash that gives neither (free text, base64, a hex string of no known length
+    without an algorithm) is not written as a checksum but kept as the WARNING finding
+    ``ckan-hash-not-checksum`` quoting it."""
     for item in _items(value):
         if not isinstance(item, dict):
             continue
@@ -441,19 +474,27 @@ def emit_checksum(g: Graph, s: Subject, p: NamedNode, value: Any) -> None:
         algorithm = text_of(item.get("algorithm"))
         if digest is None:
             continue
+        prefixed = _PREFIXED.fullmatch(digest)
+        if prefixed is not None:
+            algorithm = algorithm or prefixed.group(1).lower().replace("-", "")
+            digest = prefixed.group(2).strip()
+        hexadecimal = len(digest) % 2 == 0 and all(c in _HEX_DIGITS for c in digest)
+        if hexadecimal and algorithm is None:
+            algorithm = _HASH_BY_LENGTH.get(len(digest))
+        if not hexadecimal or algorithm is None:
+            why = "not hexadecimal" if not hexadecimal else "no algorithm given or implied"
+            g.note(
+                s,
+                "ckan-hash-not-checksum",
+                f"hash {digest[:200]!r} ({why}): not written as an spdx:Checksum",
+                Severity.WARNING,
+            )
+            continue
         node = BlankNode()
         g.add(s, p, node)
         g.add(node, A, CHECKSUM)
-        hexadecimal = all(c in "0123456789abcdefABCDEF" for c in digest) and len(digest) % 2 == 0
-        g.add(
-            node,
-            CHECKSUM_VALUE,
-            Literal(digest.lower(), datatype=HEX) if hexadecimal else Literal(digest),
-        )
-        algorithm = algorithm or _HASH_BY_LENGTH.get(len(digest)) if hexadecimal else algorithm
-        if algorithm is not None:
-            iri = algorithm if is_url(algorithm) else None
-            g.add(node, ALGORITHM, NamedNode(iri) if iri else Literal(algorithm))
+        g.add(node, CHECKSUM_VALUE, Literal(digest.lower(), datatype=HEX))
+        g.add(node, ALGORITHM, NamedNode(algorithm) if is_url(algorithm) else Literal(algorithm))
 
 
 FILE_TYPE = "http://publications.europa.eu/resource/authority/file-type/"

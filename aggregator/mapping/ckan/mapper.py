@@ -45,6 +45,7 @@ from aggregator.mapping.ckan._values import (
     Subject,
     finish,
     is_url,
+    repaired_url,
     tagged,
     text_of,
 )
@@ -197,6 +198,8 @@ class CkanMapper(Mapper):
         g = Graph(lambda kind, key: mint_iri(ctx, kind, key))
         g.add(iri, A, DATASET)
         licence = self._package_licence(package)
+        # relative resource URLs are resolved against the portal's URL (never a file's)
+        base = raw.url if raw.url and raw.url.startswith(("http://", "https://")) else None
         findings: list[Finding] = []
         filled: set[str] = set()  # the properties a row gave a value (for the fallbacks)
         for row in self.table.dataset:
@@ -209,7 +212,9 @@ class CkanMapper(Mapper):
             if row.kind == "resources":
                 for index, resource in enumerate(value if isinstance(value, list) else []):
                     if isinstance(resource, dict):
-                        self._distribution(g, iri, resource, licence, index, unmapped, findings)
+                        self._distribution(
+                            g, iri, resource, licence, index, unmapped, findings, base
+                        )
                 continue
             if row.kind == "text":
                 value = self._translated(fields, row.field, value)
@@ -314,6 +319,7 @@ class CkanMapper(Mapper):
         index: int,
         unmapped: set[str],
         findings: list[Finding],
+        base: str | None,
     ) -> None:
         fields = {k: v for k, v in resource.items() if v not in (None, "", [], {})}
         if "url" not in fields and "access_url" not in fields:
@@ -330,6 +336,25 @@ class CkanMapper(Mapper):
                 )
                 return
             fields["url"] = fields["download_url"]
+        for key in ("url", "access_url", "download_url"):
+            text = fields.get(key)
+            if isinstance(text, str) and text.strip() and not is_url(text.strip()):
+                repaired = repaired_url(text, base)
+                if repaired is None:
+                    g.note(
+                        dataset,
+                        "ckan-url-not-iri",
+                        f"resource {index + 1} {key} {text!r} is no absolute URL (and no portal"
+                        " URL is known to resolve it against): kept as text",
+                        Severity.WARNING,
+                    )
+                    continue
+                fields[key] = repaired
+                g.note(
+                    dataset,
+                    "ckan-url-repaired",
+                    f"resource {index + 1} {key} {text!r} written as <{repaired}>",
+                )
         if "checksum" not in fields and isinstance(fields.get("hash"), str):
             fields["checksum"] = {
                 "algorithm": resource.get("hash_algorithm"),
