@@ -153,8 +153,8 @@ class CkanMapper(Mapper):
     """A CKAN package dict (plain or data.europa.eu extended schema) -> a DCAT-AP 3 graph."""
 
     name = "ckan"
-    #: a file may be a package_search answer or a list of packages (``aggregator map``)
-    reads_collections = True
+    # reads_collections stays False: a file given to ``aggregator map`` (one package, or a
+    # package_search answer or list of them) is read as one record, within max_record_bytes
 
     def __init__(self, table_path: Path | None = None, rules_path: Path | None = None) -> None:
         self.table = load_table(table_path or DEFAULT_TABLE_PATH)
