@@ -38,14 +38,15 @@ from aggregator.core.models import Finding, MappedDataset, Severity, Stage
 from aggregator.core.resources import bundled
 from aggregator.core.vocab import DCAT, DCT, FOAF, RDFS, SKOS
 from aggregator.mapping.base import Mapper, MappingContext, mint_iri
-from aggregator.mapping.ckan import FieldRow, _rows
-from aggregator.mapping.ckan_values import (
+from aggregator.mapping.ckan import (
     KINDS,
     A,
+    FieldRow,
     Graph,
     Subject,
     emit_agent,
     emit_contact,
+    field_rows,
     file_type,
     finish,
     is_url,
@@ -125,7 +126,7 @@ def load_table(path: Path = DEFAULT_TABLE_PATH) -> RecordsTable:
         raise ConfigError(f"{path}: [contact-roles] values must be dct:publisher, dct:creator"
                           " or dcat:contactPoint")  # fmt: skip
     return RecordsTable(
-        _rows(data.get("properties"), data.get("prefixes", {}), "[properties]"),
+        field_rows(data.get("properties"), data.get("prefixes", {}), "[properties]"),
         MappingProxyType(links),
         MappingProxyType({k: v for k, v in roles.items() if v is not None}),
     )
