@@ -13,7 +13,7 @@ from official_shapes import official_violations
 from pyoxigraph import NamedNode, RdfFormat, Triple, parse
 
 from aggregator.core.models import MappedDataset, RawRecord, Severity
-from aggregator.demo.peers.mdr import page_element
+from aggregator.demo.peers.mdr_messages import page_element
 from aggregator.demo.peers.mdr_pages import generate_page, load_sample_pages
 from aggregator.demo.peers.ogc_records_data import generate_record, load_bundled_records
 from aggregator.mapping.base import MappingContext

@@ -16,7 +16,7 @@ from pyoxigraph import NamedNode, RdfFormat, Triple, parse
 from aggregator.core.models import MappedDataset, RawRecord
 from aggregator.demo.peers.ckan_data import generate_package, load_bundled_packages
 from aggregator.demo.peers.gemini_samples import bundled_gemini_records
-from aggregator.demo.peers.mdr import page_element
+from aggregator.demo.peers.mdr_messages import page_element
 from aggregator.demo.peers.mdr_pages import load_sample_pages
 from aggregator.demo.peers.metashare import SAMPLES, sample_xml
 from aggregator.demo.peers.ogc_records_data import load_bundled_records
