@@ -85,8 +85,9 @@ def relaxed_gc(threshold: int = 50_000) -> Iterator[None]:
     """Run the cyclic GC far less often while harvesting.
 
     A harvest allocates millions of short-lived, acyclic objects (freed by reference
-    counting); with the default threshold (700) the cyclic collector ran often enough to take
-    ~13 % of the store process's CPU. Objects alive at the start are frozen out of its scans.
+    counting); with the default threshold (700) the cyclic collector runs often enough to take
+    a real share of the store process's CPU (docs/benchmarks.md#cyclic-gc-while-harvesting).
+    Objects alive at the start are frozen out of its scans.
 
     The setting is the process's, and the scheduler runs jobs of several sources at once in
     threads: the first job in relaxes it, the last one out puts back what it found (jobs

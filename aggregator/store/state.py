@@ -6,9 +6,9 @@ batch's generation (record id -> generation), then brings the graph store to tha
 deletes the marks that still hold that generation: a later batch that wrote the same record
 again keeps its own mark. Whatever the moment a process dies, the rows hold either the old or
 the new state, and rows still marked are compared with the graph store, and repaired, when
-the store is next opened. (Stores made before the ``journal`` table marked the rows
-themselves, in ``records.pending``: migration 2 moved such marks to the table. Clearing a mark
-in the row rewrote the whole row, graph blobs and all.)
+the store is next opened. (The marks have a table of their own: a mark kept in the record's
+row would rewrite the whole row, graph blobs and all, when cleared. :mod:`.migrations` brings
+older layouts to this one.)
 
 The schema is versioned (``PRAGMA user_version``): opening the database read-write runs the
 migrations of :mod:`aggregator.store.migrations` it has not had yet.
@@ -177,7 +177,7 @@ class StateDB:
         # withdrawals, so a connection-local table (a crash ends the job, which then withdraws
         # nothing); marking a record here costs no write to its row. Its rollback journal is
         # kept in memory (one batch's pages): as a file, created and deleted at every commit,
-        # it made a batch of marks cost ~20 us per record instead of ~3.
+        # it made a batch of marks cost several times more (docs/benchmarks.md#record-store).
         self.conn.execute("PRAGMA temp.journal_mode = MEMORY")
         self.conn.execute(
             "CREATE TEMP TABLE IF NOT EXISTS seen (job_id INTEGER NOT NULL, source TEXT NOT NULL,"

@@ -346,7 +346,7 @@ class SearchIndex:
                 r[0]
                 for r in conn.execute(
                     # CROSS JOIN keeps fts outside: "rowid IN temp.m" would run the match
-                    # again for every id (0.2 ms each)
+                    # again for every id (docs/benchmarks.md#dashboard)
                     "SELECT fts.rowid FROM fts CROSS JOIN temp.m ON m.rid = fts.rowid"
                     " WHERE fts MATCH ? ORDER BY bm25(fts, 10.0, 1.0, 5.0), fts.rowid"
                     " LIMIT ? OFFSET ?",
@@ -354,7 +354,7 @@ class SearchIndex:
                 )
             ]
             # the snippet is cut here from the stored description: FTS5's snippet() runs the
-            # match again for each row (2.5 ms a row at 100,000 documents)
+            # match again for each row (docs/benchmarks.md#dashboard)
             words = re.findall(r"\w+", text)
             found = {}
             for rid in page:
