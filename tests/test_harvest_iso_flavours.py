@@ -39,8 +39,7 @@ from aggregator.demo.peers.gemini_samples import bundled_gemini_records
 from aggregator.demo.peers.server import PeerServer
 from aggregator.demo.peers.waf import WafApp
 from aggregator.harvest.base import HarvestRequest, Listing
-from aggregator.harvest.gemini import record_facts
-from aggregator.harvest.gemini_doc import GeminiDocHarvester
+from aggregator.harvest.gemini import GeminiDocHarvester, record_facts
 from aggregator.harvest.waf import WafHarvester
 from aggregator.net.client import HttpClient
 from aggregator.store.records import RecordStore

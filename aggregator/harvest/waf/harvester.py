@@ -2,7 +2,7 @@
 
 As the UK DMS collection interface says (paragraphs 32-40): the registered URL is fetched
 (no response: the job fails), its body read as HTML, ``//a/@href`` links taken except those
-containing ``/``, ``?``, ``#`` or ``mailto:`` (:mod:`aggregator.harvest.waf_listing`), each
+containing ``/``, ``?``, ``#`` or ``mailto:`` (:mod:`aggregator.harvest.waf._listing`), each
 file fetched; a document that is not well-formed XML is an error of that file, a
 well-formed document that does not look like GEMINI is ignored. The record's local id is its
 fileIdentifier, its datestamp the metadata date.
@@ -41,8 +41,8 @@ from aggregator.core.errors import AggregatorError, ConfigError, TransportError
 from aggregator.core.models import RawRecord
 from aggregator.core.xml import parse_xml
 from aggregator.harvest.base import Harvester, HarvestRequest, Listing
-from aggregator.harvest.gemini import parse_metadata_date, record_facts, serialise_embedded
-from aggregator.harvest.waf_listing import WafEntry, read_listing
+from aggregator.harvest.gemini.records import parse_metadata_date, record_facts, serialise_embedded
+from aggregator.harvest.waf._listing import WafEntry, read_listing
 from aggregator.mapping.iso19139.records import NotIsoRecordError, iso_records
 
 MEDIA_TYPE = "application/xml"

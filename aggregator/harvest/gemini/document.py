@@ -26,7 +26,7 @@ from aggregator.core.errors import AggregatorError, ConfigError, HarvestError
 from aggregator.core.models import RawRecord
 from aggregator.core.xml import parse_xml
 from aggregator.harvest.base import Harvester, HarvestRequest, Listing
-from aggregator.harvest.gemini import record_facts, serialise_embedded
+from aggregator.harvest.gemini.records import record_facts, serialise_embedded
 from aggregator.mapping.iso19139.records import NotIsoRecordError, iso_records
 
 
