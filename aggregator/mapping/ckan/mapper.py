@@ -37,17 +37,19 @@ from aggregator.core.models import Finding, MappedDataset, RawRecord, Severity, 
 from aggregator.core.resources import bundled
 from aggregator.core.vocab import DCAT, DCT
 from aggregator.mapping.base import Mapper, MappingContext, mint_iri
-from aggregator.mapping.ckan._input import packages_of
-from aggregator.mapping.ckan._values import (
-    KINDS,
+from aggregator.mapping.ckan._graph import (
     A,
     Graph,
     Subject,
-    finish,
     is_url,
     repaired_url,
     tagged,
     text_of,
+)
+from aggregator.mapping.ckan._input import packages_of
+from aggregator.mapping.ckan._values import (
+    KINDS,
+    finish,
 )
 from aggregator.mapping.dcat.rule_table import DEFAULT_RULES_PATH, load_rules
 from aggregator.mapping.dcat.rules import RuleSet
