@@ -20,6 +20,7 @@ from aggregator.config.settings import (
     SourceConfig,
     ValidationSettings,
     ValidationStep,
+    ViolationPolicy,
 )
 
 __all__ = [
@@ -37,6 +38,7 @@ __all__ = [
     "SourceConfig",
     "ValidationSettings",
     "ValidationStep",
+    "ViolationPolicy",
     "load_settings",
     "parse_source",
     "tile_origin",

@@ -18,7 +18,7 @@ from dataclasses import dataclass, fields, replace
 from operator import attrgetter
 from typing import Any
 
-from aggregator.config import ValidationStep
+from aggregator.config import ValidationStep, ViolationPolicy
 from aggregator.core.errors import AggregatorError
 from aggregator.core.models import Finding, MappedDataset, RawRecord, Severity, Stage
 from aggregator.mapping.base import Mapper, MappingContext, mint_iri
@@ -28,6 +28,7 @@ from aggregator.plugin import mappers, validators
 from aggregator.store.graphs import GraphContent, to_nquads
 from aggregator.store.packing import pack, pack_graph, unpack_graph
 from aggregator.validate.base import Validator
+from aggregator.validate.policy import Verdict, decide, rejects_payload
 
 _WORKER_GC_THRESHOLD = 50_000
 _mappers: dict[str, Mapper] = {}
@@ -97,15 +98,21 @@ class Prepared:
 
 @dataclass(frozen=True, slots=True)
 class Checked:
-    """One mapped dataset and what the graph validators said of it."""
+    """One mapped dataset, what the validators said of it and the verdict of its source's
+    policy on that (:func:`aggregator.validate.policy.decide`)."""
 
     dataset: MappedDataset
     findings: tuple[Finding, ...]
     prepared: Prepared | None = None
+    verdict: Verdict = Verdict.STORE
 
     @property
     def conforms(self) -> bool:
         return not any(f.severity is Severity.VIOLATION for f in self.findings)
+
+    @property
+    def flagged(self) -> bool:
+        return self.verdict is Verdict.FLAG
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,17 +150,19 @@ def process(
     ctx: MappingContext,
     chain: Sequence[ValidationStep],
     *,
-    lenient: bool = False,
+    policy: ViolationPolicy = ViolationPolicy.STRICT,
 ) -> Processed:
-    """Payload validators in chain order, mapping, then graph validators.
+    """Payload validators in chain order, mapping, then graph validators; each dataset gets
+    the verdict of ``policy`` on its findings (:func:`aggregator.validate.policy.decide`).
 
-    The first payload step that fails stops the payload steps. Without ``lenient`` the record
-    fails there (its findings are the record's failure). With ``lenient`` it is mapped anyway
-    and the failing step's findings are added to every dataset it yields, which the lifecycle
-    stores with the record (and lists on the job). A payload that cannot be parsed fails the
-    record in either case: there is nothing to map.
+    The first payload step that fails stops the payload steps. When the policy rejects on
+    its findings (:func:`~aggregator.validate.policy.rejects_payload`: always when strict)
+    the record fails there (its findings are the record's failure). Otherwise it is mapped
+    anyway and the failing step's findings are added to every dataset it yields, which the
+    lifecycle stores with the record, flagged. A payload that cannot be parsed or mapped
+    fails the record under every policy: there is nothing to store.
     """
-    checked, failure = _run(raw, ctx, _steps(chain), lenient, lean=False)
+    checked, failure = _run(raw, ctx, _steps(chain), policy, lean=False)
     return Processed(raw, checked, failure, *_payload_forms(raw))
 
 
@@ -169,7 +178,7 @@ def _run(
     raw: RawRecord,
     ctx: MappingContext,
     chain: Sequence[tuple[ValidationStep, Validator]],
-    lenient: bool,
+    policy: ViolationPolicy,
     *,
     lean: bool,
 ) -> tuple[tuple[Checked, ...], tuple[Finding, ...]]:
@@ -188,7 +197,7 @@ def _run(
             return (), (_record_error(err, step),)
         carried += _labelled(report.findings, step)  # a passing step's warnings come along
         if not report.conforms:
-            if not lenient:
+            if rejects_payload(carried, policy):
                 return (), carried
             break
     try:
@@ -209,7 +218,7 @@ def _run(
         prepared = prepare(ds, ctx)
         if lean:
             ds = replace(ds, ntriples=b"", catalog_ntriples=b"")
-        checked.append(Checked(ds, tuple(findings), prepared))
+        checked.append(Checked(ds, tuple(findings), prepared, decide(findings, policy)))
     return tuple(checked), ()
 
 
@@ -232,7 +241,7 @@ def process_chunk(
     raws: Sequence[RawRecord],
     ctx: MappingContext,
     chain: Sequence[ValidationStep],
-    lenient: bool = False,
+    policy: ViolationPolicy = ViolationPolicy.STRICT,
 ) -> list[Lean]:
     """Run in a worker: lean results, which :func:`rejoin` makes whole again."""
     if gc.get_threshold()[0] < _WORKER_GC_THRESHOLD:  # see pipeline.relaxed_gc
@@ -240,7 +249,7 @@ def process_chunk(
     steps = _steps(chain)
     results: list[Lean] = []
     for raw in raws:
-        checked, failure = _run(raw, ctx, steps, lenient, lean=True)
+        checked, failure = _run(raw, ctx, steps, policy, lean=True)
         results.append((checked, failure, *_payload_forms(raw)))
     return results
 

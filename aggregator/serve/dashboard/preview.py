@@ -22,6 +22,7 @@ from aggregator.jobs.processing import process
 from aggregator.mapping.base import MappingContext
 from aggregator.net.client import HttpClient
 from aggregator.plugin import harvesters
+from aggregator.validate.policy import Verdict
 
 LIMIT = 20
 
@@ -107,13 +108,13 @@ def preview_source(settings: Settings, src: SourceConfig, limit: int = LIMIT) ->
                 if raw.deleted:
                     out.records.append(PreviewRecord(raw.local_id, True, (), ()))
                     continue
-                result = process(raw, ctx, src.validation, lenient=src.lenient)
+                result = process(raw, ctx, src.validation, policy=src.policy)
                 datasets = tuple(
                     PreviewDataset(
                         c.dataset.dataset_iri,
                         _title(c.dataset.ntriples, c.dataset.dataset_iri),
                         c.dataset.ntriples.count(b"\n"),
-                        c.conforms or src.lenient,
+                        c.verdict is not Verdict.REJECT,
                         c.findings,
                     )
                     for c in result.checked
