@@ -58,8 +58,8 @@ from aggregator.core.vocab import (
     minted_iri,
 )
 from aggregator.store.applier import GATHER_RECORDS, GraphApplier
-from aggregator.store.flag_annotation import flag_ntriples
 from aggregator.store.commit_barrier import CommitStamper
+from aggregator.store.flag_annotation import flag_ntriples
 from aggregator.store.graphs import GraphBackend, GraphContent, OxigraphGraphs, stale_contents
 from aggregator.store.journal import JobLog, Jobs, now_iso
 from aggregator.store.migrations import check_readable
