@@ -48,7 +48,9 @@ from aggregator.jobs.pipeline import RunOptions, run_source
 from aggregator.net.client import HttpClient
 from aggregator.store.records import RecordStore
 
-DEV_RECORDS = Path(__file__).resolve().parent.parent.parent / "shared/reference/geodcat-ap-dev/records"
+DEV_RECORDS = (
+    Path(__file__).resolve().parent.parent.parent / "shared/reference/geodcat-ap-dev/records"
+)
 
 
 def demo_sources(urls: dict[str, str]) -> dict[str, dict[str, Any]]:
@@ -109,8 +111,12 @@ def cell(n: int, total: int) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--records", type=Path, default=DEV_RECORDS,
-                        help="a folder of ISO 19139 records to serve from a WAF peer too")
+    parser.add_argument(
+        "--records",
+        type=Path,
+        default=DEV_RECORDS,
+        help="a folder of ISO 19139 records to serve from a WAF peer too",
+    )
     args = parser.parse_args()  # fmt: skip
     os.environ.setdefault(MDR_PASSWORD_ENV, MDR_PASSWORD)
     for env_name, value in zip(METASHARE_ENV, METASHARE_LOGIN, strict=True):
