@@ -16,8 +16,9 @@ With ``--records DIR`` (default: the 29 ISO 19139 / GEMINI records of the develo
 ``../shared/reference/geodcat-ap-dev/records``, when present), those files are served by a
 WAF peer and harvested twice more: with the chain an ``iso19139`` source gets by default
 (``gemini``: strict by default) and with ``validation = "iso19139"`` (the ISO 19139 XSD and
-Table A.1, flagged by default). Prints one table row per source: datasets seen and the
-stored / flagged / rejected counts and shares, before and after.
+Table A.1, flagged by default). Prints one table row per source: datasets decided (stored +
+rejected) and the stored / flagged / rejected counts and shares, before and after (records
+the harvest skipped, e.g. two files with one fileIdentifier, in brackets).
 """
 
 from __future__ import annotations
@@ -144,7 +145,8 @@ def main() -> int:
         seen, *b = shares(before[name][1])
         _, *a = shares(counters)
         row = " ".join(cell(n, seen) for n in b) + " | " + " ".join(cell(n, seen) for n in a)
-        print(f"{name:<18} {fmt:<28} {seen:>4} | {row}")
+        other = " ".join(f"{k}={v}" for k in ("skipped", "errored") if (v := counters.get(k)))
+        print(f"{name:<18} {fmt:<28} {seen:>4} | {row}" + (f"  ({other})" if other else ""))
     return 0
 
 

@@ -20,7 +20,7 @@ from sickle import Sickle
 from SPARQLWrapper import JSON, SPARQLWrapper
 from test_store_migrations import connect, load, migrate_one
 
-from aggregator.config import ViolationPolicy, load_settings
+from aggregator.config import ValidationStep, ViolationPolicy, load_settings, violation_policy
 from aggregator.core.errors import ConfigError
 from aggregator.core.models import Finding, Severity, Stage
 from aggregator.core.vocab import DCT
@@ -47,17 +47,17 @@ DOCUMENT = f"""
 <{EX}untitled> a dcat:Dataset ;
   dct:description "A dataset its publisher forgot to name."@en .
 """
-QUERY = f"""
+QUERY = """
 PREFIX dqv: <http://www.w3.org/ns/dqv#>
 PREFIX oa: <http://www.w3.org/ns/oa#>
 PREFIX sh: <http://www.w3.org/ns/shacl#>
 PREFIX foaf: <http://xmlns.com/foaf/0.1/>
-SELECT ?dataset ?path WHERE {{
+SELECT ?dataset ?path WHERE {
   ?record dqv:hasQualityAnnotation ?flag ; foaf:primaryTopic ?dataset .
   ?flag a dqv:QualityAnnotation ; oa:hasTarget ?dataset ; oa:hasBody ?report .
   ?report sh:conforms false ; sh:result ?result .
   ?result sh:resultSeverity sh:Violation ; sh:resultPath ?path .
-}}
+}
 """
 
 
@@ -222,6 +222,16 @@ def test_the_verdict_of_each_policy(
     assert decide(findings, ViolationPolicy.FLAG) is flag
     assert decide(findings, ViolationPolicy.STRICT) is strict
     assert decide(findings, ViolationPolicy.LENIENT) is lenient
+
+
+def test_the_gemini_chain_is_strict_unless_the_source_says_otherwise() -> None:
+    gemini = (ValidationStep("schematron", name="gemini-2.3"), ValidationStep("shacl"))
+    plain = (ValidationStep("shacl"),)
+    assert violation_policy(gemini) is ViolationPolicy.STRICT
+    assert violation_policy(gemini, strict=False) is ViolationPolicy.FLAG
+    assert violation_policy(plain) is ViolationPolicy.FLAG
+    assert violation_policy(plain, strict=True) is ViolationPolicy.STRICT
+    assert violation_policy(gemini, lenient=True) is ViolationPolicy.LENIENT
 
 
 def test_the_unusable_rules_are_one_list_and_name_why() -> None:

@@ -21,6 +21,7 @@ from aggregator.config.settings import (
     ValidationSettings,
     ValidationStep,
     ViolationPolicy,
+    violation_policy,
 )
 
 __all__ = [
@@ -42,4 +43,5 @@ __all__ = [
     "load_settings",
     "parse_source",
     "tile_origin",
+    "violation_policy",
 ]

@@ -11,7 +11,7 @@ variable (``secrets = { api_key = "PORTAL_API_KEY" }``) and resolved at load tim
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from pathlib import Path
@@ -182,6 +182,19 @@ class RetentionSettings:
     batch: int = 500  # rows deleted per transaction
 
 
+def violation_policy(
+    chain: Sequence[ValidationStep], *, strict: bool | None = None, lenient: bool = False
+) -> ViolationPolicy:
+    """The policy of a chain: ``lenient`` or ``strict`` as given, else strict for a chain
+    with a step of :data:`STRICT_BY_SPECIFICATION` (the GEMINI rules), else flag. What a
+    source's records get (:attr:`SourceConfig.policy`) and ``aggregator validate --profile``."""
+    if lenient:
+        return ViolationPolicy.LENIENT
+    if strict is None:
+        strict = any(step.label in STRICT_BY_SPECIFICATION for step in chain)
+    return ViolationPolicy.STRICT if strict else ViolationPolicy.FLAG
+
+
 @dataclass(frozen=True, slots=True)
 class SourceConfig:
     name: str
@@ -214,12 +227,7 @@ class SourceConfig:
     def policy(self) -> ViolationPolicy:
         """What a violation does to this source's records: ``lenient`` or ``strict`` as the
         source says, else strict for a chain of :data:`STRICT_BY_SPECIFICATION`, else flag."""
-        if self.lenient:
-            return ViolationPolicy.LENIENT
-        strict = self.strict
-        if strict is None:
-            strict = any(step.label in STRICT_BY_SPECIFICATION for step in self.validation)
-        return ViolationPolicy.STRICT if strict else ViolationPolicy.FLAG
+        return violation_policy(self.validation, strict=self.strict, lenient=self.lenient)
 
     def missing_secrets(self) -> list[str]:
         """The secrets whose environment variable was not set at load time."""
