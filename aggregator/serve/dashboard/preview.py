@@ -32,8 +32,12 @@ class PreviewDataset:
     iri: str
     title: str
     triples: int
-    conforms: bool
+    verdict: Verdict  # the source's policy on its findings (validate/policy.py)
     findings: tuple[Finding, ...]
+
+    @property
+    def conforms(self) -> bool:
+        return self.verdict is not Verdict.REJECT
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,8 +53,10 @@ class PreviewRecord:
             return "deleted at the source (would be withdrawn)"
         if self.failure:
             return "would be rejected"
-        if any(not d.conforms for d in self.datasets):
+        if any(d.verdict is Verdict.REJECT for d in self.datasets):
             return "would be rejected (validation)"
+        if any(d.verdict is Verdict.FLAG for d in self.datasets):
+            return "would be stored, flagged (violations to fix)"
         return "would be stored"
 
 
@@ -65,7 +71,7 @@ class Preview:
 
     @property
     def stored(self) -> int:
-        return sum(r.outcome == "would be stored" for r in self.records)
+        return sum(r.outcome.startswith("would be stored") for r in self.records)
 
 
 def _title(ntriples: bytes, iri: str) -> str:
@@ -114,7 +120,7 @@ def preview_source(settings: Settings, src: SourceConfig, limit: int = LIMIT) ->
                         c.dataset.dataset_iri,
                         _title(c.dataset.ntriples, c.dataset.dataset_iri),
                         c.dataset.ntriples.count(b"\n"),
-                        c.verdict is not Verdict.REJECT,
+                        c.verdict,
                         c.findings,
                     )
                     for c in result.checked
