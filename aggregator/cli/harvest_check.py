@@ -20,6 +20,7 @@ import click
 from aggregator.cli.context import Ctx
 from aggregator.config import SourceConfig, ValidationSettings, ValidationStep
 from aggregator.core.models import Finding, RawRecord, Severity
+from aggregator.validate.policy import Verdict
 
 #: the base IRI and source name of a file checked without a configuration
 FILE_BASE = "http://localhost:8000/"
@@ -103,8 +104,20 @@ def _print_text(check: Any, source: SourceConfig) -> None:
     p = check.processed
     if p.failure:  # its findings are those of the step that stopped it, printed above
         click.echo(f"## record {p.raw.local_id}: rejected")
-    for checked, decision in zip(p.checked, check.decisions, strict=True):
-        click.echo(f"## record {checked.dataset.dataset_iri}: {decision.value}")
+    for checked in p.checked:
+        click.echo(f"## record {checked.dataset.dataset_iri}: {DECISION[checked.verdict]}")
+
+
+#: how the harvest's verdict on a dataset reads (docs/validation.md: what a violation does)
+DECISION = {Verdict.STORE: "stored", Verdict.FLAG: "stored, flagged", Verdict.REJECT: "rejected"}
+
+
+def _overall(check: Any) -> str:
+    """What the harvest does with FILE: rejected if it rejects any of it, else stored (and
+    flagged when any dataset is)."""
+    if check.rejected:
+        return "rejected"
+    return "stored, flagged" if Verdict.FLAG in check.verdicts else "stored"
 
 
 def _as_json(check: Any, source: SourceConfig, file: Path) -> dict[str, Any]:
@@ -114,6 +127,7 @@ def _as_json(check: Any, source: SourceConfig, file: Path) -> dict[str, Any]:
         "format": source.format,
         "source": source.name,
         "lenient": source.lenient,
+        "policy": source.policy.value,
         "chain": [step.describe() for step in source.validation],
         "steps": [
             {
@@ -131,12 +145,12 @@ def _as_json(check: Any, source: SourceConfig, file: Path) -> dict[str, Any]:
             {
                 "dataset": c.dataset.dataset_iri,
                 "local_id": c.dataset.local_id,
-                "decision": decision.value,
+                "decision": DECISION[c.verdict],
                 "findings": [f.as_dict() for f in c.findings],
             }
-            for c, decision in zip(p.checked, check.decisions, strict=True)
+            for c in p.checked
         ],
-        "decision": "rejected" if check.rejected else "stored",
+        "decision": _overall(check),
     }
 
 
@@ -192,8 +206,8 @@ def validate_as_harvested(
             if len(records) > 1:
                 click.echo(f"# record {record.local_id} of {file.name}")
             _print_text(check, source)
-        rejected = any(check.rejected for check in checks)
-        click.echo("rejected" if rejected else "stored")
+        overall = [_overall(check) for check in checks]
+        click.echo(next((o for o in ("rejected", "stored, flagged") if o in overall), "stored"))
     return not any(check.rejected for check in checks)
 
 

@@ -182,7 +182,7 @@ class InFlight:
         task: Future[list[Lean]]
         if todo:
             src = self.src
-            task = self.executor.submit(process_chunk, todo, self.ctx, src.validation, src.lenient)
+            task = self.executor.submit(process_chunk, todo, self.ctx, src.validation, src.policy)
         else:  # all skipped (an unchanged re-harvest): no worker is started or sent to
             task = Future()
             task.set_result([])

@@ -19,7 +19,7 @@ from enum import StrEnum
 from operator import attrgetter
 from typing import Any
 
-from aggregator.config import Settings, SourceConfig, ValidationStep
+from aggregator.config import Settings, SourceConfig, ValidationStep, ViolationPolicy
 from aggregator.core.errors import AggregatorError
 from aggregator.core.models import Finding, MappedDataset, RawRecord, Severity, Stage
 from aggregator.mapping.base import Mapper, MappingContext, mint_iri
@@ -30,6 +30,7 @@ from aggregator.plugin import mappers, validators
 from aggregator.store.graphs import GraphContent, to_nquads
 from aggregator.store.packing import pack, pack_graph, unpack_graph
 from aggregator.validate.base import Validator
+from aggregator.validate.policy import Verdict, decide, rejects_payload
 
 _WORKER_GC_THRESHOLD = 50_000
 _mappers: dict[str, Mapper] = {}
@@ -99,15 +100,21 @@ class Prepared:
 
 @dataclass(frozen=True, slots=True)
 class Checked:
-    """One mapped dataset and what the graph validators said of it."""
+    """One mapped dataset, what the validators said of it and the verdict of its source's
+    policy on that (:func:`aggregator.validate.policy.decide`)."""
 
     dataset: MappedDataset
     findings: tuple[Finding, ...]
     prepared: Prepared | None = None
+    verdict: Verdict = Verdict.STORE
 
     @property
     def conforms(self) -> bool:
         return not any(f.severity is Severity.VIOLATION for f in self.findings)
+
+    @property
+    def flagged(self) -> bool:
+        return self.verdict is Verdict.FLAG
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,22 +131,6 @@ class Processed:
 #: payload's SHA-256 and its packed form. No raw record: the store's process has it
 #: (:func:`rejoin`).
 Lean = tuple[tuple[Checked, ...], tuple[Finding, ...], str, bytes]
-
-
-class Decision(StrEnum):
-    """What a harvest does with one mapped dataset (:func:`decide`)."""
-
-    STORED = "stored"
-    REJECTED = "rejected"
-
-
-def decide(checked: Checked, source: SourceConfig) -> Decision:
-    """The one rule that says whether a harvest of ``source`` stores or rejects a mapped
-    dataset, given its findings: the lifecycle applies it, ``aggregator validate`` reports it.
-    (A record that failed as a whole, :attr:`Processed.failure`, has nothing to store.)"""
-    if checked.conforms or source.lenient:
-        return Decision.STORED
-    return Decision.REJECTED
 
 
 def mapping_context(settings: Settings, source: SourceConfig) -> MappingContext:
@@ -172,17 +163,19 @@ def process(
     ctx: MappingContext,
     chain: Sequence[ValidationStep],
     *,
-    lenient: bool = False,
+    policy: ViolationPolicy = ViolationPolicy.STRICT,
 ) -> Processed:
-    """Payload validators in chain order, mapping, then graph validators.
+    """Payload validators in chain order, mapping, then graph validators; each dataset gets
+    the verdict of ``policy`` on its findings (:func:`aggregator.validate.policy.decide`).
 
-    The first payload step that fails stops the payload steps. Without ``lenient`` the record
-    fails there (its findings are the record's failure). With ``lenient`` it is mapped anyway
-    and the failing step's findings are added to every dataset it yields, which the lifecycle
-    stores with the record (and lists on the job). A payload that cannot be parsed fails the
-    record in either case: there is nothing to map.
+    The first payload step that fails stops the payload steps. When the policy rejects on
+    its findings (:func:`~aggregator.validate.policy.rejects_payload`: always when strict)
+    the record fails there (its findings are the record's failure). Otherwise it is mapped
+    anyway and the failing step's findings are added to every dataset it yields, which the
+    lifecycle stores with the record, flagged. A payload that cannot be parsed or mapped
+    fails the record under every policy: there is nothing to store.
     """
-    checked, failure = _run(raw, ctx, _steps(chain), lenient, lean=False)
+    checked, failure = _run(raw, ctx, _steps(chain), policy, lean=False)
     return Processed(raw, checked, failure, *_payload_forms(raw))
 
 
@@ -210,16 +203,21 @@ class StepRun:
 @dataclass(frozen=True, slots=True)
 class RecordCheck:
     """A record run through a source's chain exactly as its harvest runs it, step by step,
-    with the harvest's decision on each dataset (:func:`decide`)."""
+    with the harvest's verdict on each dataset (:attr:`Checked.verdict`: the source's policy,
+    :func:`aggregator.validate.policy.decide`)."""
 
     processed: Processed
     steps: tuple[StepRun, ...]
-    decisions: tuple[Decision, ...]  # one per ``processed.checked``, in order
+
+    @property
+    def verdicts(self) -> tuple[Verdict, ...]:
+        """One per ``processed.checked``, in order."""
+        return tuple(c.verdict for c in self.processed.checked)
 
     @property
     def rejected(self) -> bool:
         """True when the harvest would reject the record or any dataset it yields."""
-        return bool(self.processed.failure) or Decision.REJECTED in self.decisions
+        return bool(self.processed.failure) or Verdict.REJECT in self.verdicts
 
 
 def check_record(raw: RawRecord, ctx: MappingContext, source: SourceConfig) -> RecordCheck:
@@ -228,7 +226,7 @@ def check_record(raw: RawRecord, ctx: MappingContext, source: SourceConfig) -> R
     shows a publisher. The same code path as a harvest, not a second implementation."""
     trace: list[StepRun] = []
     steps = _steps(source.validation)
-    checked, failure = _run(raw, ctx, steps, source.lenient, lean=False, trace=trace)
+    checked, failure = _run(raw, ctx, steps, source.policy, lean=False, trace=trace)
     processed = Processed(raw, checked, failure, *_payload_forms(raw))
     if not checked:  # nothing mapped: the mapping (if it was not reached) and the graph steps
         if not any(run.target == "mapping" for run in trace):
@@ -238,8 +236,7 @@ def check_record(raw: RawRecord, ctx: MappingContext, source: SourceConfig) -> R
             for step, v in steps
             if v.target == "graph"
         )
-    decisions = tuple(decide(c, source) for c in checked)
-    return RecordCheck(processed, tuple(trace), decisions)
+    return RecordCheck(processed, tuple(trace))
 
 
 def _status(findings: Sequence[Finding]) -> StepStatus:
@@ -259,7 +256,7 @@ def _run(
     raw: RawRecord,
     ctx: MappingContext,
     chain: Sequence[tuple[ValidationStep, Validator]],
-    lenient: bool,
+    policy: ViolationPolicy,
     *,
     lean: bool,
     trace: list[StepRun] | None = None,
@@ -272,7 +269,7 @@ def _run(
     if any(f.severity is Severity.VIOLATION for f in raw.findings):  # the harvester's own
         return (), raw.findings
     payload = ParsedPayload(raw, ctx.limits)
-    carried, failure = _check_payload(payload, chain, lenient, trace)
+    carried, failure = _check_payload(payload, chain, policy, trace)
     if failure is not None:
         return (), failure
     try:
@@ -304,18 +301,19 @@ def _run(
         prepared = prepare(ds, ctx)
         if lean:
             ds = replace(ds, ntriples=b"", catalog_ntriples=b"")
-        checked.append(Checked(ds, tuple(findings), prepared))
+        checked.append(Checked(ds, tuple(findings), prepared, decide(findings, policy)))
     return tuple(checked), ()
 
 
 def _check_payload(
     payload: ParsedPayload,
     chain: Sequence[tuple[ValidationStep, Validator]],
-    lenient: bool,
+    policy: ViolationPolicy,
     trace: list[StepRun] | None,
 ) -> tuple[tuple[Finding, ...], tuple[Finding, ...] | None]:
     """The payload steps in chain order: (the findings every dataset carries, the record's
-    failure or None). The first step that fails stops them (see :func:`process`)."""
+    failure or None). The first step that fails stops them; it fails the record when the
+    policy rejects on its findings (see :func:`process`)."""
     carried: tuple[Finding, ...] = ()
     for i, (step, v) in enumerate(chain):
         if v.target != "payload":
@@ -335,7 +333,7 @@ def _check_payload(
         if not report.conforms:
             if trace is not None:
                 _not_run(trace, chain[i + 1 :])
-            return carried, None if lenient else carried
+            return carried, carried if rejects_payload(carried, policy) else None
     return carried, None
 
 
@@ -374,7 +372,7 @@ def process_chunk(
     raws: Sequence[RawRecord],
     ctx: MappingContext,
     chain: Sequence[ValidationStep],
-    lenient: bool = False,
+    policy: ViolationPolicy = ViolationPolicy.STRICT,
 ) -> list[Lean]:
     """Run in a worker: lean results, which :func:`rejoin` makes whole again."""
     if gc.get_threshold()[0] < _WORKER_GC_THRESHOLD:  # see pipeline.relaxed_gc
@@ -382,7 +380,7 @@ def process_chunk(
     steps = _steps(chain)
     results: list[Lean] = []
     for raw in raws:
-        checked, failure = _run(raw, ctx, steps, lenient, lean=True)
+        checked, failure = _run(raw, ctx, steps, policy, lean=True)
         results.append((checked, failure, *_payload_forms(raw)))
     return results
 

@@ -38,7 +38,8 @@ GENERATION = "generation"  # meta key: batches of graph changes committed so far
 
 RECORD_COLUMNS = (
     "id, source, local_id, record_iri, dataset_iri, status, content_hash, first_seen, modified,"
-    " source_datestamp, job_id, seen_job, format, payload_sha, url, themes, findings, pending"
+    " source_datestamp, job_id, seen_job, format, payload_sha, url, themes, findings, flagged,"
+    " pending"
 )
 
 
@@ -63,6 +64,7 @@ class RecordRow:
     url: str | None
     themes: str
     findings: str
+    flagged: int  # 1: stored with violations its source must fix (validate/policy.py)
     pending: int  # the generation of its journal mark (pending_rows only; else 0)
 
     @classmethod
@@ -98,6 +100,7 @@ class RecordWrite:
     # ``modified`` is replaced by the commit's stamp (``commit_barrier.py``): set for every
     # write that changes what readers see (new, changed, withdrawn, status changed)
     modified_at_commit: bool = False
+    flagged: bool = False  # stored with violations its source must fix (validate/policy.py)
 
 
 class SerialCursor(sqlite3.Cursor):
@@ -328,6 +331,7 @@ class StateDB:
                 w.packed_ntriples or pack_graph(w.ntriples) or None,
                 w.packed_catalog or pack_graph(w.catalog_ntriples) or None,
                 w.findings,
+                int(w.flagged),
             )
             key = (w.source, w.local_id)
             rid = held.get(key)
@@ -343,15 +347,15 @@ class StateDB:
         self.conn.executemany(
             "INSERT INTO records (id, source, local_id, first_seen, record_iri, dataset_iri,"
             " status, content_hash, modified, source_datestamp, job_id, seen_job, format,"
-            " payload_sha, url, themes, ntriples, catalog_ntriples, findings, pending)"
-            " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,0)",
+            " payload_sha, url, themes, ntriples, catalog_ntriples, findings, flagged, pending)"
+            " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,0)",
             inserts,
         )
         self.conn.executemany(
             "UPDATE records SET record_iri = ?, dataset_iri = ?, status = ?, content_hash = ?,"
             " modified = ?, source_datestamp = ?, job_id = ?, seen_job = ?, format = ?,"
             " payload_sha = ?, url = ?, themes = ?, ntriples = ?, catalog_ntriples = ?,"
-            " findings = ?, pending = 0 WHERE id = ?",
+            " findings = ?, flagged = ?, pending = 0 WHERE id = ?",
             updates,
         )
         self.conn.executemany(
