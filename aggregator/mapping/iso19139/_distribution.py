@@ -32,6 +32,7 @@ from aggregator.mapping.iso19139._parts import OWL, P, State
 from aggregator.mapping.iso19139._table import format_key
 from aggregator.mapping.iso19139._xml import (
     GCO,
+    TYPE,
     GMD,
     XLINK_HREF,
     Node,
@@ -75,6 +76,7 @@ RIGHTS_STATEMENT = named(DCT + "RightsStatement")
 MEDIA_TYPE_OR_EXTENT = named(DCT + "MediaTypeOrExtent")
 STANDARD = named(DCT + "Standard")
 PAGE = named(FOAF + "page")
+DOCUMENT = named(FOAF + "Document")
 LABEL = named(RDFS + "label")
 VERSION_INFO = named(OWL + "versionInfo")
 IANA = "https://www.iana.org/assignments/media-types/"
@@ -204,11 +206,9 @@ def distributions(state: State, root: etree._Element, subject: Node, rights: Rig
         function = _code(parts)
         kind = table.online_function.get(function, "distribution")
         link = named(url)
-        if kind == "page":
-            out.add(subject, PAGE, link)
-            continue
-        if kind == "landing-page":
-            out.add(subject, D["landingPage"], link)
+        if kind in ("page", "landing-page"):
+            out.add(subject, PAGE if kind == "page" else D["landingPage"], link)
+            _document(state, link, parts)
             continue
         protocol = plain(child(parts, PROTOCOL))
         dist = out.typed(D["Distribution"])
@@ -251,6 +251,19 @@ def distributions(state: State, root: etree._Element, subject: Node, rights: Rig
             out.add(dist, RIGHTS, rights.rights)
         for prop, value in shared:
             out.add(dist, prop, value)
+
+
+def _document(state: State, link: Node, parts: dict[str, list[etree._Element]]) -> None:
+    """A page (foaf:page, dcat:landingPage) as the ``foaf:Document`` GeoDCAT-AP describes:
+    the link's name as ``dct:title``, its description as ``dct:description``."""
+    out = state.out
+    out.add(link, TYPE, DOCUMENT)
+    name = child(parts, NAME)
+    if name is not None:
+        out.add_all(link, P["title"], state.texts.literals(name))
+    desc = child(parts, DESCRIPTION)
+    if desc is not None:
+        out.add_all(link, P["description"], state.texts.literals(desc))
 
 
 @lru_cache(maxsize=1024)  # a catalogue links the same services from many records

@@ -21,6 +21,7 @@ from aggregator.core.vocab import ADMS, DCAT, DCT, PROV, RDFS, SKOS, XSD
 from aggregator.mapping.iso19139._table import IsoTable, Thesaurus
 from aggregator.mapping.iso19139._xml import (
     GMD,
+    TYPE,
     Node,
     Out,
     Texts,
@@ -389,12 +390,34 @@ def extents(state: State, ident: etree._Element, subject: Node) -> None:
                 loc = out.typed(C["Location"])
                 out.add(subject, P["spatial"], loc)
                 out.add_all(loc, P["geographicName"], lits)
+                out.add_all(loc, P["prefLabel"], lits)
+                _gazetteer(state, code_el, loc)
         for period in elements(
             "gmd:temporalElement/*/gmd:extent/*[local-name()='TimePeriod' or "
             "local-name()='TimeInstant']",
             ext,
         ):
             _period(state, period, subject)
+
+
+def _gazetteer(state: State, code_el: etree._Element, loc: Node) -> None:
+    """The authority of a geographic identifier (``gmd:authority/gmd:CI_Citation``: "ISO
+    3166") as the ``skos:ConceptScheme`` of the place, with its title and date."""
+    idf = code_el.getparent()
+    cit = first("gmd:authority/gmd:CI_Citation", idf) if idf is not None else None
+    if cit is None:
+        return
+    title_el = next(cit.iterchildren(GMD + "title"), None)
+    titles = state.texts.literals(title_el) if title_el is not None else []
+    if not titles:
+        return
+    out = state.out
+    scheme = out.typed(C["ConceptScheme"])
+    out.add_all(scheme, P["title"], titles)
+    when = date_literal(plain(first("gmd:date/gmd:CI_Date/gmd:date", cit)))
+    if when is not None:
+        out.add(scheme, P["modified"], when)
+    out.add(loc, P["inScheme"], scheme)
 
 
 def _position(el: etree._Element | None) -> str:
@@ -468,7 +491,16 @@ def crs_iri(code: str, space: str, href: str) -> str:
     return ""
 
 
+SRS_TYPE = named("http://inspire.ec.europa.eu/glossary/SpatialReferenceSystem")
+EPSG_SCHEME = EPSG.rstrip("/")
+
+
 def reference_systems(state: State, root: etree._Element, subject: Node) -> None:
+    """Reference systems -> ``dct:conformsTo`` and ``geodcat:referenceSystem`` a
+    ``dct:Standard`` and ``skos:Concept`` described as GeoDCAT-AP does: ``dct:type``
+    SpatialReferenceSystem, the code as written as ``dct:identifier`` and ``skos:notation``
+    (a URN or URL) or as ``dct:title`` / ``skos:prefLabel`` (a name), ``skos:inScheme`` the
+    EPSG register (or a scheme titled by the code space)."""
     out = state.out
     for rs in elements(
         "gmd:referenceSystemInfo/gmd:MD_ReferenceSystem/gmd:referenceSystemIdentifier/"
@@ -484,11 +516,33 @@ def reference_systems(state: State, root: etree._Element, subject: Node) -> None
             node = named(crs)
         elif code:
             node = out.typed(C["Standard"])
-            out.add(node, P["identifier"], lit(f"{space}:{code}" if space else code))
         else:
             continue
         out.add(subject, P["conformsTo"], node)
         out.add(subject, P["referenceSystem"], node)
+        out.add(node, P["type"], SRS_TYPE)
+        if not code:
+            continue
+        if space.casefold().startswith("urn:") and code.isdigit():
+            # code space "urn:ogc:def:crs:EPSG", version "6.11.2", code "27700": the URN
+            version = plain(next(rs.iterchildren(GMD + "version"), None))
+            code = f"{space}:{version}:{code}"
+        if code.casefold().startswith(("urn:", "http://", "https://")):
+            out.add(node, P["identifier"], typed_lit(code, XSD + "anyURI"))
+            out.add(node, P["notation"], typed_lit(code, XSD + "anyURI"))
+        else:
+            if not crs:  # a system no register names: the code identifies it
+                out.add(node, P["identifier"], lit(f"{space}:{code}" if space else code))
+            out.add_all(node, P["title"], state.texts.literals(code_el))
+            out.add_all(node, P["prefLabel"], state.texts.literals(code_el))
+        if crs.startswith(EPSG):
+            out.add(node, P["inScheme"], named(EPSG_SCHEME))
+            out.add(named(EPSG_SCHEME), TYPE, C["ConceptScheme"])
+            out.add(named(EPSG_SCHEME), P["title"], lit("EPSG Coordinate Reference Systems", "en"))
+        elif space:
+            scheme = out.typed(C["ConceptScheme"])
+            out.add(scheme, P["title"], lit(space))
+            out.add(node, P["inScheme"], scheme)
 
 
 __all__ = ["State"]
