@@ -90,10 +90,11 @@ _IS_PRIMARY_TOPIC_OF = "http://xmlns.com/foaf/0.1/isPrimaryTopicOf"
 def catalogue_record(catalog_ntriples: bytes, dataset_iri: str) -> bytes:
     """The catalogue record(s) about ``dataset_iri`` among a mapped dataset's catalogue facts
     (what the store keeps beside the dataset): each ``dcat:CatalogRecord`` whose
-    ``foaf:primaryTopic`` is the dataset, the blank nodes it reaches, and the dataset's
+    ``foaf:primaryTopic`` is the dataset, the nodes it reaches (contacts, standards, the
+    classes of its values), and the dataset's
     ``foaf:isPrimaryTopicOf`` links. The rest of the catalogue facts (the source's
     ``dcat:Catalog`` of an RDF document) is not printed."""
-    from pyoxigraph import BlankNode, NamedNode, RdfFormat, parse, serialize
+    from pyoxigraph import NamedNode, RdfFormat, parse, serialize
 
     triples = list(parse(catalog_ntriples, format=RdfFormat.N_TRIPLES))
     dataset = NamedNode(dataset_iri)
@@ -109,9 +110,9 @@ def catalogue_record(catalog_ntriples: bytes, dataset_iri: str) -> bytes:
     for t in triples:
         by_subject.setdefault(t.subject, []).append(t)
     todo = list(reached)
-    while todo:
+    while todo:  # what the records say, and what the facts say of their values (classes...)
         for t in by_subject.get(todo.pop(), ()):
-            if isinstance(t.object, BlankNode) and t.object not in reached:
+            if t.object not in reached and t.object != dataset and t.object in by_subject:
                 reached.add(t.object)
                 todo.append(t.object)
     kept = [

@@ -120,6 +120,7 @@ def _statement(state: State, cls: str, el: etree._Element) -> Node | None:
         return None
     node = state.out.typed(cls)
     state.out.add_all(node, LABEL, lits)
+    state.out.add_all(node, P["description"], lits)  # GeoDCAT-AP's property for the text
     return node
 
 
@@ -133,6 +134,7 @@ def _more_rights(state: State, found: Rights, el: etree._Element) -> None:
     if found.rights is None:
         found.rights = state.out.typed(RIGHTS_STATEMENT)
     state.out.add_all(found.rights, LABEL, lits)
+    state.out.add_all(found.rights, P["description"], lits)
 
 
 def constraints(state: State, ident: etree._Element) -> Rights:
@@ -388,5 +390,7 @@ def first_local(ident: etree._Element, name: str) -> etree._Element | None:
 def service_rights(state: State, subject: Node, rights: Rights) -> None:
     if rights.licence is not None:
         state.out.add(subject, LICENSE, rights.licence)
+    if rights.rights is not None:  # use limitations: dct:rights of a dcat:Resource
+        state.out.add(subject, RIGHTS, rights.rights)
     if rights.access is not None:
         state.out.add(subject, ACCESS_RIGHTS, rights.access)

@@ -177,7 +177,7 @@ def identifiers(state: State, ident: etree._Element, subject: Node) -> None:
         space = plain(next(idf.iterchildren(GMD + "codeSpace"), None))
         full = code
         if space and not is_iri(code):
-            full = space + ("" if space.endswith(("/", "#", ":")) else "/") + code
+            full = space + ("" if space.endswith(("/", "#")) else "/") + code  # as GeoDCAT-AP joins them
         out = state.out
         out.add(subject, P["identifier"], lit(full))
         node = out.typed(C["Identifier"])
@@ -233,7 +233,7 @@ class _KeywordGroup:
                 ),
                 None,
             )
-        self.scheme: Node | None = None
+        self.scheme: Node | None = None  # made with the first concept
 
     def _concept_iri(self, kw: etree._Element, kw_href: str) -> str:
         known = self.known
@@ -247,39 +247,56 @@ class _KeywordGroup:
         return ""
 
     def concept(self, kw: etree._Element, kw_href: str, lits: list[str]) -> None:
-        """The keyword as a concept of the thesaurus, a theme of the dataset."""
+        """The keyword as a concept of the thesaurus, a theme of the dataset: an IRI (DCAT-AP
+        3.0.1 wants a theme to be one) with its label and scheme. A keyword that names no
+        concept IRI (a thesaurus the table does not know, a label not in its list) stays a
+        ``dcat:keyword`` only, and the finding says so."""
         state, known, out = self.state, self.known, self.state.out
         concept_iri = self._concept_iri(kw, kw_href)
-        concept: Node | None = named(concept_iri) if concept_iri else None
         prop = known.property if known is not None and known.property else P["theme"]
-        if concept is None:
-            if known is not None and known.property:
-                return  # not a code of that list: the keyword literal says it
-            if self.scheme is None:
-                self.scheme = _scheme(
-                    state, known.scheme if known else "", self.href, self.title_el
+        if not concept_iri:
+            if known is None or not known.property:  # a code not in that list: just a keyword
+                state.findings.append(
+                    Finding(
+                        Stage.MAP,
+                        Severity.INFO,
+                        "iso-keyword-not-a-concept",
+                        f"keyword {plain(kw)!r} of thesaurus {plain(self.title_el)!r} names no"
+                        " concept IRI: kept as dcat:keyword, not a dcat:theme",
+                        f"line {kw.sourceline}" if kw.sourceline else None,
+                    )
                 )
-            concept = out.typed(C["Concept"])
-            out.add_all(concept, P["prefLabel"], lits)
-            out.add(concept, P["inScheme"], self.scheme)
+            return
+        concept = named(concept_iri)
         out.add(self.subject, prop, concept)
+        out.add(concept, TYPE, C["Concept"])
+        out.add_all(concept, P["prefLabel"], lits)
+        if self.scheme is None:
+            self.scheme = _scheme(state, known.scheme if known else "", self.href, self.title_el)
+        if self.scheme:
+            out.add(concept, P["inScheme"], self.scheme)
         if known is not None and known.legislation:
             out.add(self.subject, APPLICABLE_LEGISLATION, named(known.legislation))
-        if concept_iri:
-            if prop == P["theme"]:
-                self.themes.append(concept_iri)
-            if concept_iri.startswith(INSPIRE_THEME):
-                state.inspire_themes.append(concept_iri[len(INSPIRE_THEME) :])
+        if prop == P["theme"]:
+            self.themes.append(concept_iri)
+        if concept_iri.startswith(INSPIRE_THEME):
+            state.inspire_themes.append(concept_iri[len(INSPIRE_THEME) :])
 
 
 def _scheme(state: State, known: str, href: str, title_el: etree._Element | None) -> Node:
+    """The thesaurus as a ``skos:ConceptScheme`` with its title: its IRI when the table or the
+    record names one, else a blank node."""
     if known:
-        return named(known)
-    if href and is_iri(href):
-        return named(href)
-    node = state.out.typed(C["ConceptScheme"])
-    if title_el is not None:
-        state.out.add_all(node, P["title"], state.texts.literals(title_el))
+        node = named(known)
+    elif href and is_iri(href):
+        node = named(href)
+    else:
+        node = ""
+    titles = state.texts.literals(title_el) if title_el is not None else []
+    if not node and not titles:
+        return ""
+    node = state.out.typed(C["ConceptScheme"], node or None)
+    state.out.add_all(node, P["title"], titles)
     return node
 
 
@@ -530,6 +547,7 @@ def reference_systems(state: State, root: etree._Element, subject: Node) -> None
         if code.casefold().startswith(("urn:", "http://", "https://")):
             out.add(node, P["identifier"], typed_lit(code, XSD + "anyURI"))
             out.add(node, P["notation"], typed_lit(code, XSD + "anyURI"))
+            out.add(node, P["prefLabel"], lit(code))  # a concept needs a label: its code
         else:
             if not crs:  # a system no register names: the code identifies it
                 out.add(node, P["identifier"], lit(f"{space}:{code}" if space else code))

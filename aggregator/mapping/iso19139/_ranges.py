@@ -13,7 +13,7 @@ are not typed: typing them here would make them untitled datasets.
 from __future__ import annotations
 
 from aggregator.core.vocab import DCAT, DCT, FOAF, SKOS, VCARD
-from aggregator.mapping.iso19139._xml import TYPE, Node, Out, Term, named
+from aggregator.mapping.iso19139._xml import TYPE, Node, Out, Term, lit, named
 
 GEODCAT = "http://data.europa.eu/930/"
 ELI_LEGAL_RESOURCE = "http://data.europa.eu/eli/ontology#LegalResource"
@@ -54,13 +54,23 @@ RANGES: dict[str, tuple[str, ...]] = {
 }
 
 
-def type_iri_values(out: Out) -> None:
+CONCEPT = named(SKOS + "Concept")
+PREF_LABEL = named(SKOS + "prefLabel")
+
+
+def type_iri_values(out: Out, labels: dict[str, str]) -> None:
     """Add ``rdf:type`` triples for the IRI values of the :data:`RANGES` properties in
-    ``out`` (the canonical form drops the duplicates)."""
+    ``out`` (the canonical form drops the duplicates), and a ``skos:prefLabel`` to each
+    concept that has none in the record (DCAT-AP 3.0.1 wants one): its label in ``labels``
+    (the mapping table's), else the last segment of its IRI."""
     ranges = RANGES
     added: set[tuple[Node, str]] = set()
+    labelled: set[Node] = set()
     extra: list[tuple[Node, str, Term]] = []
-    for _, p, o in out.triples:
+    for s, p, o in out.triples:
+        if p == PREF_LABEL:
+            labelled.add(s)
+            continue
         classes = ranges.get(p)
         if classes is None or o[0] != "<":
             continue
@@ -68,4 +78,9 @@ def type_iri_values(out: Out) -> None:
             if (o, cls) not in added:
                 added.add((o, cls))
                 extra.append((o, TYPE, cls))
+    concepts = {o for o, cls in added if cls == CONCEPT}
+    concepts.update(s for s, p, o in out.triples if o == CONCEPT and p == TYPE and s[0] == "<")
+    for concept in sorted(concepts - labelled):
+        label = labels.get(concept) or lit(concept[1:-1].rstrip("/#").rsplit("/", 1)[-1])
+        extra.append((concept, PREF_LABEL, label))
     out.triples.extend(extra)

@@ -147,9 +147,10 @@ class IsoMapper(Mapper):
         out = Out()
         state = State(out, table, texts)
         out.add(iri, TYPE, cls)
-        if kind != "service":
-            for prop in RESOURCE_TYPE_PROPS:
-                out.add(iri, prop, named(RESOURCE_TYPE + rtype))
+        # a service's dct:type is its service type (an element row); its resource type is
+        # geodcat:resourceType only
+        for prop in RESOURCE_TYPE_PROPS if kind != "service" else RESOURCE_TYPE_PROPS[1:]:
+            out.add(iri, prop, named(RESOURCE_TYPE + rtype))
         # the catalogue record of the GeoDCAT-AP description (``record``) and, as its
         # dct:source, the record of the ISO metadata it was made from (``source``)
         record_out = Out()
@@ -217,8 +218,8 @@ class IsoMapper(Mapper):
         record_agents.record_contacts(
             source, record_agents.read(elements("gmd:contact/gmd:CI_ResponsibleParty", root))
         )
-        type_iri_values(out)
-        type_iri_values(record_out)
+        type_iri_values(out, table.concept_labels)
+        type_iri_values(record_out, table.concept_labels)
         when = parse_datetime(stamp_text)
         if when is not None and when.tzinfo is None:
             when = when.replace(tzinfo=UTC)
