@@ -369,8 +369,9 @@ def service(
             base = url.split("?", 1)[0]
             if is_iri(base):
                 out.add(subject, D["endpointURL"], named(base))
-        else:
-            out.add(subject, D["endpointURL"], named(url))
+        else:  # "...wms?": the address without its empty query
+            bare = url[:-1] if url.endswith("?") else url
+            out.add(subject, D["endpointURL"], named(bare) if is_iri(bare) else named(url))
     kind = plain(first_local(ident, "serviceType"))
     for version in elements("srv:serviceTypeVersion", ident):
         text = plain(version)

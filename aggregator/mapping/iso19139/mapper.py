@@ -211,6 +211,12 @@ class IsoMapper(Mapper):
                 )
             )
         self._standard(root, record_out, source)
+        # a multilingual record (gmd:locale) is written in each of its locales' languages too
+        languages = table.codelists["language"]
+        for code_el in elements("gmd:locale/gmd:PT_Locale/gmd:languageCode/gmd:LanguageCode", root):
+            language = languages.get(code_value(code_el).lower())
+            if language:
+                record_out.add(source, LANGUAGE, named(language))
         record_out.add_all(
             record, LANGUAGE, [o for s, p, o in record_out.triples if s == source and p == LANGUAGE]
         )
