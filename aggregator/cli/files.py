@@ -99,12 +99,12 @@ def catalogue_record(catalog_ntriples: bytes, dataset_iri: str) -> bytes:
     triples = list(parse(catalog_ntriples, format=RdfFormat.N_TRIPLES))
     dataset = NamedNode(dataset_iri)
     reached: set[Any] = {
-        t.subject
-        for t in triples
-        if t.predicate.value == _PRIMARY_TOPIC and t.object == dataset
+        t.subject for t in triples if t.predicate.value == _PRIMARY_TOPIC and t.object == dataset
     }
     reached |= {
-        t.object for t in triples if t.subject == dataset and t.predicate.value == _IS_PRIMARY_TOPIC_OF
+        t.object
+        for t in triples
+        if t.subject == dataset and t.predicate.value == _IS_PRIMARY_TOPIC_OF
     }
     by_subject: dict[Any, list[Any]] = {}
     for t in triples:

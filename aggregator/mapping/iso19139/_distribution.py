@@ -32,8 +32,8 @@ from aggregator.mapping.iso19139._parts import OWL, P, State
 from aggregator.mapping.iso19139._table import format_key
 from aggregator.mapping.iso19139._xml import (
     GCO,
-    TYPE,
     GMD,
+    TYPE,
     XLINK_HREF,
     Node,
     Out,

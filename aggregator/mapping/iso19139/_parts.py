@@ -177,7 +177,8 @@ def identifiers(state: State, ident: etree._Element, subject: Node) -> None:
         space = plain(next(idf.iterchildren(GMD + "codeSpace"), None))
         full = code
         if space and not is_iri(code):
-            full = space + ("" if space.endswith(("/", "#")) else "/") + code  # as GeoDCAT-AP joins them
+            # joined as GeoDCAT-AP joins them ("CEH:EIDC:" + "/" + code)
+            full = space + ("" if space.endswith(("/", "#")) else "/") + code
         out = state.out
         out.add(subject, P["identifier"], lit(full))
         node = out.typed(C["Identifier"])
@@ -533,6 +534,7 @@ def reference_systems(state: State, root: etree._Element, subject: Node) -> None
             node = named(crs)
         elif code:
             node = out.typed(C["Standard"])
+            out.add(node, TYPE, C["Concept"])
         else:
             continue
         out.add(subject, P["conformsTo"], node)
@@ -551,8 +553,9 @@ def reference_systems(state: State, root: etree._Element, subject: Node) -> None
         else:
             if not crs:  # a system no register names: the code identifies it
                 out.add(node, P["identifier"], lit(f"{space}:{code}" if space else code))
-            out.add_all(node, P["title"], state.texts.literals(code_el))
-            out.add_all(node, P["prefLabel"], state.texts.literals(code_el))
+            names = state.texts.literals(code_el) if code_el is not None else [lit(code)]
+            out.add_all(node, P["title"], names)
+            out.add_all(node, P["prefLabel"], names)
         if crs.startswith(EPSG):
             out.add(node, P["inScheme"], named(EPSG_SCHEME))
             out.add(named(EPSG_SCHEME), TYPE, C["ConceptScheme"])

@@ -55,8 +55,8 @@ from aggregator.mapping.iso19139._parts import (
     keywords,
     reference_systems,
 )
-from aggregator.mapping.iso19139._ranges import type_iri_values
 from aggregator.mapping.iso19139._quality import conformity, lineage, resolution
+from aggregator.mapping.iso19139._ranges import type_iri_values
 from aggregator.mapping.iso19139._table import RESOURCE_KINDS, ElementRule, IsoTable, load_table
 from aggregator.mapping.iso19139._xml import (
     NS,
