@@ -66,8 +66,13 @@ def type_iri_values(out: Out, labels: dict[str, str]) -> None:
     ranges = RANGES
     added: set[tuple[Node, str]] = set()
     labelled: set[Node] = set()
+    concepts: set[Node] = set()
     extra: list[tuple[Node, str, Term]] = []
-    for s, p, o in out.triples:
+    for s, p, o in out.triples:  # one pass: this runs on every harvested record
+        if p == TYPE:
+            if o == CONCEPT and s[0] == "<":
+                concepts.add(s)
+            continue
         if p == PREF_LABEL:
             labelled.add(s)
             continue
@@ -78,9 +83,9 @@ def type_iri_values(out: Out, labels: dict[str, str]) -> None:
             if (o, cls) not in added:
                 added.add((o, cls))
                 extra.append((o, TYPE, cls))
-    concepts = {o for o, cls in added if cls == CONCEPT}
-    concepts.update(s for s, p, o in out.triples if o == CONCEPT and p == TYPE and s[0] == "<")
-    for concept in sorted(concepts - labelled):
+                if cls == CONCEPT:
+                    concepts.add(o)
+    for concept in concepts - labelled:
         label = labels.get(concept) or lit(concept[1:-1].rstrip("/#").rsplit("/", 1)[-1])
         extra.append((concept, PREF_LABEL, label))
     out.triples.extend(extra)
