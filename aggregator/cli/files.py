@@ -83,6 +83,47 @@ def scoped_quads(ntriples: bytes, scope: str, graph: Any = None) -> list[Any]:
     ]
 
 
+_PRIMARY_TOPIC = "http://xmlns.com/foaf/0.1/primaryTopic"
+_IS_PRIMARY_TOPIC_OF = "http://xmlns.com/foaf/0.1/isPrimaryTopicOf"
+
+
+def catalogue_record(catalog_ntriples: bytes, dataset_iri: str) -> bytes:
+    """The catalogue record(s) about ``dataset_iri`` among a mapped dataset's catalogue facts
+    (what the store keeps beside the dataset): each ``dcat:CatalogRecord`` whose
+    ``foaf:primaryTopic`` is the dataset, the nodes it reaches (contacts, standards, the
+    classes of its values), and the dataset's
+    ``foaf:isPrimaryTopicOf`` links. The rest of the catalogue facts (the source's
+    ``dcat:Catalog`` of an RDF document) is not printed."""
+    from pyoxigraph import NamedNode, RdfFormat, parse, serialize
+
+    triples = list(parse(catalog_ntriples, format=RdfFormat.N_TRIPLES))
+    dataset = NamedNode(dataset_iri)
+    reached: set[Any] = {
+        t.subject for t in triples if t.predicate.value == _PRIMARY_TOPIC and t.object == dataset
+    }
+    reached |= {
+        t.object
+        for t in triples
+        if t.subject == dataset and t.predicate.value == _IS_PRIMARY_TOPIC_OF
+    }
+    by_subject: dict[Any, list[Any]] = {}
+    for t in triples:
+        by_subject.setdefault(t.subject, []).append(t)
+    todo = list(reached)
+    while todo:  # what the records say, and what the facts say of their values (classes...)
+        for t in by_subject.get(todo.pop(), ()):
+            if t.object not in reached and t.object != dataset and t.object in by_subject:
+                reached.add(t.object)
+                todo.append(t.object)
+    kept = [
+        t
+        for t in triples
+        if t.subject in reached
+        or (t.subject == dataset and t.predicate.value == _IS_PRIMARY_TOPIC_OF)
+    ]
+    return serialize(kept, format=RdfFormat.N_TRIPLES) or b""
+
+
 @click.command("map")
 @click.option("--from", "fmt", required=True, help="Format key: dcat, iso19139, ckan, ...")
 @click.option("--media-type", default=None, help="Override the media type of FILE.")
@@ -98,6 +139,10 @@ def scoped_quads(ntriples: bytes, scope: str, graph: Any = None) -> list[Any]:
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 def map_file(fmt: str, media_type: str | None, base_iri: str, syntax: str, file: Path) -> None:
     """Map FILE to DCAT-AP 3 and print the normalised graph (no store needed).
+
+    Each dataset comes with the catalogue record about it that the mapping made (the
+    ``dcat:CatalogRecord`` the store keeps beside the dataset, e.g. an ISO record's metadata
+    date, language and standard).
 
     All datasets go into one document; the blank nodes of each dataset get their own labels
     (``_:d1_c14n0``...), so that no two datasets share one. The mapping findings are printed
@@ -120,7 +165,11 @@ def map_file(fmt: str, media_type: str | None, base_iri: str, syntax: str, file:
         notes = [f"dataset {ds.dataset_iri} (record {ds.local_id})"]
         notes.extend(f"{f.severity.value} {f.rule}: {f.message}" for f in ds.findings)
         graph = NamedNode(ds.dataset_iri) if graphs else None
-        blocks.append((notes, scoped_quads(ds.ntriples, f"d{number}", graph)))
+        quads = scoped_quads(ds.ntriples, f"d{number}", graph)
+        if ds.catalog_ntriples:  # the catalogue record, as the store keeps it beside the dataset
+            record = catalogue_record(ds.catalog_ntriples, ds.dataset_iri)
+            quads += scoped_quads(record, f"r{number}", graph)
+        blocks.append((notes, quads))
     if not comments:  # one document: findings on stderr
         for notes, _quads in blocks:
             for note in notes:

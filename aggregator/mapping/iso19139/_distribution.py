@@ -33,6 +33,7 @@ from aggregator.mapping.iso19139._table import format_key
 from aggregator.mapping.iso19139._xml import (
     GCO,
     GMD,
+    TYPE,
     XLINK_HREF,
     Node,
     Out,
@@ -75,6 +76,7 @@ RIGHTS_STATEMENT = named(DCT + "RightsStatement")
 MEDIA_TYPE_OR_EXTENT = named(DCT + "MediaTypeOrExtent")
 STANDARD = named(DCT + "Standard")
 PAGE = named(FOAF + "page")
+DOCUMENT = named(FOAF + "Document")
 LABEL = named(RDFS + "label")
 VERSION_INFO = named(OWL + "versionInfo")
 IANA = "https://www.iana.org/assignments/media-types/"
@@ -118,6 +120,7 @@ def _statement(state: State, cls: str, el: etree._Element) -> Node | None:
         return None
     node = state.out.typed(cls)
     state.out.add_all(node, LABEL, lits)
+    state.out.add_all(node, P["description"], lits)  # GeoDCAT-AP's property for the text
     return node
 
 
@@ -131,6 +134,7 @@ def _more_rights(state: State, found: Rights, el: etree._Element) -> None:
     if found.rights is None:
         found.rights = state.out.typed(RIGHTS_STATEMENT)
     state.out.add_all(found.rights, LABEL, lits)
+    state.out.add_all(found.rights, P["description"], lits)
 
 
 def constraints(state: State, ident: etree._Element) -> Rights:
@@ -204,11 +208,9 @@ def distributions(state: State, root: etree._Element, subject: Node, rights: Rig
         function = _code(parts)
         kind = table.online_function.get(function, "distribution")
         link = named(url)
-        if kind == "page":
-            out.add(subject, PAGE, link)
-            continue
-        if kind == "landing-page":
-            out.add(subject, D["landingPage"], link)
+        if kind in ("page", "landing-page"):
+            out.add(subject, PAGE if kind == "page" else D["landingPage"], link)
+            _document(state, link, parts)
             continue
         protocol = plain(child(parts, PROTOCOL))
         dist = out.typed(D["Distribution"])
@@ -251,6 +253,19 @@ def distributions(state: State, root: etree._Element, subject: Node, rights: Rig
             out.add(dist, RIGHTS, rights.rights)
         for prop, value in shared:
             out.add(dist, prop, value)
+
+
+def _document(state: State, link: Node, parts: dict[str, list[etree._Element]]) -> None:
+    """A page (foaf:page, dcat:landingPage) as the ``foaf:Document`` GeoDCAT-AP describes:
+    the link's name as ``dct:title``, its description as ``dct:description``."""
+    out = state.out
+    out.add(link, TYPE, DOCUMENT)
+    name = child(parts, NAME)
+    if name is not None:
+        out.add_all(link, P["title"], state.texts.literals(name))
+    desc = child(parts, DESCRIPTION)
+    if desc is not None:
+        out.add_all(link, P["description"], state.texts.literals(desc))
 
 
 @lru_cache(maxsize=1024)  # a catalogue links the same services from many records
@@ -354,8 +369,9 @@ def service(
             base = url.split("?", 1)[0]
             if is_iri(base):
                 out.add(subject, D["endpointURL"], named(base))
-        else:
-            out.add(subject, D["endpointURL"], named(url))
+        else:  # "...wms?": the address without its empty query
+            bare = url[:-1] if url.endswith("?") else url
+            out.add(subject, D["endpointURL"], named(bare) if is_iri(bare) else named(url))
     kind = plain(first_local(ident, "serviceType"))
     for version in elements("srv:serviceTypeVersion", ident):
         text = plain(version)
@@ -375,5 +391,7 @@ def first_local(ident: etree._Element, name: str) -> etree._Element | None:
 def service_rights(state: State, subject: Node, rights: Rights) -> None:
     if rights.licence is not None:
         state.out.add(subject, LICENSE, rights.licence)
+    if rights.rights is not None:  # use limitations: dct:rights of a dcat:Resource
+        state.out.add(subject, RIGHTS, rights.rights)
     if rights.access is not None:
         state.out.add(subject, ACCESS_RIGHTS, rights.access)

@@ -21,6 +21,7 @@ from aggregator.core.vocab import ADMS, DCAT, DCT, PROV, RDFS, SKOS, XSD
 from aggregator.mapping.iso19139._table import IsoTable, Thesaurus
 from aggregator.mapping.iso19139._xml import (
     GMD,
+    TYPE,
     Node,
     Out,
     Texts,
@@ -176,7 +177,8 @@ def identifiers(state: State, ident: etree._Element, subject: Node) -> None:
         space = plain(next(idf.iterchildren(GMD + "codeSpace"), None))
         full = code
         if space and not is_iri(code):
-            full = space + ("" if space.endswith(("/", "#", ":")) else "/") + code
+            # joined as GeoDCAT-AP joins them ("CEH:EIDC:" + "/" + code)
+            full = space + ("" if space.endswith(("/", "#")) else "/") + code
         out = state.out
         out.add(subject, P["identifier"], lit(full))
         node = out.typed(C["Identifier"])
@@ -232,7 +234,7 @@ class _KeywordGroup:
                 ),
                 None,
             )
-        self.scheme: Node | None = None
+        self.scheme: Node | None = None  # made with the first concept
 
     def _concept_iri(self, kw: etree._Element, kw_href: str) -> str:
         known = self.known
@@ -246,39 +248,56 @@ class _KeywordGroup:
         return ""
 
     def concept(self, kw: etree._Element, kw_href: str, lits: list[str]) -> None:
-        """The keyword as a concept of the thesaurus, a theme of the dataset."""
+        """The keyword as a concept of the thesaurus, a theme of the dataset: an IRI (DCAT-AP
+        3.0.1 wants a theme to be one) with its label and scheme. A keyword that names no
+        concept IRI (a thesaurus the table does not know, a label not in its list) stays a
+        ``dcat:keyword`` only, and the finding says so."""
         state, known, out = self.state, self.known, self.state.out
         concept_iri = self._concept_iri(kw, kw_href)
-        concept: Node | None = named(concept_iri) if concept_iri else None
         prop = known.property if known is not None and known.property else P["theme"]
-        if concept is None:
-            if known is not None and known.property:
-                return  # not a code of that list: the keyword literal says it
-            if self.scheme is None:
-                self.scheme = _scheme(
-                    state, known.scheme if known else "", self.href, self.title_el
+        if not concept_iri:
+            if known is None or not known.property:  # a code not in that list: just a keyword
+                state.findings.append(
+                    Finding(
+                        Stage.MAP,
+                        Severity.INFO,
+                        "iso-keyword-not-a-concept",
+                        f"keyword {plain(kw)!r} of thesaurus {plain(self.title_el)!r} names no"
+                        " concept IRI: kept as dcat:keyword, not a dcat:theme",
+                        f"line {kw.sourceline}" if kw.sourceline else None,
+                    )
                 )
-            concept = out.typed(C["Concept"])
-            out.add_all(concept, P["prefLabel"], lits)
-            out.add(concept, P["inScheme"], self.scheme)
+            return
+        concept = named(concept_iri)
         out.add(self.subject, prop, concept)
+        out.add(concept, TYPE, C["Concept"])
+        out.add_all(concept, P["prefLabel"], lits)
+        if self.scheme is None:
+            self.scheme = _scheme(state, known.scheme if known else "", self.href, self.title_el)
+        if self.scheme:
+            out.add(concept, P["inScheme"], self.scheme)
         if known is not None and known.legislation:
             out.add(self.subject, APPLICABLE_LEGISLATION, named(known.legislation))
-        if concept_iri:
-            if prop == P["theme"]:
-                self.themes.append(concept_iri)
-            if concept_iri.startswith(INSPIRE_THEME):
-                state.inspire_themes.append(concept_iri[len(INSPIRE_THEME) :])
+        if prop == P["theme"]:
+            self.themes.append(concept_iri)
+        if concept_iri.startswith(INSPIRE_THEME):
+            state.inspire_themes.append(concept_iri[len(INSPIRE_THEME) :])
 
 
 def _scheme(state: State, known: str, href: str, title_el: etree._Element | None) -> Node:
+    """The thesaurus as a ``skos:ConceptScheme`` with its title: its IRI when the table or the
+    record names one, else a blank node."""
     if known:
-        return named(known)
-    if href and is_iri(href):
-        return named(href)
-    node = state.out.typed(C["ConceptScheme"])
-    if title_el is not None:
-        state.out.add_all(node, P["title"], state.texts.literals(title_el))
+        node = named(known)
+    elif href and is_iri(href):
+        node = named(href)
+    else:
+        node = ""
+    titles = state.texts.literals(title_el) if title_el is not None else []
+    if not node and not titles:
+        return ""
+    node = state.out.typed(C["ConceptScheme"], node or None)
+    state.out.add_all(node, P["title"], titles)
     return node
 
 
@@ -389,12 +408,34 @@ def extents(state: State, ident: etree._Element, subject: Node) -> None:
                 loc = out.typed(C["Location"])
                 out.add(subject, P["spatial"], loc)
                 out.add_all(loc, P["geographicName"], lits)
+                out.add_all(loc, P["prefLabel"], lits)
+                _gazetteer(state, code_el, loc)
         for period in elements(
             "gmd:temporalElement/*/gmd:extent/*[local-name()='TimePeriod' or "
             "local-name()='TimeInstant']",
             ext,
         ):
             _period(state, period, subject)
+
+
+def _gazetteer(state: State, code_el: etree._Element, loc: Node) -> None:
+    """The authority of a geographic identifier (``gmd:authority/gmd:CI_Citation``: "ISO
+    3166") as the ``skos:ConceptScheme`` of the place, with its title and date."""
+    idf = code_el.getparent()
+    cit = first("gmd:authority/gmd:CI_Citation", idf) if idf is not None else None
+    if cit is None:
+        return
+    title_el = next(cit.iterchildren(GMD + "title"), None)
+    titles = state.texts.literals(title_el) if title_el is not None else []
+    if not titles:
+        return
+    out = state.out
+    scheme = out.typed(C["ConceptScheme"])
+    out.add_all(scheme, P["title"], titles)
+    when = date_literal(plain(first("gmd:date/gmd:CI_Date/gmd:date", cit)))
+    if when is not None:
+        out.add(scheme, P["modified"], when)
+    out.add(loc, P["inScheme"], scheme)
 
 
 def _position(el: etree._Element | None) -> str:
@@ -468,7 +509,16 @@ def crs_iri(code: str, space: str, href: str) -> str:
     return ""
 
 
+SRS_TYPE = named("http://inspire.ec.europa.eu/glossary/SpatialReferenceSystem")
+EPSG_SCHEME = EPSG.rstrip("/")
+
+
 def reference_systems(state: State, root: etree._Element, subject: Node) -> None:
+    """Reference systems -> ``dct:conformsTo`` and ``geodcat:referenceSystem`` a
+    ``dct:Standard`` and ``skos:Concept`` described as GeoDCAT-AP does: ``dct:type``
+    SpatialReferenceSystem, the code as written as ``dct:identifier`` and ``skos:notation``
+    (a URN or URL) or as ``dct:title`` / ``skos:prefLabel`` (a name), ``skos:inScheme`` the
+    EPSG register (or a scheme titled by the code space)."""
     out = state.out
     for rs in elements(
         "gmd:referenceSystemInfo/gmd:MD_ReferenceSystem/gmd:referenceSystemIdentifier/"
@@ -484,11 +534,36 @@ def reference_systems(state: State, root: etree._Element, subject: Node) -> None
             node = named(crs)
         elif code:
             node = out.typed(C["Standard"])
-            out.add(node, P["identifier"], lit(f"{space}:{code}" if space else code))
+            out.add(node, TYPE, C["Concept"])
         else:
             continue
         out.add(subject, P["conformsTo"], node)
         out.add(subject, P["referenceSystem"], node)
+        out.add(node, P["type"], SRS_TYPE)
+        if not code:
+            continue
+        if space.casefold().startswith("urn:") and code.isdigit():
+            # code space "urn:ogc:def:crs:EPSG", version "6.11.2", code "27700": the URN
+            version = plain(next(rs.iterchildren(GMD + "version"), None))
+            code = f"{space}:{version}:{code}"
+        if code.casefold().startswith(("urn:", "http://", "https://")):
+            out.add(node, P["identifier"], typed_lit(code, XSD + "anyURI"))
+            out.add(node, P["notation"], typed_lit(code, XSD + "anyURI"))
+            out.add(node, P["prefLabel"], lit(code))  # a concept needs a label: its code
+        else:
+            if not crs:  # a system no register names: the code identifies it
+                out.add(node, P["identifier"], lit(f"{space}:{code}" if space else code))
+            names = state.texts.literals(code_el) if code_el is not None else [lit(code)]
+            out.add_all(node, P["title"], names)
+            out.add_all(node, P["prefLabel"], names)
+        if crs.startswith(EPSG):
+            out.add(node, P["inScheme"], named(EPSG_SCHEME))
+            out.add(named(EPSG_SCHEME), TYPE, C["ConceptScheme"])
+            out.add(named(EPSG_SCHEME), P["title"], lit("EPSG Coordinate Reference Systems", "en"))
+        elif space:
+            scheme = out.typed(C["ConceptScheme"])
+            out.add(scheme, P["title"], lit(space))
+            out.add(node, P["inScheme"], scheme)
 
 
 __all__ = ["State"]

@@ -16,7 +16,8 @@ from lxml import etree
 
 from aggregator.core.errors import ConfigError
 from aggregator.core.resources import bundled
-from aggregator.mapping.iso19139._xml import compile_xpath
+from aggregator.core.vocab import EU_DATA_THEME, EU_THEME_LABELS
+from aggregator.mapping.iso19139._xml import compile_xpath, lit
 
 DEFAULT_TABLE = bundled("mappings", "iso19139.toml")
 DEFAULT_THEMES = bundled("mappings", "eu-data-themes.toml")
@@ -89,6 +90,8 @@ class IsoTable:
     inspire_eu_themes: dict[str, tuple[str, ...]]  # INSPIRE theme code -> EU theme IRIs
     topic_eu_themes: dict[str, tuple[str, ...]]
     source: Path
+    #: concept IRI (N-Triples form) -> its English skos:prefLabel (N-Triples literal)
+    concept_labels: dict[str, str] = field(default_factory=dict)
 
 
 def _expand(value: str, prefixes: dict[str, str], where: str) -> str:
@@ -259,4 +262,24 @@ def _load(path: Path, themes_path: Path) -> IsoTable:
             k: tuple(base + c for c in v) for k, v in themes.get("topic-category", {}).items()
         },
         source=path,
+        concept_labels=_concept_labels(doc, prefixes, path),
     )
+
+
+def _concept_labels(doc: dict[str, Any], prefixes: dict[str, str], path: Path) -> dict[str, str]:
+    """``[concept-labels.<base prefix>]`` tables: code -> English label, plus the labels of
+    the INSPIRE themes (``[[thesaurus]]`` labels, inverted) and of the EU data themes."""
+    out: dict[str, str] = {}
+    for prefix, codes in doc.get("concept-labels", {}).items():
+        base = prefixes.get(prefix)
+        if base is None or not isinstance(codes, dict):
+            raise ConfigError(f"{path}: [concept-labels.{prefix}]: unknown prefix")
+        for code, label in codes.items():
+            out[f"<{base}{code}>"] = lit(str(label), "en")
+    for t in doc.get("thesaurus", []):
+        base = str(t.get("code-base", ""))
+        for label, code in t.get("labels", {}).items():
+            out.setdefault(f"<{base}{code}>", lit(str(label).capitalize(), "en"))
+    for code, label in EU_THEME_LABELS.items():
+        out[f"<{EU_DATA_THEME}{code}>"] = lit(label, "en")
+    return out

@@ -13,10 +13,14 @@ docs/mappings/iso19139.md is the mapping as a table for metadata specialists. St
    the dataset record it couples to.
 4. **Regular elements** from the ``[[element]]`` rows (compiled XPaths), then the irregular
    parts (:mod:`._parts`, :mod:`._agents`, :mod:`._distribution`).
-5. **Catalogue record**: the source's own metadata (file identifier, metadata date, language,
-   character set, standard, metadata point of contact) on a ``dcat:CatalogRecord`` about the
-   resource, kept as catalogue facts (``MappedDataset.catalog_ntriples``).
-6. **Output** canonical N-Triples; the metadata date (``gmd:dateStamp``) is the datestamp.
+5. **Catalogue record**: as GeoDCAT-AP writes it, the resource ``foaf:isPrimaryTopicOf`` a
+   ``dcat:CatalogRecord`` (the GeoDCAT-AP description: ``dct:conformsTo`` DCAT-AP, metadata
+   language, metadata date) whose ``dct:source`` is the ISO record's own ``dcat:CatalogRecord``
+   (file identifier, metadata date, language, character set, metadata standard, metadata
+   point of contact); kept as catalogue facts (``MappedDataset.catalog_ntriples``), printed
+   by ``aggregator map`` beside the resource.
+6. **Ranges**: the IRI values get the classes DCAT-AP 3.0.1 demands (:mod:`._ranges`).
+7. **Output** canonical N-Triples; the metadata date (``gmd:dateStamp``) is the datestamp.
 """
 
 from __future__ import annotations
@@ -54,6 +58,7 @@ from aggregator.mapping.iso19139._parts import (
     reference_systems,
 )
 from aggregator.mapping.iso19139._quality import conformity, lineage, resolution
+from aggregator.mapping.iso19139._ranges import type_iri_values
 from aggregator.mapping.iso19139._table import RESOURCE_KINDS, ElementRule, IsoTable, load_table
 from aggregator.mapping.iso19139._xml import (
     Node,
@@ -77,6 +82,10 @@ from aggregator.mapping.payload import ParsedPayload
 RESOURCE_TYPE = "http://inspire.ec.europa.eu/metadata-codelist/ResourceType/"
 TYPE = named(RDF_TYPE)
 PRIMARY_TOPIC = named(FOAF + "primaryTopic")
+IS_PRIMARY_TOPIC_OF = named(FOAF + "isPrimaryTopicOf")
+SOURCE = named(DCT + "source")
+LANGUAGE = named(DCT + "language")
+DCAT_AP = named("http://data.europa.eu/r5r/")  # DCAT-AP, the standard of our description
 CATALOG_RECORD = named(DCAT + "CatalogRecord")
 ACCESS_RIGHTS = named(DCT + "accessRights")
 STANDARD = named(DCT + "Standard")
@@ -150,15 +159,22 @@ class IsoMapper(Mapper):
         out = Out()
         state = State(out, table, texts)
         out.add(iri, TYPE, cls)
-        if kind != "service":
-            for prop in RESOURCE_TYPE_PROPS:
-                out.add(iri, prop, named(RESOURCE_TYPE + rtype))
+        # a service's dct:type is its service type (an element row); its resource type is
+        # geodcat:resourceType only
+        for prop in RESOURCE_TYPE_PROPS if kind != "service" else RESOURCE_TYPE_PROPS[1:]:
+            out.add(iri, prop, named(RESOURCE_TYPE + rtype))
+        # the catalogue record of the GeoDCAT-AP description (``record``) and, as its
+        # dct:source, the record of the ISO metadata it was made from (``source``)
         record_out = Out()
-        record = blank()
-        record_out.add(record, TYPE, CATALOG_RECORD)
-        record_out.add(record, PRIMARY_TOPIC, iri)
+        record, source = blank(), blank()
+        record_out.add(iri, IS_PRIMARY_TOPIC_OF, record)
+        for node in (record, source):
+            record_out.add(node, TYPE, CATALOG_RECORD)
+            record_out.add(node, PRIMARY_TOPIC, iri)
+        record_out.add(record, P["conformsTo"], DCAT_AP)
+        record_out.add(record, SOURCE, source)
         for rule, on_record, on_metadata in self._rules[kind]:
-            target = (record_out, record) if on_record else (out, iri)
+            target = (record_out, source) if on_record else (out, iri)
             self._element(state, ctx, rule, root if on_metadata else ident, *target)
 
         themes: list[str] = []
@@ -196,6 +212,7 @@ class IsoMapper(Mapper):
         stamp = date_literal(stamp_text)
         if stamp is not None:
             record_out.add(record, P["modified"], stamp)
+            record_out.add(source, P["modified"], stamp)
         else:
             state.findings.append(
                 Finding(
@@ -205,11 +222,22 @@ class IsoMapper(Mapper):
                     f"metadata date (gmd:dateStamp) {stamp_text!r} is not an ISO date",
                 )
             )
-        self._standard(root, record_out, record)
+        self._standard(root, record_out, source)
+        # a multilingual record (gmd:locale) is written in each of its locales' languages too
+        languages = table.codelists["language"]
+        for code_el in elements("gmd:locale/gmd:PT_Locale/gmd:languageCode/gmd:LanguageCode", root):
+            language = languages.get(code_value(code_el).lower())
+            if language:
+                record_out.add(source, LANGUAGE, named(language))
+        record_out.add_all(
+            record, LANGUAGE, [o for s, p, o in record_out.triples if s == source and p == LANGUAGE]
+        )
         record_agents = Agents(record_out, table, texts)
         record_agents.record_contacts(
-            record, record_agents.read(elements("gmd:contact/gmd:CI_ResponsibleParty", root))
+            source, record_agents.read(elements("gmd:contact/gmd:CI_ResponsibleParty", root))
         )
+        type_iri_values(out, table.concept_labels)
+        type_iri_values(record_out, table.concept_labels)
         when = parse_datetime(stamp_text)
         if when is not None and when.tzinfo is None:
             when = when.replace(tzinfo=UTC)
