@@ -47,7 +47,8 @@ class UnusableRule:
         return f.stage is self.stage and (self.path is None or f.path == self.path)
 
 
-#: The one list of what makes a record unusable (docs/validation.md#what-a-violation-does-to-a-record).
+#: The one list of what makes a record unusable
+#: (docs/validation.md#what-a-violation-does-to-a-record).
 #: Mappers raise (a ``parse`` or ``map`` failure of the whole record) for a payload that is
 #: not the format it claims, a record without identifier or without title; the DCAT mapper
 #: reports a titleless dataset of a multi-dataset document as a ``map`` violation; the SHACL
