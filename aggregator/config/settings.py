@@ -144,7 +144,9 @@ class ServeSettings:
     # serving processes together; past them: 429 with Retry-After, and nothing is hashed
     admin_max_failures: int = 10
     admin_failure_window: float = 300.0  # seconds
-    admin_hash_concurrency: int = 2  # hashes (~30 ms of CPU each) at once per serving process
+    # password hashes at once per serving process (each is costly on purpose:
+    # docs/benchmarks.md#dashboard)
+    admin_hash_concurrency: int = 2
     # reverse proxies (addresses or networks, comma-separated) whose X-Forwarded-For names
     # the client whose failures are counted; empty: the address that connected is the client
     trusted_proxies: str = ""
