@@ -48,14 +48,13 @@ from aggregator.mapping.iso19139._distribution import (
     service,
     service_rights,
 )
+from aggregator.mapping.iso19139._keywords import eu_themes, keywords
 from aggregator.mapping.iso19139._parts import (
     P,
     State,
     dates,
-    eu_themes,
     extents,
     identifiers,
-    keywords,
     reference_systems,
 )
 from aggregator.mapping.iso19139._quality import conformity, lineage, resolution
