@@ -1,5 +1,6 @@
-"""The irregular parts of the ISO 19139 mapping: dates, identifiers, keywords and themes,
-extents and reference systems (:mod:`._quality` has resolution, lineage and conformity).
+"""The irregular parts of the ISO 19139 mapping: dates, identifiers, extents and reference
+systems (:mod:`._keywords` has keywords and themes, :mod:`._quality` resolution, lineage and
+conformity).
 
 Each function reads one part of the identification (``ident``) or of the record (``root``)
 and writes triples about ``subject`` into ``state.out``; anything it cannot map is a finding
@@ -18,7 +19,7 @@ from lxml import etree
 
 from aggregator.core.models import Finding, Severity, Stage
 from aggregator.core.vocab import ADMS, DCAT, DCT, PROV, RDFS, SKOS, XSD
-from aggregator.mapping.iso19139._table import IsoTable, Thesaurus
+from aggregator.mapping.iso19139._table import IsoTable
 from aggregator.mapping.iso19139._xml import (
     GMD,
     TYPE,
@@ -143,10 +144,17 @@ _CI_DATE_PARTS = frozenset((DATE, DATE_TYPE))
 
 
 def dates(state: State, ident: etree._Element, subject: Node) -> None:
-    """Citation dates by CI_DateTypeCode: creation -> dct:created, publication -> dct:issued
-    (the earliest), revision -> dct:modified (the latest)."""
+    """The resource's citation dates (:func:`citation_dates`)."""
+    citation = first("gmd:citation/gmd:CI_Citation", ident)
+    if citation is not None:
+        citation_dates(state, citation, subject)
+
+
+def citation_dates(state: State, citation: etree._Element, subject: Node) -> None:
+    """The dates of a ``gmd:CI_Citation`` by CI_DateTypeCode: creation -> dct:created,
+    publication -> dct:issued (the earliest), revision -> dct:modified (the latest)."""
     found: dict[str, list[str]] = {"creation": [], "publication": [], "revision": []}
-    for ci in elements("gmd:citation/gmd:CI_Citation/gmd:date/gmd:CI_Date", ident):
+    for ci in elements("gmd:date/gmd:CI_Date", citation):
         parts = children(ci, _CI_DATE_PARTS)
         kind = code_value(first_under(parts.get(DATE_TYPE, ()), DATE_TYPE_CODE))
         text = plain(child(parts, DATE))
@@ -186,132 +194,6 @@ def identifiers(state: State, ident: etree._Element, subject: Node) -> None:
         out.add(node, P["notation"], lit(code))
         if space:
             out.add(node, P["schemaAgency"], lit(space))
-
-
-# -- keywords, thesauri and themes -------------------------------------------------------
-
-
-APPLICABLE_LEGISLATION = named("http://data.europa.eu/r5r/applicableLegislation")
-
-
-def keywords(state: State, ident: etree._Element, subject: Node, themes: list[str]) -> None:
-    """Every keyword text -> dcat:keyword; keywords of a thesaurus -> dcat:theme concepts (IRIs
-    for the known thesauri of the table, else concepts in a scheme named by its title)."""
-    out = state.out
-    for group in elements("gmd:descriptiveKeywords/gmd:MD_Keywords", ident):
-        thesaurus = _KeywordGroup(state, subject, themes, group)
-        for kw in group.iterchildren(GMD + "keyword"):
-            lits = state.texts.literals(kw)
-            kw_href = anchor_href(kw)
-            if not lits and not kw_href:
-                continue
-            out.add_all(subject, P["keyword"], lits)
-            if thesaurus.named:
-                thesaurus.concept(kw, kw_href, lits)
-
-
-class _KeywordGroup:
-    """One MD_Keywords: its thesaurus (known to the table or not) and the concepts of its
-    keywords, in a scheme made once for the group when the thesaurus is not known."""
-
-    def __init__(
-        self, state: State, subject: Node, themes: list[str], group: etree._Element
-    ) -> None:
-        self.state, self.subject, self.themes = state, subject, themes
-        self.title_el = first("gmd:thesaurusName/gmd:CI_Citation/gmd:title", group)
-        title = plain(self.title_el)
-        self.href = href = anchor_href(self.title_el)
-        self.named = bool(title or href)  # keywords of no named thesaurus are just keywords
-        self.known: Thesaurus | None = None
-        if self.named:
-            folded = title.casefold()
-            self.known = next(
-                (
-                    t
-                    for t in state.table.thesauri
-                    if (t.title and t.title in folded)
-                    or (href and t.anchor and href.startswith(t.anchor))
-                ),
-                None,
-            )
-        self.scheme: Node | None = None  # made with the first concept
-
-    def _concept_iri(self, kw: etree._Element, kw_href: str) -> str:
-        known = self.known
-        text = plain(kw)
-        if kw_href and is_iri(kw_href):
-            return kw_href
-        if known is not None and known.labels.get(text.casefold()):
-            return known.code_base + known.labels[text.casefold()]
-        if known is not None and known.codes_are_labels and text.isalnum():
-            return known.code_base + text
-        return ""
-
-    def concept(self, kw: etree._Element, kw_href: str, lits: list[str]) -> None:
-        """The keyword as a concept of the thesaurus, a theme of the dataset: an IRI (DCAT-AP
-        3.0.1 wants a theme to be one) with its label and scheme. A keyword that names no
-        concept IRI (a thesaurus the table does not know, a label not in its list) stays a
-        ``dcat:keyword`` only, and the finding says so."""
-        state, known, out = self.state, self.known, self.state.out
-        concept_iri = self._concept_iri(kw, kw_href)
-        prop = known.property if known is not None and known.property else P["theme"]
-        if not concept_iri:
-            if known is None or not known.property:  # a code not in that list: just a keyword
-                state.findings.append(
-                    Finding(
-                        Stage.MAP,
-                        Severity.INFO,
-                        "iso-keyword-not-a-concept",
-                        f"keyword {plain(kw)!r} of thesaurus {plain(self.title_el)!r} names no"
-                        " concept IRI: kept as dcat:keyword, not a dcat:theme",
-                        f"line {kw.sourceline}" if kw.sourceline else None,
-                    )
-                )
-            return
-        concept = named(concept_iri)
-        out.add(self.subject, prop, concept)
-        out.add(concept, TYPE, C["Concept"])
-        out.add_all(concept, P["prefLabel"], lits)
-        if self.scheme is None:
-            self.scheme = _scheme(state, known.scheme if known else "", self.href, self.title_el)
-        if self.scheme:
-            out.add(concept, P["inScheme"], self.scheme)
-        if known is not None and known.legislation:
-            out.add(self.subject, APPLICABLE_LEGISLATION, named(known.legislation))
-        if prop == P["theme"]:
-            self.themes.append(concept_iri)
-        if concept_iri.startswith(INSPIRE_THEME):
-            state.inspire_themes.append(concept_iri[len(INSPIRE_THEME) :])
-
-
-def _scheme(state: State, known: str, href: str, title_el: etree._Element | None) -> Node:
-    """The thesaurus as a ``skos:ConceptScheme`` with its title: its IRI when the table or the
-    record names one, else a blank node."""
-    if known:
-        node = named(known)
-    elif href and is_iri(href):
-        node = named(href)
-    else:
-        node = ""
-    titles = state.texts.literals(title_el) if title_el is not None else []
-    if not node and not titles:
-        return ""
-    node = state.out.typed(C["ConceptScheme"], node or None)
-    state.out.add_all(node, P["title"], titles)
-    return node
-
-
-def eu_themes(state: State, ident: etree._Element, subject: Node, themes: list[str]) -> None:
-    """EU data themes from the INSPIRE themes and topic categories (eu-data-themes.toml)."""
-    found: list[str] = []
-    for code in state.inspire_themes:
-        found.extend(state.table.inspire_eu_themes.get(code, ()))
-    for el in elements("gmd:topicCategory/gmd:MD_TopicCategoryCode", ident):
-        found.extend(state.table.topic_eu_themes.get(code_value(el), ()))
-    for theme in dict.fromkeys(found):
-        if theme not in themes:
-            state.out.add(subject, P["theme"], named(theme))
-            themes.append(theme)
 
 
 # -- extents --------------------------------------------------------------------------------

@@ -54,7 +54,7 @@ class Role:
 @dataclass(frozen=True, slots=True)
 class Thesaurus:
     name: str
-    title: str  # case-folded
+    titles: tuple[str, ...]  # case-folded, white space collapsed; any one names it
     anchor: str
     scheme: str
     code_base: str = ""
@@ -62,6 +62,7 @@ class Thesaurus:
     property: str | None = None
     codes_are_labels: bool = False
     legislation: str = ""  # an act every concept of the thesaurus implies (HVD)
+    theme: bool = False  # its concepts are also dcat:theme (beside ``property``)
 
 
 @dataclass(frozen=True, slots=True)
@@ -218,7 +219,9 @@ def _load(path: Path, themes_path: Path) -> IsoTable:
     thesauri = tuple(
         Thesaurus(
             name=str(t["name"]),
-            title=str(t["title"]).casefold(),
+            titles=tuple(
+                " ".join(str(x).split()).casefold() for x in [t["title"], *t.get("also-titles", [])]
+            ),
             anchor=str(t.get("anchor", "")),
             scheme=str(t["scheme"]),
             code_base=str(t.get("code-base", "")),
@@ -228,6 +231,7 @@ def _load(path: Path, themes_path: Path) -> IsoTable:
             else None,
             codes_are_labels=bool(t.get("codes-are-labels", False)),
             legislation=str(t.get("legislation", "")),
+            theme=bool(t.get("theme", False)),
         )
         for t in doc.get("thesaurus", [])
     )

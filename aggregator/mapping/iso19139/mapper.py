@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 
 from lxml import etree
@@ -47,14 +48,13 @@ from aggregator.mapping.iso19139._distribution import (
     service,
     service_rights,
 )
+from aggregator.mapping.iso19139._keywords import eu_themes, keywords
 from aggregator.mapping.iso19139._parts import (
     P,
     State,
     dates,
-    eu_themes,
     extents,
     identifiers,
-    keywords,
     reference_systems,
 )
 from aggregator.mapping.iso19139._quality import conformity, lineage, resolution
@@ -180,7 +180,7 @@ class IsoMapper(Mapper):
         themes: list[str] = []
         dates(state, ident, iri)
         identifiers(state, ident, iri)
-        keywords(state, ident, iri, themes)
+        keywords(state, ident, iri, themes, partial(mint_iri, ctx))
         eu_themes(state, ident, iri, themes)
         extents(state, ident, iri)
         reference_systems(state, root, iri)
