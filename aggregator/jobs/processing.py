@@ -356,8 +356,9 @@ def _not_run(trace: list[StepRun], steps: Sequence[tuple[ValidationStep, Validat
 def _pickled_by_constructor(cls: type[Any]) -> None:
     """Results cross to the store's process pickled as constructor calls (``copyreg``): the
     ``__setstate__`` of a slots dataclass runs ``dataclasses.fields()`` for every object,
-    which made unpickling a chunk's results cost the store's process ~2x more (~70 vs ~35 us
-    a record). Every field is an ``__init__`` argument, so the call rebuilds the object."""
+    which made unpickling a chunk's results far dearer for the store's process
+    (docs/benchmarks.md#record-store). Every field is an ``__init__`` argument, so the call
+    rebuilds the object."""
     names = tuple(f.name for f in fields(cls) if f.init)
     assert len(names) == len(fields(cls)) > 1, cls
     values = attrgetter(*names)

@@ -168,7 +168,8 @@ class RuleSet:
         With ``ground``, those triples are returned as N-Triples lines (``<iri> <rdf:type>
         <class> .``) instead of quads: they hold no blank node, so they do not change the
         canonical blank node labels, and the mapper adds them to the canonical lines directly
-        (building and canonicalising ~20 more quads per record cost ~25 % of the mapping).
+        (building and canonicalising them as quads was a large share of the mapping:
+        docs/benchmarks.md#mapping).
         ``index``: the quads describing a node in this description, if the caller has them
         indexed (the range checks then count a node's properties there instead of scanning).
 
