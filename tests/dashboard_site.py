@@ -84,7 +84,13 @@ def served_site(
         # manual: the scheduler below runs only what "harvest now" asks for
         manual = {"schedule": "manual"}
         add_source(config, "demo-oai", {"type": "oai-pmh", "url": urls["demo-oai"], **manual})
-        add_source(config, "demo-dump", {"type": "rdf-dump", "url": urls["demo-dump"], **manual})
+        # strict: the dump's dataset with a bad byte size is rejected (the rejection pages'
+        # subject); by default it would be stored flagged
+        add_source(
+            config,
+            "demo-dump",
+            {"type": "rdf-dump", "url": urls["demo-dump"], "strict": True, **manual},
+        )
         add_source(
             config,
             "hostile",

@@ -50,5 +50,7 @@ def make_unversioned(conn: Any) -> None:
         conn.execute(f"DROP TRIGGER {trigger}")
     conn.execute("DROP TABLE record_payloads")
     conn.execute("DROP INDEX rejections_payload")
+    conn.execute("DROP INDEX records_flagged")
+    conn.execute("ALTER TABLE records DROP COLUMN flagged")
     conn.execute("CREATE INDEX IF NOT EXISTS records_journal ON records (id) WHERE pending != 0")
     conn.execute("PRAGMA user_version = 0")

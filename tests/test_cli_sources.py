@@ -273,7 +273,12 @@ def test_edit_changes_a_source_in_place_and_checks_it_first(config: Path, oai: s
     assert code == 0, out
     shown = json.loads(run(config, "source", "show", "portal")[1])
     assert shown["publisher"] is None and not shown["lenient"] and shown["enabled"]
+    assert shown["strict"] is True and shown["violations"] == "strict"
     assert shown["options"] == {} and shown["secrets"] == {}
+    code, out = run(config, "source", "edit", "portal", "--violations", "flag")
+    assert code == 0, out
+    shown = json.loads(run(config, "source", "show", "portal")[1])
+    assert (shown["strict"], shown["lenient"], shown["violations"]) == (False, False, "flag")
 
 
 @pytest.mark.slow

@@ -56,7 +56,8 @@ def setup(tmp_path: Path) -> Iterator[tuple[Path, OaiPmhPeer, RdfFilesApp]]:
         config.write_text(
             '[store]\npath = "data"\n[http]\nallow_private = true\nretries = 0\n'
             "[harvest]\nworkers = 0\n"
-            f'[sources.oai]\ntype = "oai-pmh"\nurl = "{oai.url}oai"\n'
+            # strict: a record with any violation is rejected (the dead letters' subject)
+            f'[sources.oai]\ntype = "oai-pmh"\nurl = "{oai.url}oai"\nstrict = true\n'
             f'[sources.dump]\ntype = "rdf-dump"\nurl = "{dump.url}broken.ttl"\n',
             encoding="utf-8",
         )

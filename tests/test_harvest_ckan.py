@@ -372,3 +372,54 @@ def test_probe_reads_the_package_count(
     lines = CkanHarvester(source, http).probe()  # type: ignore[arg-type]
     assert lines == [f"package_search at {server.url}api/3/action/package_search: 23 packages"]
     assert peer.requests[-1]["rows"] == "0"
+
+
+def test_spatial_and_dates_reach_the_store(tmp_path: Path) -> None:
+    """Packages as data.gov.uk and catalog.data.gov write them (a GeoJSON ``spatial`` extra,
+    CKAN's record dates, one with the publisher's own dates, one with a broken geometry),
+    harvested from the local CKAN peer into an on-disk store."""
+    data = Path(__file__).parent / "data" / "ckan"
+    packages = [
+        json.loads((data / "dgu-package-show.json").read_text())["result"],
+        *json.loads((data / "datagov-package-search.json").read_text())["result"]["results"],
+        *json.loads((data / "govdata-packages.json").read_text()),
+    ]
+    with PeerServer(CkanPeer(MemoryCatalogue(packages))) as server:
+        e = Env(tmp_path, server.url)
+        try:
+            job = e.run()
+            assert job.status == JobStatus.SUCCEEDED.value, job.message
+            assert job.counters.get("added") == 5  # the broken geometry does not lose a record
+            query = """
+                PREFIX dct: <http://purl.org/dc/terms/>
+                PREFIX dcat: <http://www.w3.org/ns/dcat#>
+                PREFIX locn: <http://www.w3.org/ns/locn#>
+                SELECT ?d ?issued ?modified ?geometry ?bbox WHERE {
+                  ?d a dcat:Dataset ; dct:issued ?issued ; dct:modified ?modified .
+                  OPTIONAL { ?d dct:spatial [ locn:geometry ?geometry ; dcat:bbox ?bbox ] }
+                }"""
+            rows = {
+                str(r[0].value).rsplit("/", 1)[-1]: tuple(
+                    None if v is None else (v.value, v.datatype.value) for v in list(r)[1:]
+                )
+                for r in e.store.graphs.query(query)  # type: ignore[union-attr]
+            }
+            assert_consistent(e.store)
+        finally:
+            e.store.close()
+    gsp, xsd = "http://www.opengis.net/ont/geosparql#", "http://www.w3.org/2001/XMLSchema#"
+    dgu = rows["5b1d2a3c-8e4f-4d60-9a7b-3c2e1f0d9a81"]
+    assert dgu[0] == ("2019-03-04T10:21:13.482913Z", xsd + "dateTime")  # metadata_created
+    # metadata_modified (the store holds the canonical form of the value: no trailing zero)
+    assert dgu[1] == ("2024-06-18T07:55:02.11348Z", xsd + "dateTime")
+    assert dgu[2] is not None and dgu[2][1] == gsp + "geoJSONLiteral"
+    assert json.loads(dgu[2][0])["coordinates"][0][2] == [1.768, 55.812]
+    assert dgu[3] == (
+        "POLYGON((-6.418 49.864,1.768 49.864,1.768 55.812,-6.418 55.812,-6.418 49.864))",
+        gsp + "wktLiteral",
+    )
+    hotspot = rows["0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d"]  # the publisher's dates win
+    assert hotspot[:2] == (("2021-12-01", xsd + "date"), ("2022-04-30T12:00:00Z", xsd + "dateTime"))
+    assert hotspot[3] == ("POINT(-77.0365 38.8977)", gsp + "wktLiteral")
+    broken = rows["2d3c4b5a-6978-4877-b6a5-94837261f0e1"]
+    assert broken[2] is None and broken[0] == ("2021-02-01T12:00:00.5Z", xsd + "dateTime")

@@ -1,4 +1,4 @@
-"""Keyset paging of the ckan harvester (aggregator.harvest.ckan_paging) against the local CKAN
+"""Keyset paging of the ckan harvester (aggregator.harvest.ckan._paging) against the local CKAN
 peer: ties on metadata_modified across page ends, a millisecond fuller than a page, servers
 that do not filter, sort or page as asked, and the Solr syntax the peer reads."""
 
@@ -20,7 +20,7 @@ from aggregator.demo.peers.ckan_query import QueryError, parse_fq, solr_time
 from aggregator.demo.peers.server import PeerServer
 from aggregator.harvest.base import HarvestRequest, Listing
 from aggregator.harvest.ckan import CkanHarvester
-from aggregator.harvest.ckan_paging import PageKey, Row, page_problem, solr_ms, tiebreak_of
+from aggregator.harvest.ckan._paging import PageKey, Row, page_problem, solr_ms, tiebreak_of
 from aggregator.net.client import HttpClient
 
 

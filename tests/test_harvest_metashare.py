@@ -50,8 +50,10 @@ def config(tmp: Path, url: str, extra: str = "") -> Path:
 
 
 class Env:
-    def __init__(self, tmp: Path, url: str, env: dict[str, str] | None = None) -> None:
-        loaded = load_settings(config(tmp, url), environ=ENV if env is None else env)
+    def __init__(
+        self, tmp: Path, url: str, env: dict[str, str] | None = None, extra: str = ""
+    ) -> None:
+        loaded = load_settings(config(tmp, url, extra), environ=ENV if env is None else env)
         self.settings = Settings(
             config_path=loaded.config_path,
             store_path=tmp / "store",
@@ -177,13 +179,14 @@ def test_an_lr_withdrawn_for_absence_comes_back_at_the_same_checksum(
     assert env.statuses()[ids[7]] == "active"
 
 
-def test_a_record_failing_validation_is_rejected_and_kept_out(
-    env: Env, node: tuple[MetaShareNode, list[str], str]
+def test_a_record_failing_validation_is_rejected_and_kept_out_by_a_strict_source(
+    tmp_path: Path, node: tuple[MetaShareNode, list[str], str]
 ) -> None:
-    peer, ids, _ = node
+    peer, ids, url = node
     broken = sample_xml("corpus").replace(b"<metadataInfo>", b"<metadataInfoX>")
     broken = broken.replace(b"</metadataInfo>", b"</metadataInfoX>")
     peer.put(ids[0], broken)
+    env = Env(tmp_path, url, extra="strict = true\n")
     job = env.run()
     assert counts(job) == {"added": 7, "rejected": 1}
     errors = env.store.jobs.errors(job.id)
@@ -198,6 +201,19 @@ def test_a_record_failing_validation_is_rejected_and_kept_out(
     job = env.run()
     assert counts(job) == {"added": 1, "skipped": 7}
     assert env.statuses()[ids[0]] == "active"
+    env.close()
+
+
+def test_by_default_a_record_failing_the_structure_rules_is_stored_flagged(
+    env: Env, node: tuple[MetaShareNode, list[str], str]
+) -> None:
+    peer, ids, _ = node
+    broken = sample_xml("corpus").replace(b"<metadataInfo>", b"<metadataInfoX>")
+    peer.put(ids[0], broken.replace(b"</metadataInfo>", b"</metadataInfoX>"))
+    job = env.run()
+    assert counts(job) == {"added": 8, "flagged": 1}
+    assert env.statuses()[ids[0]] == "active"
+    assert {e["local_id"] for e in env.store.jobs.errors(job.id)} == {ids[0]}
 
 
 def test_checksum_mismatch_rejects_the_lr_and_keeps_the_last_good_version(
@@ -426,7 +442,8 @@ def test_an_xsd_step_with_a_local_schema_runs_before_the_structure_rules(
     moved = xml[:start] + xml[end : xml.index(b"  <contactPerson>")] + xml[start:end]
     moved += xml[xml.index(b"  <contactPerson>") :]
     peer.put(ids[2], moved)
-    path = config(tmp_path, url).read_text().replace("validation = ['meta-share', 'shacl']\n", "")
+    strict = config(tmp_path, url, "strict = true\n").read_text()
+    path = strict.replace("validation = ['meta-share', 'shacl']\n", "")
     path += (
         "[[sources.node.validation]]\nvalidator = 'xsd'\nschema = 'META-SHARE-Resource.xsd'\n"
         "[[sources.node.validation]]\nvalidator = 'meta-share'\n"

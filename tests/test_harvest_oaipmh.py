@@ -767,7 +767,7 @@ def test_page_parser_never_opens_an_external_dtd(tmp_path: Path) -> None:
 
     from lxml import etree
 
-    from aggregator.harvest.oaipmh_client import page_parser
+    from aggregator.harvest.oaipmh._client import page_parser
 
     fifo = tmp_path / "dtd.fifo"
     os.mkfifo(fifo)

@@ -28,7 +28,7 @@ from aggregator.harvest.sparql import (
     safe_iri,
     string_literal,
 )
-from aggregator.harvest.sparql_closure import ClosureShape, closure_query
+from aggregator.harvest.sparql._closure import ClosureShape, closure_query
 from aggregator.net.client import HttpClient
 from aggregator.plugin import harvesters
 
@@ -573,7 +573,7 @@ def test_json_answers_give_the_same_records_as_tsv(
     ],
 )
 def test_tsv_cells_become_ntriples_terms(cell: str, term: str | None) -> None:
-    from aggregator.harvest.sparql_results import tsv_term
+    from aggregator.harvest.sparql._results import tsv_term
 
     if cell == "'it''s'":
         with pytest.raises(ValueError):
@@ -586,14 +586,14 @@ def test_tsv_cells_become_ntriples_terms(cell: str, term: str | None) -> None:
 
 @pytest.mark.parametrize("cell", ["x y", "<a b>", "_:", '"open', "@en"])
 def test_tsv_cells_that_are_no_term_are_refused(cell: str) -> None:
-    from aggregator.harvest.sparql_results import tsv_term
+    from aggregator.harvest.sparql._results import tsv_term
 
     with pytest.raises(ValueError):
         tsv_term(cell)
 
 
 def test_json_cells_become_ntriples_terms() -> None:
-    from aggregator.harvest.sparql_results import json_term
+    from aggregator.harvest.sparql._results import json_term
 
     renamed: dict[str, str] = {}
     literal = {"type": "literal", "value": 'say "hi"\n\\', "xml:lang": "en"}

@@ -23,10 +23,9 @@ from aggregator.demo.peers.gemini_samples import bundled_gemini_records, generat
 from aggregator.demo.peers.server import PeerServer
 from aggregator.demo.peers.waf import WafApp
 from aggregator.harvest.base import HarvestRequest, Listing
-from aggregator.harvest.gemini import record_facts
-from aggregator.harvest.gemini_doc import GeminiDocHarvester
+from aggregator.harvest.gemini import GeminiDocHarvester, record_facts
 from aggregator.harvest.waf import WafHarvester
-from aggregator.harvest.waf_listing import folder_url, read_listing
+from aggregator.harvest.waf._listing import folder_url, read_listing
 from aggregator.net.client import HttpClient
 from aggregator.plugin import harvesters
 

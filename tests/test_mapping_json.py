@@ -171,7 +171,7 @@ def test_plain_ckan_fields_extras_organization_and_licence() -> None:
     assert "Shapefile (zipped)" in mapped.ntriples.decode()
     # resource created / last_modified -> issued / modified, size typed
     text = mapped.ntriples.decode()
-    assert '"2024-02-01T08:05:00.000000"^^<http://www.w3.org/2001/XMLSchema#dateTime>' in text
+    assert '"2024-02-01T08:05:00.000000Z"^^<http://www.w3.org/2001/XMLSchema#dateTime>' in text
     assert '"1843200"^^<http://www.w3.org/2001/XMLSchema#nonNegativeInteger>' in text
 
 

@@ -9,7 +9,7 @@ import pytest
 from lxml import etree
 
 from aggregator.core.models import MappedDataset, RawRecord, Severity
-from aggregator.demo.peers.mdr import page_element
+from aggregator.demo.peers.mdr_messages import page_element
 from aggregator.demo.peers.mdr_pages import generate_page, load_sample_pages
 from aggregator.mapping.base import MappingContext
 from aggregator.mapping.mdr import MdrMapper, period_bounds

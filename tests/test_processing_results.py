@@ -7,13 +7,15 @@ from __future__ import annotations
 import pickle
 from dataclasses import replace
 
-from aggregator.config import ValidationSettings, ValidationStep
+from aggregator.config import SourceConfig, ValidationSettings, ValidationStep
 from aggregator.config.profiles import profile_steps
 from aggregator.core.models import Finding, RawRecord, Severity, Stage
 from aggregator.demo.peers.gemini_samples import bundled_gemini_records, generate_gemini_record
 from aggregator.jobs.processing import (
     Checked,
     Processed,
+    StepStatus,
+    check_record,
     dataset_ntriples,
     process,
     process_chunk,
@@ -21,6 +23,7 @@ from aggregator.jobs.processing import (
 )
 from aggregator.mapping.base import MappingContext
 from aggregator.store.packing import ZSTD_MAGIC, unpack
+from aggregator.validate.policy import Verdict
 
 CHAIN = (*profile_steps("gemini", ValidationSettings()), ValidationStep("shacl"))
 CTX = MappingContext(base_iri="http://127.0.0.1:8000/", source="s")
@@ -80,3 +83,35 @@ def test_identical_findings_are_one_object_and_pickled_once() -> None:
     findings = [f for checked, _, _, _ in results for c in checked for f in c.findings]
     assert len(findings) > len(set(findings))  # the same recommendation on every record
     assert len({id(f) for f in findings}) == len(set(findings))
+
+
+def test_check_record_is_process_with_a_trace_and_the_harvest_decision() -> None:
+    """What `aggregator validate --profile/--source` runs: the harvest's own function, the
+    same results, plus the steps that ran and decide()'s verdict."""
+    strict = SourceConfig(
+        name="s", type="waf", url="http://x/", format="iso19139", validation=CHAIN
+    )
+    lenient = replace(strict, lenient=True)
+    for r in records():
+        check = check_record(r, CTX, strict)
+        same(check.processed, process(r, CTX, CHAIN))
+        assert check.rejected == (bool(check.processed.failure) or not all(
+            c.conforms for c in check.processed.checked
+        ))  # fmt: skip
+        labels = [run.label for run in check.steps if run.dataset is None]
+        if r.findings:  # refused by its harvester: nothing ran
+            assert labels == ["mapping", "shacl"]
+            assert {run.status for run in check.steps} == {StepStatus.NOT_RUN}
+        else:
+            assert labels[:4] == ["iso19139-xsd", "iso19139-table-a1", "gemini-2.3", "mapping"]
+        soft = check_record(r, CTX, lenient)
+        assert Verdict.REJECT not in soft.verdicts  # lenient: whatever maps is stored
+    broken = check_record(raw("broken", b"<gmd:MD_Metadata"), CTX, strict)
+    assert [(run.label, run.status) for run in broken.steps] == [
+        ("iso19139-xsd", StepStatus.ERROR),
+        ("iso19139-table-a1", StepStatus.NOT_RUN),
+        ("gemini-2.3", StepStatus.NOT_RUN),
+        ("mapping", StepStatus.NOT_RUN),
+        ("shacl", StepStatus.NOT_RUN),
+    ]
+    assert broken.rejected and broken.steps[0].findings == broken.processed.failure

@@ -188,7 +188,10 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
             harvest=HarvestSettings(workers=0),
             sources={
                 "oai": SourceConfig(name="oai", type="oai-pmh", url=f"{oai.url}oai"),
-                "dump": SourceConfig(name="dump", type="rdf-dump", url=f"{dump.url}catalog.ttl"),
+                # strict: the bundled dump's dataset with a bad dcat:byteSize is rejected
+                "dump": SourceConfig(
+                    name="dump", type="rdf-dump", url=f"{dump.url}catalog.ttl", strict=True
+                ),
             },
             serve=ServeSettings(catalog_page_size=7),
         )
@@ -533,6 +536,7 @@ def test_dataset_page_renderer_escapes_every_value() -> None:
         url="javascript:alert(1)",
         themes="",
         findings="[]",
+        flagged=0,
         pending=0,
     )
     links = Links("http://127.0.0.1/", lambda iri, kind: f"http://127.0.0.1/{kind}", str)

@@ -207,7 +207,7 @@ def test_a_store_made_by_main_opens_upgraded_and_harvests(
     store_path = tmp_path / "store"
     load("v1-main-9d4bea6.sql", store_path / "state.sqlite3")
     with RecordStore(store_path, BASE) as store:
-        assert [a.version for a in store.db.migrations] == [1, 2, 3]
+        assert [a.version for a in store.db.migrations] == [1, 2, 3, 4]
         assert store.db.counts_by_status("portal") == {"active": 3, "rejected": 1}
         record = store.record("portal", generate_identifier(1))
         assert record is not None and record.payload_sha
@@ -313,7 +313,8 @@ def test_upgrade_runs_only_what_is_missing(tmp_path: Path) -> None:
     conn = connect(path)
     applied = upgrade(conn, path)
     assert [(a.version, a.summary) for a in applied] == [
-        (3, "Each record's payload history, for the retention of its last versions.")
+        (3, "Each record's payload history, for the retention of its last versions."),
+        (4, "Records stored with violations are flagged (``records.flagged``)."),
     ]
     assert upgrade(conn, path) == []
 

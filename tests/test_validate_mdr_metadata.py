@@ -11,7 +11,7 @@ from lxml import etree
 
 from aggregator.core.errors import ConfigError
 from aggregator.core.models import RawRecord
-from aggregator.demo.peers.mdr import page_element
+from aggregator.demo.peers.mdr_messages import page_element
 from aggregator.demo.peers.mdr_pages import MdrPage, load_sample_pages
 from aggregator.mapping.payload import ParsedPayload
 from aggregator.validate.mdr_metadata import MdrMetadataValidator

@@ -22,6 +22,7 @@ from aggregator.config import (
     HttpSettings,
     Settings,
     ValidationStep,
+    ViolationPolicy,
     load_settings,
 )
 from aggregator.core.errors import ConfigError, ParseError
@@ -134,7 +135,7 @@ def test_schematron_warnings_pass_and_stay_with_the_record() -> None:
 
 
 def test_lenient_maps_a_record_that_fails_a_payload_step_and_keeps_its_findings() -> None:
-    result = process(raw(BOTH), CTX, CHAIN, lenient=True)
+    result = process(raw(BOTH), CTX, CHAIN, policy=ViolationPolicy.LENIENT)
     assert result.failure == ()
     [checked] = result.checked
     assert not checked.conforms
@@ -144,7 +145,9 @@ def test_lenient_maps_a_record_that_fails_a_payload_step_and_keeps_its_findings(
 
 
 def test_lenient_does_not_rescue_a_payload_that_cannot_be_parsed() -> None:
-    result = process(raw(b"<record xmlns='urn:test:record'><id>"), CTX, CHAIN, lenient=True)
+    result = process(
+        raw(b"<record xmlns='urn:test:record'><id>"), CTX, CHAIN, policy=ViolationPolicy.LENIENT
+    )
     [finding] = result.failure
     assert (finding.stage, finding.step) == (Stage.PARSE, "xsd")
     assert "malformed XML" in finding.message
@@ -302,11 +305,12 @@ def test_a_harvester_declares_its_default_format_and_what_it_yields(tmp_path: Pa
 
 # -- end to end: a real OAI-PMH peer serving the test record format -------------------------
 class Env:
-    def __init__(self, tmp: Path, url: str, lenient: bool) -> None:
+    def __init__(self, tmp: Path, url: str, policy: str) -> None:
+        keys = {"strict": "strict = true\n", "lenient": "lenient = true\n", "flag": ""}[policy]
         config = write(
             tmp,
             "[sources.recs]\ntype = 'oai-pmh'\n"
-            f"url = '{url}'\nformat = 'test-record'\nlenient = {str(lenient).lower()}\n"
+            f"url = '{url}'\nformat = 'test-record'\n{keys}"
             "options = { metadata_prefix = 'rec' }\n"
             "validation = [\n"
             "  { validator = 'xsd', schema = 'schemas/record.xsd' },\n"
@@ -341,10 +345,10 @@ def peer_url() -> Iterator[str]:
         yield f"{server.url}oai"
 
 
-def test_a_harvest_records_each_failing_step_on_the_job_and_the_dead_letters(
+def test_a_strict_harvest_records_each_failing_step_on_the_job_and_the_dead_letters(
     tmp_path: Path, peer_url: str
 ) -> None:
-    env = Env(tmp_path, peer_url, lenient=False)
+    env = Env(tmp_path, peer_url, "strict")
     try:
         job = env.run()
         assert job.status == "succeeded", job.message
@@ -371,14 +375,33 @@ def test_a_harvest_records_each_failing_step_on_the_job_and_the_dead_letters(
 def test_a_lenient_source_stores_the_failing_records_with_their_findings(
     tmp_path: Path, peer_url: str
 ) -> None:
-    env = Env(tmp_path, peer_url, lenient=True)
+    env = Env(tmp_path, peer_url, "lenient")
     try:
         job = env.run()
-        assert {k: v for k, v in job.counters.items() if v} == {"added": 4}
+        assert {k: v for k, v in job.counters.items() if v} == {"added": 4, "flagged": 2}
         assert {e["stage"] for e in env.store.jobs.errors(job.id)} == {"xsd", "rules"}
         assert env.store.db.counts_by_status("recs") == {"active": 4}
         row = env.store.record("recs", "oai:recs:3")
         assert row is not None and "rec-id-prefix" in row.findings
+    finally:
+        env.store.close()
+
+
+def test_by_default_records_failing_a_payload_step_are_stored_flagged(
+    tmp_path: Path, peer_url: str
+) -> None:
+    """The default policy: a record that breaks an XSD or Schematron rule its source must fix
+    is mapped anyway and stored, flagged, with the failing step's findings; nothing goes to
+    the dead letters."""
+    env = Env(tmp_path, peer_url, "flag")
+    try:
+        assert env.settings.source("recs").policy is ViolationPolicy.FLAG
+        job = env.run()
+        assert {k: v for k, v in job.counters.items() if v} == {"added": 4, "flagged": 2}
+        assert env.store.db.counts_by_status("recs") == {"active": 4}
+        flags = dict(env.store.db.conn.execute("SELECT local_id, flagged FROM records"))
+        assert flags == {"oai:recs:1": 0, "oai:recs:2": 1, "oai:recs:3": 1, "oai:recs:4": 0}
+        assert env.store.db.conn.execute("SELECT count(*) FROM rejections").fetchone() == (0,)
     finally:
         env.store.close()
 
@@ -420,7 +443,7 @@ def test_config_check_compiles_each_chain_and_source_show_lists_the_steps(tmp_pa
 def test_a_schema_that_does_not_compile_fails_the_job_before_the_listing(
     tmp_path: Path, peer_url: str
 ) -> None:
-    env = Env(tmp_path, peer_url, lenient=False)
+    env = Env(tmp_path, peer_url, "strict")
     try:
         broken = (ValidationStep("schematron", (("rules", str(DATA / "broken.sch")),)),)
         source = replace(env.settings.source("recs"), validation=broken)

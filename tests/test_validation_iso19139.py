@@ -21,7 +21,13 @@ from typing import Any
 import pytest
 from lxml import etree
 
-from aggregator.config import HarvestSettings, HttpSettings, Settings, load_settings
+from aggregator.config import (
+    HarvestSettings,
+    HttpSettings,
+    Settings,
+    ViolationPolicy,
+    load_settings,
+)
 from aggregator.core.errors import ConfigError
 from aggregator.core.models import RawRecord, Severity, Stage
 from aggregator.core.resources import bundled
@@ -532,7 +538,7 @@ def test_profile_steps_build_and_run_in_order(tmp_path: Path) -> None:
     no_lineage = drop(el("gmd:lineage"))(SERIES)
     result = process(_raw(no_lineage), CTX, chain)
     assert {(f.step, f.rule) for f in result.failure} == {("gemini-2.3", "gemini-lineage")}
-    lenient = process(_raw(no_lineage), CTX, chain, lenient=True)
+    lenient = process(_raw(no_lineage), CTX, chain, policy=ViolationPolicy.LENIENT)
     [checked] = lenient.checked
     assert any(f.rule == "gemini-lineage" for f in checked.findings)
 
@@ -541,11 +547,13 @@ def test_profile_steps_build_and_run_in_order(tmp_path: Path) -> None:
 
 
 class Env:
-    def __init__(self, tmp: Path, url: str, lenient: bool, workers: int = 0) -> None:
+    def __init__(
+        self, tmp: Path, url: str, lenient: bool, workers: int = 0, extra: str = ""
+    ) -> None:
         config = tmp / "aggregator.toml"
         config.write_text(
             "[sources.gemini]\ntype = 'oai-pmh'\n"
-            f"url = '{url}'\nformat = 'iso19139'\nlenient = {str(lenient).lower()}\n"
+            f"url = '{url}'\nformat = 'iso19139'\nlenient = {str(lenient).lower()}\n{extra}"
             "options = { metadata_prefix = 'iso19139' }\n",
             encoding="utf-8",
         )
@@ -587,7 +595,10 @@ def peer_url() -> Iterator[str]:
 
 
 def test_a_gemini_harvest_rejects_at_the_failing_step(tmp_path: Path, peer_url: str) -> None:
+    """The GEMINI chain is strict unless the source says otherwise: the UK specification
+    publishes no record that fails validation."""
     env = Env(tmp_path, peer_url, lenient=False)
+    assert env.settings.source("gemini").policy is ViolationPolicy.STRICT
     try:
         job = run_source(env.settings, env.store, "gemini", RunOptions(), http=env.http)
         assert job.status == "succeeded", job.message
@@ -614,9 +625,30 @@ def test_a_lenient_gemini_source_keeps_the_failing_records(tmp_path: Path, peer_
     env = Env(tmp_path, peer_url, lenient=True, workers=2)  # validators travel to the workers
     try:
         job = run_source(env.settings, env.store, "gemini", RunOptions(), http=env.http)
-        assert {k: v for k, v in job.counters.items() if v} == {"added": 5}
+        assert {k: v for k, v in job.counters.items() if v} == {"added": 5, "flagged": 2}
         row = env.store.record("gemini", "oai:gemini:5")
-        assert row is not None and "gemini-lineage" in row.findings
+        assert row is not None and "gemini-lineage" in row.findings and row.flagged
+    finally:
+        env.store.close()
+
+
+@pytest.mark.parametrize(
+    "extra", ["strict = false\n", "validation = 'iso19139'\n"], ids=["not-strict", "iso19139"]
+)
+def test_an_iso_source_that_is_not_strict_flags_what_its_chain_finds(
+    tmp_path: Path, peer_url: str, extra: str
+) -> None:
+    """``strict = false`` on the GEMINI chain, or the plain ISO 19139 chain: the records
+    failing the XSD or the GEMINI rules are stored, flagged, none rejected."""
+    env = Env(tmp_path, peer_url, lenient=False, extra=extra)
+    assert env.settings.source("gemini").policy is ViolationPolicy.FLAG
+    try:
+        job = run_source(env.settings, env.store, "gemini", RunOptions(), http=env.http)
+        counts = {k: v for k, v in job.counters.items() if v}
+        flagged = 2 if "strict" in extra else 1  # the plain chain has no GEMINI rules
+        assert counts == {"added": 5, "flagged": flagged}
+        row = env.store.record("gemini", "oai:gemini:4")
+        assert row is not None and row.status == "active" and row.flagged
     finally:
         env.store.close()
 
@@ -663,7 +695,7 @@ def _chain(tmp_path: Path) -> tuple[Any, ...]:
 def test_hostile_records_are_rejected_per_record_with_a_clear_error(
     tmp_path: Path, name: str, text: str, message: str
 ) -> None:
-    result = process(_raw(text, name), CTX, _chain(tmp_path), lenient=True)
+    result = process(_raw(text, name), CTX, _chain(tmp_path), policy=ViolationPolicy.LENIENT)
     assert not result.checked
     [failure] = result.failure
     assert failure.stage in (Stage.PARSE, Stage.XSD) and message in failure.message
@@ -682,6 +714,6 @@ def test_xinclude_is_neither_expanded_nor_accepted(tmp_path: Path) -> None:
     result = process(_raw(text), CTX, _chain(tmp_path))
     assert {f.step for f in result.failure} == {"iso19139-xsd"}
     assert any("XInclude" in f.message for f in result.failure)
-    lenient = process(_raw(text), CTX, _chain(tmp_path), lenient=True)
+    lenient = process(_raw(text), CTX, _chain(tmp_path), policy=ViolationPolicy.LENIENT)
     [checked] = lenient.checked
     assert b"TOP-SECRET-VALUE" not in checked.dataset.ntriples

@@ -83,6 +83,47 @@ def scoped_quads(ntriples: bytes, scope: str, graph: Any = None) -> list[Any]:
     ]
 
 
+_PRIMARY_TOPIC = "http://xmlns.com/foaf/0.1/primaryTopic"
+_IS_PRIMARY_TOPIC_OF = "http://xmlns.com/foaf/0.1/isPrimaryTopicOf"
+
+
+def catalogue_record(catalog_ntriples: bytes, dataset_iri: str) -> bytes:
+    """The catalogue record(s) about ``dataset_iri`` among a mapped dataset's catalogue facts
+    (what the store keeps beside the dataset): each ``dcat:CatalogRecord`` whose
+    ``foaf:primaryTopic`` is the dataset, the nodes it reaches (contacts, standards, the
+    classes of its values), and the dataset's
+    ``foaf:isPrimaryTopicOf`` links. The rest of the catalogue facts (the source's
+    ``dcat:Catalog`` of an RDF document) is not printed."""
+    from pyoxigraph import NamedNode, RdfFormat, parse, serialize
+
+    triples = list(parse(catalog_ntriples, format=RdfFormat.N_TRIPLES))
+    dataset = NamedNode(dataset_iri)
+    reached: set[Any] = {
+        t.subject for t in triples if t.predicate.value == _PRIMARY_TOPIC and t.object == dataset
+    }
+    reached |= {
+        t.object
+        for t in triples
+        if t.subject == dataset and t.predicate.value == _IS_PRIMARY_TOPIC_OF
+    }
+    by_subject: dict[Any, list[Any]] = {}
+    for t in triples:
+        by_subject.setdefault(t.subject, []).append(t)
+    todo = list(reached)
+    while todo:  # what the records say, and what the facts say of their values (classes...)
+        for t in by_subject.get(todo.pop(), ()):
+            if t.object not in reached and t.object != dataset and t.object in by_subject:
+                reached.add(t.object)
+                todo.append(t.object)
+    kept = [
+        t
+        for t in triples
+        if t.subject in reached
+        or (t.subject == dataset and t.predicate.value == _IS_PRIMARY_TOPIC_OF)
+    ]
+    return serialize(kept, format=RdfFormat.N_TRIPLES) or b""
+
+
 @click.command("map")
 @click.option("--from", "fmt", required=True, help="Format key: dcat, iso19139, ckan, ...")
 @click.option("--media-type", default=None, help="Override the media type of FILE.")
@@ -98,6 +139,10 @@ def scoped_quads(ntriples: bytes, scope: str, graph: Any = None) -> list[Any]:
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 def map_file(fmt: str, media_type: str | None, base_iri: str, syntax: str, file: Path) -> None:
     """Map FILE to DCAT-AP 3 and print the normalised graph (no store needed).
+
+    Each dataset comes with the catalogue record about it that the mapping made (the
+    ``dcat:CatalogRecord`` the store keeps beside the dataset, e.g. an ISO record's metadata
+    date, language and standard).
 
     All datasets go into one document; the blank nodes of each dataset get their own labels
     (``_:d1_c14n0``...), so that no two datasets share one. The mapping findings are printed
@@ -122,7 +167,11 @@ def map_file(fmt: str, media_type: str | None, base_iri: str, syntax: str, file:
         notes = [f"dataset {ds.dataset_iri} (record {ds.local_id})"]
         notes.extend(f"{f.severity.value} {f.rule}: {f.message}" for f in ds.findings)
         graph = NamedNode(ds.dataset_iri) if graphs else None
-        blocks.append((notes, scoped_quads(ds.ntriples, f"d{number}", graph)))
+        quads = scoped_quads(ds.ntriples, f"d{number}", graph)
+        if ds.catalog_ntriples:  # the catalogue record, as the store keeps it beside the dataset
+            record = catalogue_record(ds.catalog_ntriples, ds.dataset_iri)
+            quads += scoped_quads(record, f"r{number}", graph)
+        blocks.append((notes, quads))
     if not comments:  # one document: findings on stderr
         for notes, _quads in blocks:
             for note in notes:
@@ -204,46 +253,32 @@ def _validate_as_published(c: Ctx, raw: Any, vocabularies: bool) -> bool:
     return violations == 0 and not parsed.dropped
 
 
-def _validate_normalised(c: Ctx, raw: Any, profile: str, vocabularies: bool) -> bool:
-    """Map FILE and validate each mapped record as a harvest would. True if all conform."""
-    from dataclasses import replace
-
-    from aggregator.config.validation_chain import parse_chain
-    from aggregator.jobs.processing import process
-    from aggregator.mapping.base import MappingContext
-    from aggregator.plugin import validators
-
-    chain = [p.strip() for p in profile.split(",") if p.strip()]
-    for name in chain:
-        validators.get(name)
-    defaults = None
-    if c.config_path.exists() or c.config_given:  # a named file must exist
-        defaults = c.settings.validation
-    steps = [  # options checked as a source's chain; shacl with --vocabularies' ranges
-        replace(step, options=tuple(sorted(_shacl_options(c, vocabularies).items())))
-        if step.validator == "shacl"
-        else step
-        for step in parse_chain(chain, "validate --profile", None, defaults)
-    ]
-    result = process(raw, MappingContext("http://localhost:8000/", "file"), steps)
-    conforms = not result.failure
-    for f in result.failure:
-        click.echo(
-            f"{f.severity.value}\t{f.stage.value}\t{f.rule}\t{f.location or ''}\t{f.message}"
-        )
-    for checked in result.checked:
-        click.echo(f"## record {checked.dataset.dataset_iri}")
-        _print_findings(checked.findings)
-        conforms = conforms and checked.conforms
-    return conforms
-
-
 @click.command()
-@click.option("--from", "fmt", default="dcat", show_default=True, help="Format key of FILE.")
+@click.option(
+    "--from",
+    "fmt",
+    default=None,
+    help="Format key of FILE.  [default: the --source's format, else dcat]",
+)
 @click.option(
     "--normalised",
     is_flag=True,
     help="Validate the records FILE maps to, as a harvest does, instead of FILE as published.",
+)
+@click.option(
+    "--profile",
+    default=None,
+    help="The validation chain a harvest runs (implies --normalised), as a source's "
+    "`validation` names it: a profile (iso19139, gemini, none: its payload steps, then "
+    "shacl) or validators and profiles, comma-separated (iso19139,shacl).  [default: the "
+    "chain of a source of FILE's format that names none]",
+)
+@click.option(
+    "--source",
+    "source_name",
+    default=None,
+    help="Run the chain of this source of aggregator.toml (its steps, options, schema "
+    "directories, lenient and publisher; implies --normalised).",
 )
 @click.option(
     "--vocabularies",
@@ -253,41 +288,56 @@ def _validate_normalised(c: Ctx, raw: Any, profile: str, vocabularies: bool) -> 
     "the official shapes do, on the graph alone.",
 )
 @click.option(
-    "--profile",
-    default="shacl",
-    show_default=True,
-    help="Validators for --normalised, comma-separated.",
+    "--json", "as_json", is_flag=True, help="Machine-readable output (with the chain only)."
 )
 @click.option("--media-type", default=None)
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @pass_ctx
 def validate(
     c: Ctx,
-    fmt: str,
+    fmt: str | None,
     normalised: bool,
+    profile: str | None,
+    source_name: str | None,
     vocabularies: bool,
-    profile: str,
+    as_json: bool,
     media_type: str | None,
     file: Path,
 ) -> None:
-    """Does FILE conform to DCAT-AP 3.0.1? Print every finding; exit 0 if it does, 1 if not.
+    """Does FILE conform to DCAT-AP 3.0.1, or would a harvest store it? Print every finding.
 
     By default FILE's own graph is validated as published, before any mapping: every node
     the shapes target (catalogue, catalogue records, datasets, distributions, agents...).
     Findings are grouped by focus node (``# <node>``), one line each: severity, focus node,
-    path, message, shape. ``--normalised`` validates instead the records FILE maps to, as a
-    harvest stores them (dataset graphs; a non-RDF --from format needs it). Shape files
-    configured in aggregator.toml ([validation.shacl]) apply when it exists.
+    path, message, shape; exit 0 if FILE conforms, 1 if not. Shape files configured in
+    aggregator.toml ([validation.shacl]) apply when it exists.
+
+    ``--normalised``, ``--profile`` or ``--source`` run instead the chain a harvest runs on
+    FILE as one record: the payload steps in order (XSD, Schematron; a failed step stops the
+    later ones), the mapping, then the graph steps (SHACL) on each mapped dataset. Each step
+    is printed with its status (passed, failed, error, not run) and findings (severity,
+    step, rule, location, path, message), then the harvest's decision on each dataset and
+    on FILE: ``stored`` (exit 0) or ``rejected`` (exit 1).
     """
-    raw = _raw_from_file(file, fmt, media_type)
-    if normalised:
-        conforms = _validate_normalised(c, raw, profile, vocabularies)
-    elif fmt != "dcat":
+    from functools import partial
+
+    from aggregator.cli.harvest_check import validate_as_harvested
+
+    if as_json and not (normalised or profile or source_name):
+        raise click.UsageError("--json goes with --normalised, --profile or --source")
+    if normalised or profile is not None or source_name is not None:
+        raw_of = partial(_raw_from_file, media_type=media_type)
+        stored = validate_as_harvested(
+            c, raw_of, file, fmt, profile, source_name, vocabularies, as_json
+        )
+        sys.exit(0 if stored else 1)
+    fmt = fmt or "dcat"
+    if fmt != "dcat":
         raise click.UsageError(
             f"--from {fmt}: only RDF (--from dcat) can be validated as published; "
             "add --normalised to validate the mapped records"
         )
-    else:
-        conforms = _validate_as_published(c, raw, vocabularies)
+    raw = _raw_from_file(file, fmt, media_type)
+    conforms = _validate_as_published(c, raw, vocabularies)
     click.echo("conforms" if conforms else "does not conform")
     sys.exit(0 if conforms else 1)

@@ -91,7 +91,13 @@ def orphan_line(name: str, counts: Counter[str]) -> str:
 @click.option("--format", "fmt", default=None, help="Mapper key (default depends on the type).")
 @click.option("--publisher", default=None)
 @click.option("--schedule", default="daily", show_default=True)
-@click.option("--lenient", is_flag=True, help="Store records with violations, flagged.")
+@click.option(
+    "--violations",
+    type=click.Choice(["flag", "strict", "lenient"]),
+    default=None,
+    help="What a violation does to a record (default: flag; the GEMINI chain: strict).",
+)
+@click.option("--lenient", is_flag=True, help="Same as --violations lenient.")
 @click.option("--option", "options", multiple=True, help="Harvester option KEY=VALUE.")
 @click.option("--secret", "secrets", multiple=True, help="KEY=ENV_VAR_NAME (never the value).")
 @click.option(
@@ -109,6 +115,7 @@ def source_add(
     fmt: str | None,
     publisher: str | None,
     schedule: str,
+    violations: str | None,
     lenient: bool,
     options: tuple[str, ...],
     secrets: tuple[str, ...],
@@ -126,8 +133,7 @@ def source_add(
         table["format"] = fmt
     if publisher:
         table["publisher"] = publisher
-    if lenient:
-        table["lenient"] = True
+    table.update(_violation_keys(violations or ("lenient" if lenient else None)))
     if options:
         table["options"] = _parse_options(options)
     if secrets:
@@ -181,7 +187,14 @@ def _keep_probe(c: Ctx, name: str, harvester: Harvester) -> None:
 @click.option("--format", "fmt", default=None, help="New mapper key.")
 @click.option("--publisher", default=None, help="New publisher name ('' removes it).")
 @click.option("--schedule", default=None)
-@click.option("--lenient/--strict", default=None, help="Store records with violations, or not.")
+@click.option(
+    "--violations",
+    type=click.Choice(["flag", "strict", "lenient"]),
+    default=None,
+    help="What a violation does to a record: flag (store it flagged), strict (reject it),"
+    " lenient (store whatever maps).",
+)
+@click.option("--lenient/--strict", default=None, help="Same as --violations lenient / strict.")
 @click.option("--enable/--disable", "enabled", default=None, help="Harvested by --all, or not.")
 @click.option("--option", "options", multiple=True, help="Set harvester option KEY=VALUE.")
 @click.option("--remove-option", "unset_options", multiple=True, help="Drop option KEY.")
@@ -195,6 +208,7 @@ def source_edit(
     fmt: str | None,
     publisher: str | None,
     schedule: str | None,
+    violations: str | None,
     lenient: bool | None,
     enabled: bool | None,
     options: tuple[str, ...],
@@ -217,8 +231,9 @@ def source_edit(
             changes["publisher"] = publisher
         else:
             unset.append("publisher")
-    if lenient is not None:
-        changes["lenient"] = lenient
+    if violations is None and lenient is not None:
+        violations = "lenient" if lenient else "strict"
+    changes.update(_violation_keys(violations))
     if enabled is not None:
         changes["enabled"] = enabled
     edit = SourceEdit(
@@ -290,6 +305,8 @@ def source_show(c: Ctx, name: str) -> None:
         "schedule": src.schedule,
         "validation": [step.describe() for step in src.validation],
         "lenient": src.lenient,
+        "strict": src.strict,
+        "violations": src.policy.value,
         "workers": c.settings.harvest.workers if src.workers is None else src.workers,
         "enabled": src.enabled,
         "options": dict(src.options),
@@ -381,3 +398,11 @@ def source_remove(c: Ctx, name: str, purge: bool, keep_records: bool) -> None:
         remove_source(c.config_path, name)
         kept = f"; its {active} active record(s) stay published" if keep_records and active else ""
         click.echo(f"source {name} removed from {c.config_path}{kept}")
+
+
+def _violation_keys(violations: str | None) -> dict[str, bool]:
+    """The ``strict`` and ``lenient`` keys of a ``--violations`` choice (none for None);
+    ``flag`` says ``strict = false``, so that a GEMINI chain is not strict either."""
+    if violations is None:
+        return {}
+    return {"strict": violations == "strict", "lenient": violations == "lenient"}

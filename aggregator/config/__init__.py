@@ -20,6 +20,8 @@ from aggregator.config.settings import (
     SourceConfig,
     ValidationSettings,
     ValidationStep,
+    ViolationPolicy,
+    violation_policy,
 )
 
 __all__ = [
@@ -37,7 +39,9 @@ __all__ = [
     "SourceConfig",
     "ValidationSettings",
     "ValidationStep",
+    "ViolationPolicy",
     "load_settings",
     "parse_source",
     "tile_origin",
+    "violation_policy",
 ]

@@ -210,6 +210,7 @@ def parse_source(
         notify_digest=bool(table.get("notify_digest", False)),
         validation=chain,
         lenient=bool(table.get("lenient", False)),
+        strict=_source_strict(table, where),
         workers=workers,
         enabled=bool(table.get("enabled", True)),
         options=dict(options),
@@ -219,6 +220,16 @@ def parse_source(
     )
     harvester.check_config(source)
     return source
+
+
+def _source_strict(table: Mapping[str, Any], where: str) -> bool | None:
+    """``strict``: true or false; absent means the chain's default (SourceConfig.policy)."""
+    strict = table.get("strict")
+    if strict is not None and not isinstance(strict, bool):
+        raise ConfigError(f"[{where}]: strict must be true or false")
+    if strict and table.get("lenient"):
+        raise ConfigError(f"[{where}]: a source cannot be both strict and lenient")
+    return strict
 
 
 def _check_source_keys(name: str, table: Mapping[str, Any], where: str) -> None:

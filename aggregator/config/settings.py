@@ -11,8 +11,9 @@ variable (``secrets = { api_key = "PORTAL_API_KEY" }``) and resolved at load tim
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -28,6 +29,23 @@ if TYPE_CHECKING:
 SOURCE_NAME = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,62}$")
 HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")  # an RFC 9110 token
 SCHEDULES = ("manual", "hourly", "daily", "weekly", "monthly")
+#: chain steps whose specification rejects every non-conformant record: a source whose chain
+#: has one is strict unless it says ``strict = false`` (UK GEMINI 2.3: "metadata that fails
+#: validation is not published"; the step the ``gemini`` profile adds, config/profiles.py)
+STRICT_BY_SPECIFICATION = frozenset({"gemini-2.3"})
+
+
+class ViolationPolicy(StrEnum):
+    """What a violation does to a record (aggregator/validate/policy.py, docs/validation.md).
+
+    ``flag``: a record that cannot be used is rejected; one that breaks a rule its source
+    must fix is stored, flagged with its findings (the default). ``strict``: any violation
+    rejects. ``lenient``: every record that maps is stored, flagged.
+    """
+
+    FLAG = "flag"
+    STRICT = "strict"
+    LENIENT = "lenient"
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,7 +144,9 @@ class ServeSettings:
     # serving processes together; past them: 429 with Retry-After, and nothing is hashed
     admin_max_failures: int = 10
     admin_failure_window: float = 300.0  # seconds
-    admin_hash_concurrency: int = 2  # hashes (~30 ms of CPU each) at once per serving process
+    # password hashes at once per serving process (each is costly on purpose:
+    # docs/benchmarks.md#dashboard)
+    admin_hash_concurrency: int = 2
     # reverse proxies (addresses or networks, comma-separated) whose X-Forwarded-For names
     # the client whose failures are counted; empty: the address that connected is the client
     trusted_proxies: str = ""
@@ -164,6 +184,19 @@ class RetentionSettings:
     batch: int = 500  # rows deleted per transaction
 
 
+def violation_policy(
+    chain: Sequence[ValidationStep], *, strict: bool | None = None, lenient: bool = False
+) -> ViolationPolicy:
+    """The policy of a chain: ``lenient`` or ``strict`` as given, else strict for a chain
+    with a step of :data:`STRICT_BY_SPECIFICATION` (the GEMINI rules), else flag. What a
+    source's records get (:attr:`SourceConfig.policy`) and ``aggregator validate --profile``."""
+    if lenient:
+        return ViolationPolicy.LENIENT
+    if strict is None:
+        strict = any(step.label in STRICT_BY_SPECIFICATION for step in chain)
+    return ViolationPolicy.STRICT if strict else ViolationPolicy.FLAG
+
+
 @dataclass(frozen=True, slots=True)
 class SourceConfig:
     name: str
@@ -177,7 +210,9 @@ class SourceConfig:
     notify: str = "never"  # never | on-error | always | on-error-or-change (notify/policy.py)
     notify_digest: bool = False  # one mail per day instead of one per event
     validation: tuple[ValidationStep, ...] = (ValidationStep("shacl"),)
-    lenient: bool = False  # store records that fail validation, with their findings
+    lenient: bool = False  # store every record that maps, violations and all, flagged
+    # reject on any violation (None: strict only if the chain's specification says so)
+    strict: bool | None = None
     workers: int | None = None  # mapping/validation processes for this source ([harvest])
     enabled: bool = True
     options: Mapping[str, Any] = field(default_factory=dict)
@@ -189,6 +224,12 @@ class SourceConfig:
 
     def option(self, key: str, default: Any = None) -> Any:
         return self.options.get(key, default)
+
+    @property
+    def policy(self) -> ViolationPolicy:
+        """What a violation does to this source's records: ``lenient`` or ``strict`` as the
+        source says, else strict for a chain of :data:`STRICT_BY_SPECIFICATION`, else flag."""
+        return violation_policy(self.validation, strict=self.strict, lenient=self.lenient)
 
     def missing_secrets(self) -> list[str]:
         """The secrets whose environment variable was not set at load time."""

@@ -60,6 +60,9 @@ class Outcome(StrEnum):
     WITHDRAWN = "withdrawn"
     REJECTED = "rejected"
     ERRORED = "errored"
+    #: stored (added, updated or unchanged) although it breaks a rule its source must fix: a
+    #: share of those three counters, not an outcome of its own (aggregator/validate/policy.py)
+    FLAGGED = "flagged"
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,6 +19,9 @@ ADMS = "http://www.w3.org/ns/adms#"
 SKOS = "http://www.w3.org/2004/02/skos/core#"
 VCARD = "http://www.w3.org/2006/vcard/ns#"
 SCHEMA = "http://schema.org/"
+DQV = "http://www.w3.org/ns/dqv#"
+OA = "http://www.w3.org/ns/oa#"
+SH = "http://www.w3.org/ns/shacl#"
 
 RDF_TYPE = RDF + "type"
 DATASET_TYPES = (DCAT + "Dataset", DCAT + "DataService", DCAT + "DatasetSeries")

@@ -198,8 +198,9 @@ def _parser_finds_doctype(data: bytes) -> bool:
 def _refuse_doctype(data: bytes, where: str) -> None:
     """Raise UnsafeInputError if the prolog holds a DOCTYPE; reads no further than the root.
 
-    :func:`_prolog_has_doctype` decides from the bytes when it can (UTF-8 documents, ~2 us);
-    otherwise :func:`_parser_finds_doctype` does (~30-80 us: a new target parser each time)."""
+    :func:`_prolog_has_doctype` decides from the bytes when it can (UTF-8 documents: a scan
+    of the prolog); otherwise :func:`_parser_finds_doctype` does, with a new target parser each
+    time, much dearer (docs/benchmarks.md#doctype-refusal-of-protocol-xml)."""
     verdict = _prolog_has_doctype(data)
     if verdict is None:
         verdict = _parser_finds_doctype(data)

@@ -42,6 +42,7 @@ from aggregator.store.state import (
     read_datestamps,
 )
 from aggregator.store.versions import read_deleted_versions, read_holders, read_versions
+from aggregator.validate.policy import Verdict
 
 log = logging.getLogger(__name__)
 
@@ -262,7 +263,10 @@ class BatchWriter:
         record_iri = (
             prior.record_iri if prior else self.store.record_iri(self.source.name, local_id)
         )
-        touched = content_changed or prior is None or prior.status != status
+        flagged = checked is not None and status == "active" and checked.flagged
+        # the flag is published on the catalogue record: a change of it is a change to see
+        flag_changed = prior is not None and bool(prior.flagged) != flagged
+        touched = content_changed or prior is None or prior.status != status or flag_changed
         if processed is None:  # a deleted header: the payload stays the last one received
             payload_sha = prior.payload_sha if prior else None
         else:
@@ -302,6 +306,7 @@ class BatchWriter:
             packed_ntriples=graph.packed_ntriples,
             packed_catalog=graph.packed_catalog,
             nquads=graph.nquads,
+            flagged=flagged,
         )
 
     # -- stage 1: before mapping ------------------------------------------------------------
@@ -416,8 +421,7 @@ class BatchWriter:
             self._see(local_id)
             self.job.count(Outcome.SKIPPED)
             return
-        lenient = self.source.lenient
-        if not c.conforms and not lenient:
+        if c.verdict is Verdict.REJECT:  # the source's policy on its findings (processing)
             self.job.count(Outcome.REJECTED)
             self._errors(local_id, c.findings)
             self._dead_letter(p, local_id, c.findings, iso(ds.datestamp))
@@ -427,9 +431,15 @@ class BatchWriter:
             else:
                 self._see(local_id)
             return
-        if not c.conforms:
-            self._errors(local_id, c.findings)  # lenient: stored, but the job lists the errors
-        if prior is not None and prior.status == "active" and prior.content_hash == ds.content_hash:
+        if c.flagged:
+            self.job.count(Outcome.FLAGGED)
+            self._errors(local_id, c.findings)  # stored flagged, and the job lists the errors
+        if (
+            prior is not None
+            and prior.status == "active"
+            and prior.content_hash == ds.content_hash
+            and bool(prior.flagged) == c.flagged  # a flag raised or cleared is written
+        ):
             self._see(local_id)
             self.job.count(Outcome.UNCHANGED)
             self._note_version(raw, local_id, alone=True)

@@ -15,10 +15,11 @@ import gc
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass, fields, replace
+from enum import StrEnum
 from operator import attrgetter
 from typing import Any
 
-from aggregator.config import ValidationStep
+from aggregator.config import Settings, SourceConfig, ValidationStep, ViolationPolicy
 from aggregator.core.errors import AggregatorError
 from aggregator.core.models import Finding, MappedDataset, RawRecord, Severity, Stage
 from aggregator.mapping.base import Mapper, MappingContext, mint_iri
@@ -28,6 +29,7 @@ from aggregator.plugin import mappers, validators
 from aggregator.store.graphs import GraphContent, to_nquads
 from aggregator.store.packing import pack, pack_graph, unpack_graph
 from aggregator.validate.base import Validator
+from aggregator.validate.policy import Verdict, decide, rejects_payload
 
 _WORKER_GC_THRESHOLD = 50_000
 _mappers: dict[str, Mapper] = {}
@@ -97,15 +99,21 @@ class Prepared:
 
 @dataclass(frozen=True, slots=True)
 class Checked:
-    """One mapped dataset and what the graph validators said of it."""
+    """One mapped dataset, what the validators said of it and the verdict of its source's
+    policy on that (:func:`aggregator.validate.policy.decide`)."""
 
     dataset: MappedDataset
     findings: tuple[Finding, ...]
     prepared: Prepared | None = None
+    verdict: Verdict = Verdict.STORE
 
     @property
     def conforms(self) -> bool:
         return not any(f.severity is Severity.VIOLATION for f in self.findings)
+
+    @property
+    def flagged(self) -> bool:
+        return self.verdict is Verdict.FLAG
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,6 +130,17 @@ class Processed:
 #: payload's SHA-256 and its packed form. No raw record: the store's process has it
 #: (:func:`rejoin`).
 Lean = tuple[tuple[Checked, ...], tuple[Finding, ...], str, bytes]
+
+
+def mapping_context(settings: Settings, source: SourceConfig) -> MappingContext:
+    """The mapping context of a harvest of ``source``."""
+    return MappingContext(
+        base_iri=settings.base_iri,
+        source=source.name,
+        publisher=source.publisher,
+        categorisation=source.categorisation,
+        limits=settings.input,
+    )
 
 
 def prepare(ds: MappedDataset, ctx: MappingContext) -> Prepared:
@@ -143,18 +162,85 @@ def process(
     ctx: MappingContext,
     chain: Sequence[ValidationStep],
     *,
-    lenient: bool = False,
+    policy: ViolationPolicy = ViolationPolicy.STRICT,
 ) -> Processed:
-    """Payload validators in chain order, mapping, then graph validators.
+    """Payload validators in chain order, mapping, then graph validators; each dataset gets
+    the verdict of ``policy`` on its findings (:func:`aggregator.validate.policy.decide`).
 
-    The first payload step that fails stops the payload steps. Without ``lenient`` the record
-    fails there (its findings are the record's failure). With ``lenient`` it is mapped anyway
-    and the failing step's findings are added to every dataset it yields, which the lifecycle
-    stores with the record (and lists on the job). A payload that cannot be parsed fails the
-    record in either case: there is nothing to map.
+    The first payload step that fails stops the payload steps. When the policy rejects on
+    its findings (:func:`~aggregator.validate.policy.rejects_payload`: always when strict)
+    the record fails there (its findings are the record's failure). Otherwise it is mapped
+    anyway and the failing step's findings are added to every dataset it yields, which the
+    lifecycle stores with the record, flagged. A payload that cannot be parsed or mapped
+    fails the record under every policy: there is nothing to store.
     """
-    checked, failure = _run(raw, ctx, _steps(chain), lenient, lean=False)
+    checked, failure = _run(raw, ctx, _steps(chain), policy, lean=False)
     return Processed(raw, checked, failure, *_payload_forms(raw))
+
+
+class StepStatus(StrEnum):
+    PASSED = "passed"  # ran; no violation (warnings and infos may come with it)
+    FAILED = "failed"  # ran and reported a violation (or, for the mapping, raised an error)
+    ERROR = "error"  # could not run on this payload (it cannot be parsed): the record fails
+    NOT_RUN = "not run"  # an earlier step stopped the chain
+
+
+@dataclass(frozen=True, slots=True)
+class StepRun:
+    """One step of the chain on one record, as :func:`check_record` traces it: the payload
+    steps (``target = "payload"``), the mapping (``"mapping"``, label ``mapping``) and, for
+    each mapped dataset (``dataset``: its IRI), the graph steps (``"graph"``)."""
+
+    label: str
+    validator: str
+    target: str
+    status: StepStatus
+    findings: tuple[Finding, ...] = ()
+    dataset: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RecordCheck:
+    """A record run through a source's chain exactly as its harvest runs it, step by step,
+    with the harvest's verdict on each dataset (:attr:`Checked.verdict`: the source's policy,
+    :func:`aggregator.validate.policy.decide`)."""
+
+    processed: Processed
+    steps: tuple[StepRun, ...]
+
+    @property
+    def verdicts(self) -> tuple[Verdict, ...]:
+        """One per ``processed.checked``, in order."""
+        return tuple(c.verdict for c in self.processed.checked)
+
+    @property
+    def rejected(self) -> bool:
+        """True when the harvest would reject the record or any dataset it yields."""
+        return bool(self.processed.failure) or Verdict.REJECT in self.verdicts
+
+
+def check_record(raw: RawRecord, ctx: MappingContext, source: SourceConfig) -> RecordCheck:
+    """:func:`process` with a trace of every step of ``source.validation`` (what ran, what
+    it found, what did not run) and the harvest's decision: what ``aggregator validate``
+    shows a publisher. The same code path as a harvest, not a second implementation."""
+    trace: list[StepRun] = []
+    steps = _steps(source.validation)
+    checked, failure = _run(raw, ctx, steps, source.policy, lean=False, trace=trace)
+    processed = Processed(raw, checked, failure, *_payload_forms(raw))
+    if not checked:  # nothing mapped: the mapping (if it was not reached) and the graph steps
+        if not any(run.target == "mapping" for run in trace):
+            trace.append(StepRun("mapping", raw.format, "mapping", StepStatus.NOT_RUN))
+        trace.extend(
+            StepRun(step.label, step.validator, "graph", StepStatus.NOT_RUN)
+            for step, v in steps
+            if v.target == "graph"
+        )
+    return RecordCheck(processed, tuple(trace))
+
+
+def _status(findings: Sequence[Finding]) -> StepStatus:
+    violated = any(f.severity is Severity.VIOLATION for f in findings)
+    return StepStatus.FAILED if violated else StepStatus.PASSED
 
 
 def _steps(chain: Sequence[ValidationStep]) -> list[tuple[ValidationStep, Validator]]:
@@ -169,54 +255,107 @@ def _run(
     raw: RawRecord,
     ctx: MappingContext,
     chain: Sequence[tuple[ValidationStep, Validator]],
-    lenient: bool,
+    policy: ViolationPolicy,
     *,
     lean: bool,
+    trace: list[StepRun] | None = None,
 ) -> tuple[tuple[Checked, ...], tuple[Finding, ...]]:
     """:func:`process` without the payload forms: (checked datasets, failure). ``lean``: the
-    datasets come without their unpacked N-Triples (the prepared forms carry them)."""
+    datasets come without their unpacked N-Triples (the prepared forms carry them).
+    ``trace`` (:func:`check_record` only, never a harvest's hot path) receives a
+    :class:`StepRun` for each payload step and for the mapping, and for each dataset its
+    graph steps."""
     if any(f.severity is Severity.VIOLATION for f in raw.findings):  # the harvester's own
         return (), raw.findings
     payload = ParsedPayload(raw, ctx.limits)
-    carried: tuple[Finding, ...] = ()
-    for step, v in chain:
-        if v.target != "payload":
-            continue
-        try:
-            report = v.validate_payload(payload)
-        except AggregatorError as err:
-            return (), (_record_error(err, step),)
-        carried += _labelled(report.findings, step)  # a passing step's warnings come along
-        if not report.conforms:
-            if not lenient:
-                return (), carried
-            break
+    carried, failure = _check_payload(payload, chain, policy, trace)
+    if failure is not None:
+        return (), failure
     try:
         datasets = _mapper(raw.format).map_payload(payload, ctx)
     except AggregatorError as err:
-        return (), (*carried, _record_error(err, None))
+        return (), (*carried, _mapping_failed(raw, _record_error(err, None), trace))
     except Exception as err:  # a mapper bug must not stop the job: it is this record's error
         message = f"{type(err).__name__}: {err}"
-        return (), (*carried, Finding(Stage.MAP, Severity.VIOLATION, "mapperCrash", message))
-    datasets = finish_mapped(datasets, ctx)  # categorisation, ranges: whatever the format
+        crash = Finding(Stage.MAP, Severity.VIOLATION, "mapperCrash", message)
+        return (), (*carried, _mapping_failed(raw, crash, trace))
+    # categorisation, the source's publisher, the DCAT-AP 3.0.1 ranges: whatever the format
+    datasets = finish_mapped(datasets, ctx)
+    if trace is not None:
+        mapped = tuple(f for ds in datasets for f in ds.findings)
+        trace.append(StepRun("mapping", raw.format, "mapping", _status(mapped), mapped))
     checked = []
     for ds in datasets:
         findings: list[Finding] = [*carried, *ds.findings]
         for step, v in chain:
             if v.target == "graph":
-                findings.extend(_labelled(v.validate_graph(ds).findings, step))
+                graph_findings = _labelled(v.validate_graph(ds).findings, step)
+                findings.extend(graph_findings)
+                if trace is not None:
+                    status = _status(graph_findings)
+                    run = StepRun(step.label, step.validator, "graph", status, graph_findings)
+                    trace.append(replace(run, dataset=ds.dataset_iri))
         prepared = prepare(ds, ctx)
         if lean:
             ds = replace(ds, ntriples=b"", catalog_ntriples=b"")
-        checked.append(Checked(ds, tuple(findings), prepared))
+        checked.append(Checked(ds, tuple(findings), prepared, decide(findings, policy)))
     return tuple(checked), ()
+
+
+def _check_payload(
+    payload: ParsedPayload,
+    chain: Sequence[tuple[ValidationStep, Validator]],
+    policy: ViolationPolicy,
+    trace: list[StepRun] | None,
+) -> tuple[tuple[Finding, ...], tuple[Finding, ...] | None]:
+    """The payload steps in chain order: (the findings every dataset carries, the record's
+    failure or None). The first step that fails stops them; it fails the record when the
+    policy rejects on its findings (see :func:`process`)."""
+    carried: tuple[Finding, ...] = ()
+    for i, (step, v) in enumerate(chain):
+        if v.target != "payload":
+            continue
+        try:
+            report = v.validate_payload(payload)
+        except AggregatorError as err:
+            error = _record_error(err, step)
+            if trace is not None:
+                trace.append(_payload_run(step, StepStatus.ERROR, (error,)))
+                _not_run(trace, chain[i + 1 :])
+            return carried, (error,)
+        found = _labelled(report.findings, step)
+        carried += found  # a passing step's warnings come along
+        if trace is not None:
+            trace.append(_payload_run(step, _status(found), found))
+        if not report.conforms:
+            if trace is not None:
+                _not_run(trace, chain[i + 1 :])
+            return carried, carried if rejects_payload(carried, policy) else None
+    return carried, None
+
+
+def _mapping_failed(raw: RawRecord, error: Finding, trace: list[StepRun] | None) -> Finding:
+    if trace is not None:
+        trace.append(StepRun("mapping", raw.format, "mapping", StepStatus.FAILED, (error,)))
+    return error
+
+
+def _payload_run(
+    step: ValidationStep, status: StepStatus, findings: tuple[Finding, ...] = ()
+) -> StepRun:
+    return StepRun(step.label, step.validator, "payload", status, findings)
+
+
+def _not_run(trace: list[StepRun], steps: Sequence[tuple[ValidationStep, Validator]]) -> None:
+    trace.extend(_payload_run(s, StepStatus.NOT_RUN) for s, v in steps if v.target == "payload")
 
 
 def _pickled_by_constructor(cls: type[Any]) -> None:
     """Results cross to the store's process pickled as constructor calls (``copyreg``): the
     ``__setstate__`` of a slots dataclass runs ``dataclasses.fields()`` for every object,
-    which made unpickling a chunk's results cost the store's process ~2x more (~70 vs ~35 us
-    a record). Every field is an ``__init__`` argument, so the call rebuilds the object."""
+    which made unpickling a chunk's results far dearer for the store's process
+    (docs/benchmarks.md#record-store). Every field is an ``__init__`` argument, so the call
+    rebuilds the object."""
     names = tuple(f.name for f in fields(cls) if f.init)
     assert len(names) == len(fields(cls)) > 1, cls
     values = attrgetter(*names)
@@ -231,7 +370,7 @@ def process_chunk(
     raws: Sequence[RawRecord],
     ctx: MappingContext,
     chain: Sequence[ValidationStep],
-    lenient: bool = False,
+    policy: ViolationPolicy = ViolationPolicy.STRICT,
 ) -> list[Lean]:
     """Run in a worker: lean results, which :func:`rejoin` makes whole again."""
     if gc.get_threshold()[0] < _WORKER_GC_THRESHOLD:  # see pipeline.relaxed_gc
@@ -239,7 +378,7 @@ def process_chunk(
     steps = _steps(chain)
     results: list[Lean] = []
     for raw in raws:
-        checked, failure = _run(raw, ctx, steps, lenient, lean=True)
+        checked, failure = _run(raw, ctx, steps, policy, lean=True)
         results.append((checked, failure, *_payload_forms(raw)))
     return results
 

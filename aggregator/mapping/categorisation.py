@@ -38,9 +38,10 @@ NAME_PROPERTIES = frozenset(
 IN_SCHEME = SKOS + "inScheme"
 _NEEDLES = (b"#theme>", b"/subject>", b"/topicCategory>", b"#keyword>")
 # the statements categorisation reads, found by their predicate (" <IRI> ": mappers write
-# N-Triples with single spaces); parsing only these few instead of the whole graph and
-# looking at every triple in Python took ~235 -> ~70 us a record. A literal that happens to
-# hold such text brings its statement along, which the predicate checks below then ignore.
+# N-Triples with single spaces); parsing only these few is much cheaper than parsing the
+# whole graph and looking at every triple in Python (docs/benchmarks.md#mapping). A literal
+# that happens to hold such text brings its statement along, which the predicate checks
+# below then ignore.
 _READ = tuple(
     b" <" + p.encode() + b"> "
     for p in sorted({*CATEGORY_PROPERTIES, KEYWORD, *NAME_PROPERTIES, IN_SCHEME})

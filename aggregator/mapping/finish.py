@@ -5,8 +5,10 @@ After the format mapping, whatever the format, and before any graph validator:
 1. the source's EU data-theme categorisation, when it has one
    (:mod:`aggregator.mapping.categorisation`; it reads free-text themes, so it runs before
    they become keywords);
-2. the DCAT-AP 3.0.1 class ranges (:mod:`aggregator.mapping.ranges`), so that each record
-   carries the class of every value the range demands.
+2. the source's publisher for a dataset that names none, when the source has one
+   (:mod:`aggregator.mapping.publisher`);
+3. the DCAT-AP 3.0.1 class ranges (:mod:`aggregator.mapping.ranges`), so that each record
+   carries the class of every value the range demands (the publisher's too).
 
 ``aggregator/jobs/processing.py`` (the harvest) and ``aggregator map`` both call
 :func:`finish_mapped`, so what a publisher sees on the command line is what the aggregator
@@ -20,14 +22,18 @@ from collections.abc import Sequence
 from aggregator.core.models import MappedDataset
 from aggregator.mapping.base import MappingContext
 from aggregator.mapping.categorisation import categorise
+from aggregator.mapping.publisher import with_source_publisher
 from aggregator.mapping.ranges import complete_ranges
 
 
 def finish_mapped(datasets: Sequence[MappedDataset], ctx: MappingContext) -> list[MappedDataset]:
-    """The mapped datasets of one record, categorised and with their ranges completed."""
+    """The mapped datasets of one record, categorised, with the source's publisher where
+    they name none, and with their ranges completed."""
     out = []
     for ds in datasets:
         if ctx.categorisation is not None:
             ds = categorise(ds, ctx.categorisation)
+        if ctx.publisher:
+            ds = with_source_publisher(ds, ctx)
         out.append(complete_ranges(ds))
     return out

@@ -22,6 +22,7 @@ from aggregator.core.errors import ConfigError, MappingError
 from aggregator.core.input_limits import InputLimits
 from aggregator.core.models import MappedDataset
 from aggregator.core.resources import bundled
+from aggregator.core.vocab import EU_THEME_LABELS
 from aggregator.mapping.base import (
     Mapper,
     MappingContext,
@@ -70,6 +71,7 @@ class PropertyRule:
 class MdrRules:
     properties: tuple[PropertyRule, ...]
     agent_type: str
+    agent_type_label: str
     formats: dict[str, str]
     languages: dict[str, tuple[str, str]]
     themes: dict[str, str]
@@ -98,6 +100,7 @@ def load_rules(path: str = "") -> MdrRules:
         return MdrRules(
             properties=properties,
             agent_type=doc["agents"]["agent_type"],
+            agent_type_label=doc["agents"]["agent_type_label"],
             formats=dict(doc["formats"]),
             languages={k: (v[0], v[1]) for k, v in doc["languages"].items()},
             themes=dict(doc["themes"]),
@@ -225,15 +228,21 @@ class MdrMapper(Mapper):
         g.add(ds, DCT + "identifier", Literal(identifier))
         if URL.match(identifier):
             g.add(ds, DCAT + "landingPage", n(identifier))
+            g.typed(n(identifier), FOAF + "Document")
         for rule in rules.properties:
             for value in values(rule.element):
                 self._property(g, ds, rule, value, text)
         if eu_code:
             g.add(ds, DCT + "language", n(LANGUAGE + eu_code))
+            g.typed(n(LANGUAGE + eu_code), DCT + "LinguisticSystem")
         for label in values("subjectClasification"):
             code = rules.themes.get(label)
             if code:
                 g.add(ds, DCAT + "theme", n(THEME + code))
+                g.typed(n(THEME + code), SKOS + "Concept")
+                if code in EU_THEME_LABELS:
+                    eu_label = Literal(EU_THEME_LABELS[code], language="en")
+                    g.add(n(THEME + code), SKOS + "prefLabel", eu_label)
             else:
                 g.add(ds, DCAT + "keyword", text(label))
         self._agents(g, ds, first, text)
@@ -290,9 +299,12 @@ class MdrMapper(Mapper):
             if dept or org:
                 agent = BlankNode()
                 g.add(ds, DCT + role, agent)
-                g.typed(agent, FOAF + "Organization")
+                g.typed(agent, FOAF + "Organization", FOAF + "Agent")
                 g.add(agent, FOAF + "name", Literal(dept or org))
                 g.add(agent, DCT + "type", n(self.rules.agent_type))
+                kind = n(self.rules.agent_type)
+                g.typed(kind, SKOS + "Concept")  # the range of dct:type
+                g.add(kind, SKOS + "prefLabel", Literal(self.rules.agent_type_label, language="en"))
                 if dept and org:
                     g.typed(agent, ORG + "OrganizationalUnit")
                     parent = BlankNode()
@@ -306,7 +318,7 @@ class MdrMapper(Mapper):
             if email or phone or address:
                 contact = BlankNode()
                 g.add(ds, DCAT + "contactPoint", contact)
-                g.typed(contact, VCARD + "Organization")
+                g.typed(contact, VCARD + "Organization", VCARD + "Kind")
                 g.add(contact, VCARD + "fn", Literal(dept or org or email))
                 if email:
                     g.add(contact, VCARD + "hasEmail", n(f"mailto:{email}"))
@@ -357,6 +369,8 @@ class MdrMapper(Mapper):
         g.add(dist, DCT + "description", Literal(f"The web page itself ({media or 'web page'})"))
         if re.match(r"^[a-z]+/[a-z0-9.+-]+$", media):
             g.add(dist, DCAT + "mediaType", n(IANA + media))
+            g.typed(n(IANA + media), DCT + "MediaType")
         code = self.rules.formats.get(media)
         if code:
             g.add(dist, DCT + "format", n(FILE_TYPE + code))
+            g.typed(n(FILE_TYPE + code), DCT + "MediaTypeOrExtent")

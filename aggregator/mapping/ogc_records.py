@@ -5,8 +5,10 @@ A GeoJSON feature (``{"id", "type": "Feature", "geometry", "time", "properties",
 * ``id`` -> ``dct:identifier`` and the dataset IRI (minted under the base IRI from the id);
 * ``properties`` fields by the table ``mappings/ogc-records.toml`` (title, description,
   keywords, created, updated, ...), text tagged with the record's ``language`` when it gives one;
-* ``themes`` -> ``dcat:theme`` concepts: the concept's ``url`` as its IRI (else a blank node),
-  ``skos:prefLabel`` (title, else id), ``skos:notation`` (id), ``skos:inScheme`` (scheme);
+* ``themes`` -> ``dcat:theme`` concepts: the concept's ``url`` as its IRI, ``skos:prefLabel``
+  (title, else id), ``skos:notation`` (id), ``skos:inScheme`` (scheme); a concept without a
+  ``url`` cannot be a theme (DCAT-AP 3.0.1: an IRI): its label is a ``dcat:keyword`` and the
+  concept a ``dct:subject`` blank node, with an INFO finding ``ogc-theme-without-iri``;
 * ``contacts`` by role -> ``dct:publisher`` / ``dct:creator`` agents or ``dcat:contactPoint``;
 * ``links`` by relation -> distributions, landing page, documentation pages, licence;
 * ``formats`` -> ``dct:format`` of the distribution with the same media type;
@@ -36,14 +38,15 @@ from aggregator.core.models import Finding, MappedDataset, Severity, Stage
 from aggregator.core.resources import bundled
 from aggregator.core.vocab import DCAT, DCT, FOAF, RDFS, SKOS
 from aggregator.mapping.base import Mapper, MappingContext, mint_iri
-from aggregator.mapping.ckan import FieldRow, _rows
-from aggregator.mapping.ckan_values import (
+from aggregator.mapping.ckan import (
     KINDS,
     A,
+    FieldRow,
     Graph,
     Subject,
     emit_agent,
     emit_contact,
+    field_rows,
     file_type,
     finish,
     is_url,
@@ -72,6 +75,8 @@ P = {
     "byteSize": _n(DCAT + "byteSize"),
     "landingPage": _n(DCAT + "landingPage"),
     "theme": _n(DCAT + "theme"),
+    "keyword": _n(DCAT + "keyword"),
+    "subject": _n(DCT + "subject"),
     "bbox": _n(DCAT + "bbox"),
     "centroid": _n(DCAT + "centroid"),
     "startDate": _n(DCAT + "startDate"),
@@ -121,7 +126,7 @@ def load_table(path: Path = DEFAULT_TABLE_PATH) -> RecordsTable:
         raise ConfigError(f"{path}: [contact-roles] values must be dct:publisher, dct:creator"
                           " or dcat:contactPoint")  # fmt: skip
     return RecordsTable(
-        _rows(data.get("properties"), data.get("prefixes", {}), "[properties]"),
+        field_rows(data.get("properties"), data.get("prefixes", {}), "[properties]"),
         MappingProxyType(links),
         MappingProxyType({k: v for k, v in roles.items() if v is not None}),
     )
@@ -264,14 +269,17 @@ class OgcRecordsMapper(Mapper):
         for ext in props.get("externalIds") or []:
             if isinstance(ext, dict) and text_of(ext.get("value")):
                 g.add(iri, P["adms_identifier"], Literal(str(ext["value"]).strip()))
-        self._themes(g, iri, props.get("themes"))
+        findings: list[Finding] = []
+        self._themes(g, iri, props.get("themes"), lang, findings)
         self._contacts(g, iri, props.get("contacts"))
         self._extent(g, iri, feature, props)
-        findings: list[Finding] = []
         self._links(g, iri, feature.get("links"), props, findings)
         return [finish(self.rules, raw, iri, g, findings)]
 
-    def _themes(self, g: Graph, iri: NamedNode, themes: Any) -> None:
+    def _themes(
+        self, g: Graph, iri: NamedNode, themes: Any, lang: str | None, findings: list[Finding]
+    ) -> None:
+        kept: list[str] = []  # concepts without an IRI: keywords and subjects
         for theme in themes if isinstance(themes, list) else []:
             if not isinstance(theme, dict):
                 continue
@@ -284,14 +292,39 @@ class OgcRecordsMapper(Mapper):
                 label = text_of(concept.get("title")) or cid
                 if label is None and url is None:
                     continue
-                node: Subject = NamedNode(url) if url and is_url(url) else BlankNode()
-                g.add(iri, P["theme"], node)
+                node: Subject
+                if url and is_url(url):
+                    node = NamedNode(url)
+                    g.add(iri, P["theme"], node)
+                else:  # DCAT-AP 3.0.1: a theme is an IRI; the concept stays as a subject
+                    node = BlankNode()
+                    g.add(iri, P["subject"], node)
+                    g.add(node, A, _n(SKOS + "Concept"))
+                    if label is not None:
+                        g.add(
+                            iri,
+                            P["keyword"],
+                            Literal(label, language=lang) if lang else Literal(label),
+                        )
+                        kept.append(label)
                 if label is not None:
                     g.add(node, P["prefLabel"], Literal(label))
                 if cid is not None:
                     g.add(node, P["notation"], Literal(cid))
                 if scheme is not None and is_url(scheme):
                     g.add(node, P["inScheme"], NamedNode(scheme))
+        if kept:
+            findings.append(
+                Finding(
+                    Stage.MAP,
+                    Severity.INFO,
+                    "ogc-theme-without-iri",
+                    "theme concept(s) without a url kept as dcat:keyword and dct:subject"
+                    " (a dcat:theme is an IRI in DCAT-AP 3.0.1): " + ", ".join(kept),
+                    location=iri.value,
+                    path=DCAT + "theme",
+                )
+            )
 
     def _contacts(self, g: Graph, iri: NamedNode, contacts: Any) -> None:
         for contact in contacts if isinstance(contacts, list) else []:

@@ -59,7 +59,8 @@ def illegal_character(data: bytes, start: int = 0, end: int | None = None) -> st
     stop = len(data) if end is None else end
     part = data if start == 0 and stop == len(data) else data[start:stop]
     # bytes.translate and `in` run at memory speed; the regex (alternation, no literal
-    # prefix) takes ~50 us per KB, so it only runs to locate a character known to be there
+    # prefix) is slow (docs/benchmarks.md#mapping), so it only runs to locate a character
+    # known to be there
     if len(part.translate(None, _C0)) == len(part) and (
         b"\xef" not in part or (b"\xef\xbf\xbe" not in part and b"\xef\xbf\xbf" not in part)
     ):

@@ -3,9 +3,9 @@
 Every serving process of ``aggregator serve`` can accept on the supervisor's one listening
 socket, but when several wait in ``accept`` each new connection wakes all of them, and on a
 small machine the processes also split the ready connections between them, so each wake-up
-does less work. Measured on 2 vCPUs (``bench/sparql_latency.py``, 100,000 records): two
-accepting processes spent 163 us of CPU per point query, one accepting process and one idle
-95 us. So ``acceptors`` processes (all but one) accept, and the last is a hot standby that
+does less work: two accepting processes spend far more CPU per point query than one
+accepting process beside an idle one (docs/benchmarks.md#serving). So ``acceptors`` processes
+(all but one) accept, and the last is a hot standby that
 accepts only while an accepting process cannot: its event loop is stuck (a SPARQL query
 running inline, a long page), it is starting, or it has gone.
 

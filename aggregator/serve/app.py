@@ -71,8 +71,9 @@ class Aggregate:
             await self.app(scope, receive, send)
 
     async def _route(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """``/sparql`` goes straight to its endpoint (the hot path: no router, ~15 us less
-        per query; the endpoint answers its own errors), everything else through Starlette."""
+        """``/sparql`` goes straight to its endpoint (the hot path: no router to pay per query,
+        docs/benchmarks.md#serving; the endpoint answers its own errors), everything else
+        through Starlette."""
         if scope["type"] == "http" and scope["path"] == "/sparql":
             if scope["method"] == "GET" and wants_html(_accept(scope)):
                 response = await self.sparql_page(Request(scope, receive))

@@ -99,7 +99,8 @@ def bind_listener(host: str, port: int, *, listen: bool = True) -> socket.socket
     printed. Without ``listen`` the port is only reserved (the demo, while it harvests:
     connections are refused until it serves, rather than left waiting)."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    # IPPROTO_TCP: asyncio then sets TCP_NODELAY (streamed OAI pages stall ~40 ms otherwise)
+    # IPPROTO_TCP: asyncio then sets TCP_NODELAY (streamed OAI pages stall otherwise, Nagle
+    # waiting for a delayed ACK: docs/benchmarks.md#serving)
     sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:

@@ -13,9 +13,8 @@ batch is loaded and published as it comes), consecutive batches are gathered int
 load of at least ``gather_records`` records (or whatever arrived within ``gather_seconds`` of
 the first, or when the writer waits for the graph store). Each bulk load writes a set of
 files that RocksDB compacts into the rest of the store, so fewer, bigger loads cost less CPU
-per record (loading 20,000 records' quads into a fresh store, compactions included: ~1,130
-us a record in loads of 2,000 against ~1,330-1,520 in loads of 1,000; loads of 4,000 saved
-no more and took ~200 MB more RSS). Nothing about crash safety changes: every gathered batch
+per record, up to a size past which they save no more and only take memory
+(docs/benchmarks.md#record-store). Nothing about crash safety changes: every gathered batch
 is journalled already, and its marks are deleted only once its graphs are loaded.
 
 After each load it calls ``on_applied(generation)`` with the last batch's generation: the

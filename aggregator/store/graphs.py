@@ -76,8 +76,8 @@ class GraphContent:
 def to_nquads(content: GraphContent) -> bytes:
     """N-Triples parts -> N-Quads in ``graph_iri`` with blank nodes scoped per part: the
     statements are split once, the few with a "_:" scoped, and all joined again with the
-    graph name (46 us for a 92-triple record; one ``bytes.replace`` for the graph name and a
-    checked one for the labels took 60)."""
+    graph name (cheaper than one ``bytes.replace`` for the graph name and a checked one for
+    the labels: docs/benchmarks.md#record-store)."""
     suffix = b" <" + content.graph_iri.encode() + b"> .\n"
     out = []
     for ntriples, scope in content.parts:

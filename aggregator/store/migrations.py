@@ -153,7 +153,29 @@ def to_v3_payload_history(conn: sqlite3.Connection) -> None:
     )
 
 
-MIGRATIONS: tuple[Migration, ...] = (to_v1_baseline, to_v2_journal_only, to_v3_payload_history)
+def to_v4_flagged_records(conn: sqlite3.Connection) -> None:
+    """Records stored with violations are flagged (``records.flagged``).
+
+    ``flagged`` is 1 for a record stored and published although it breaks a rule its source
+    must fix (aggregator/validate/policy.py); the partial index ``records_flagged`` serves the
+    dashboard's counts and filter. Records a lenient source stored before this version, whose
+    findings hold a violation, are flagged. Adding a column with a constant default rewrites
+    no row; only those records are updated."""
+    conn.execute("ALTER TABLE records ADD COLUMN flagged INTEGER NOT NULL DEFAULT 0")
+    conn.execute(
+        "UPDATE records SET flagged = 1 WHERE status = 'active' AND findings != '[]'"
+        " AND EXISTS (SELECT 1 FROM json_each(records.findings)"
+        " WHERE json_extract(value, '$.severity') = 'violation')"
+    )
+    conn.execute("CREATE INDEX records_flagged ON records (source, status) WHERE flagged = 1")
+
+
+MIGRATIONS: tuple[Migration, ...] = (
+    to_v1_baseline,
+    to_v2_journal_only,
+    to_v3_payload_history,
+    to_v4_flagged_records,
+)
 LATEST = len(MIGRATIONS)
 
 

@@ -12,8 +12,8 @@ import zstandard
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 #: zstd level 3 with 16 KB match tables (level 3's own are 192 KB for a 12 KB input, cleared
 #: for every frame: in a mapping worker, whose caches the validators have just filled, that
-#: cost more than the compression). On bench/harvest_csw.py's 12 KB GEMINI records, measured
-#: in the worker: 48 us and 2.96 KB each, where zlib level 1 took 104 us for 3.22 KB.
+#: cost more than the compression). Faster than zlib level 1 there, and smaller
+#: (docs/benchmarks.md#record-store).
 PAYLOAD_PARAMS = zstandard.ZstdCompressionParameters.from_level(3, hash_log=12, chain_log=12)
 _codecs = threading.local()  # zstd (de)compression contexts are not shared between threads
 

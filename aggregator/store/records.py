@@ -59,6 +59,7 @@ from aggregator.core.vocab import (
 )
 from aggregator.store.applier import GATHER_RECORDS, GraphApplier
 from aggregator.store.commit_barrier import CommitStamper
+from aggregator.store.flag_annotation import flag_ntriples
 from aggregator.store.graphs import GraphBackend, GraphContent, OxigraphGraphs, stale_contents
 from aggregator.store.journal import JobLog, Jobs, now_iso
 from aggregator.store.migrations import check_readable
@@ -168,6 +169,8 @@ class StoreNames:
                 _CHECKSUM_ALGORITHM,
                 f"_:checksum {_T_CHECKSUM_VALUE} {_lit(w.content_hash, _XSD_HEX)} .",
             ]
+        if w.flagged and w.status == "active":
+            lines += flag_ntriples(rec, w.dataset_iri, w.findings)
         return ("\n".join(lines) + "\n").encode()
 
 

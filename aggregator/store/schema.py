@@ -64,7 +64,7 @@ CREATE TABLE IF NOT EXISTS record_sets (
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS record_sets_page ON record_sets (set_spec, modified, record_id);
 -- rows of record_sets per set, kept by SetIndex in the same transactions: completeListSize of a
--- whole set without counting it (8 ms at 100,000 records, on every first page)
+-- whole set without counting it on every first page (docs/benchmarks.md#serving)
 CREATE TABLE IF NOT EXISTS set_counts (
     set_spec TEXT PRIMARY KEY,
     n INTEGER NOT NULL

@@ -3,7 +3,8 @@
 Readers (the SPARQL endpoint of each serving process of ``aggregator serve``) cannot open the
 live store: a second read-write ``Store`` on the directory fails on its lock, and
 ``Store.read_only`` beside a writer is undefined behaviour. They read snapshots made with
-``Store.backup`` (a RocksDB checkpoint: hard links, consistent, ~15 ms). Layout of the shelf
+``Store.backup`` (a RocksDB checkpoint: hard links, consistent, cheap:
+docs/benchmarks.md#record-store). Layout of the shelf
 ``<store>/snapshots/``::
 
     gen-000000042/      a snapshot: the graph store as of generation 42

@@ -6,9 +6,9 @@ batch's generation (record id -> generation), then brings the graph store to tha
 deletes the marks that still hold that generation: a later batch that wrote the same record
 again keeps its own mark. Whatever the moment a process dies, the rows hold either the old or
 the new state, and rows still marked are compared with the graph store, and repaired, when
-the store is next opened. (Stores made before the ``journal`` table marked the rows
-themselves, in ``records.pending``: migration 2 moved such marks to the table. Clearing a mark
-in the row rewrote the whole row, graph blobs and all.)
+the store is next opened. (The marks have a table of their own: a mark kept in the record's
+row would rewrite the whole row, graph blobs and all, when cleared. :mod:`.migrations` brings
+older layouts to this one.)
 
 The schema is versioned (``PRAGMA user_version``): opening the database read-write runs the
 migrations of :mod:`aggregator.store.migrations` it has not had yet.
@@ -38,7 +38,8 @@ GENERATION = "generation"  # meta key: batches of graph changes committed so far
 
 RECORD_COLUMNS = (
     "id, source, local_id, record_iri, dataset_iri, status, content_hash, first_seen, modified,"
-    " source_datestamp, job_id, seen_job, format, payload_sha, url, themes, findings, pending"
+    " source_datestamp, job_id, seen_job, format, payload_sha, url, themes, findings, flagged,"
+    " pending"
 )
 
 
@@ -63,6 +64,7 @@ class RecordRow:
     url: str | None
     themes: str
     findings: str
+    flagged: int  # 1: stored with violations its source must fix (validate/policy.py)
     pending: int  # the generation of its journal mark (pending_rows only; else 0)
 
     @classmethod
@@ -98,6 +100,7 @@ class RecordWrite:
     # ``modified`` is replaced by the commit's stamp (``commit_barrier.py``): set for every
     # write that changes what readers see (new, changed, withdrawn, status changed)
     modified_at_commit: bool = False
+    flagged: bool = False  # stored with violations its source must fix (validate/policy.py)
 
 
 class SerialCursor(sqlite3.Cursor):
@@ -177,7 +180,7 @@ class StateDB:
         # withdrawals, so a connection-local table (a crash ends the job, which then withdraws
         # nothing); marking a record here costs no write to its row. Its rollback journal is
         # kept in memory (one batch's pages): as a file, created and deleted at every commit,
-        # it made a batch of marks cost ~20 us per record instead of ~3.
+        # it made a batch of marks cost several times more (docs/benchmarks.md#record-store).
         self.conn.execute("PRAGMA temp.journal_mode = MEMORY")
         self.conn.execute(
             "CREATE TEMP TABLE IF NOT EXISTS seen (job_id INTEGER NOT NULL, source TEXT NOT NULL,"
@@ -328,6 +331,7 @@ class StateDB:
                 w.packed_ntriples or pack_graph(w.ntriples) or None,
                 w.packed_catalog or pack_graph(w.catalog_ntriples) or None,
                 w.findings,
+                int(w.flagged),
             )
             key = (w.source, w.local_id)
             rid = held.get(key)
@@ -343,15 +347,15 @@ class StateDB:
         self.conn.executemany(
             "INSERT INTO records (id, source, local_id, first_seen, record_iri, dataset_iri,"
             " status, content_hash, modified, source_datestamp, job_id, seen_job, format,"
-            " payload_sha, url, themes, ntriples, catalog_ntriples, findings, pending)"
-            " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,0)",
+            " payload_sha, url, themes, ntriples, catalog_ntriples, findings, flagged, pending)"
+            " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,0)",
             inserts,
         )
         self.conn.executemany(
             "UPDATE records SET record_iri = ?, dataset_iri = ?, status = ?, content_hash = ?,"
             " modified = ?, source_datestamp = ?, job_id = ?, seen_job = ?, format = ?,"
             " payload_sha = ?, url = ?, themes = ?, ntriples = ?, catalog_ntriples = ?,"
-            " findings = ?, pending = 0 WHERE id = ?",
+            " findings = ?, flagged = ?, pending = 0 WHERE id = ?",
             updates,
         )
         self.conn.executemany(

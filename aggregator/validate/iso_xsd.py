@@ -20,6 +20,13 @@ refused), once per process: a small schema document of our own imports ``gmd``, 
 config check``) with a ``ConfigError`` that says both ways to provide them; it never falls
 back to the network.
 
+ISO 19115-2 records (``gmi:MI_Metadata``) need the gmi schema of ISO/TS 19139-2, which the
+OGC folder and pycsw 2.x do not ship: when the folder holds it as ``20070417/gmi/gmi.xsd``
+(beside ``gmd/``; its own imports of gmd, gco and GML are answered by those already read), it
+is compiled in and gmi records are validated against it. Without it a gmi record is not
+checked against XML Schema and gets one warning that says so and where to put the schema
+(the step does not fail on it: the Schematron steps still read the record).
+
 Findings are those of the generic ``xsd`` validator (:mod:`aggregator.validate.xsd`):
 ``stage=Stage.XSD``, ``rule`` = libxml2's error type, the message, ``line N`` and the XPath.
 """
@@ -38,6 +45,9 @@ from lxml import etree
 
 from aggregator.config.plugin_options import Directory
 from aggregator.core.errors import ConfigError
+from aggregator.core.models import Finding, Severity, Stage, ValidationReport
+from aggregator.mapping.iso19139.records import MI_METADATA
+from aggregator.mapping.payload import ParsedPayload
 from aggregator.validate.base import Validator
 from aggregator.validate.xml_rules import FileKey, file_key
 from aggregator.validate.xsd import XsdValidator
@@ -51,6 +61,9 @@ IMPORTS = {
     "http://www.isotc211.org/2005/srv": Path("20060504", "srv", "srv.xsd"),
 }
 GMD = IMPORTS["http://www.isotc211.org/2005/gmd"]
+#: the ISO 19115-2 schema (ISO/TS 19139-2), compiled in when the folder has it
+GMI_NAMESPACE = "http://www.isotc211.org/2005/gmi"
+GMI = Path("20070417", "gmi", "gmi.xsd")
 _GMD_IN_A_DISTRIBUTION = "iso/19139/" + GMD.as_posix()
 INSTALL_HINT = (
     "no ISO 19139 XML schemas: name the iso/19139 folder of a local copy of the OGC schemas"
@@ -112,11 +125,12 @@ def schema_root(distribution: str | None = None, directory: str | Path | None = 
     raise ConfigError(INSTALL_HINT)
 
 
-def wrapper_document(root: Path) -> bytes:
-    """The schema document that imports gmd, gmx and srv from ``root`` (file URIs)."""
+def wrapper_document(root: Path, gmi: bool = False) -> bytes:
+    """The schema document that imports gmd, gmx and srv from ``root`` (file URIs), and gmi
+    (after them, so that its imports of gmd and gco are answered by those) when asked."""
     imports = "".join(
         f'<xs:import namespace="{ns}" schemaLocation="{(root / rel).as_uri()}"/>'
-        for ns, rel in IMPORTS.items()
+        for ns, rel in (*IMPORTS.items(), *([(GMI_NAMESPACE, GMI)] if gmi else []))
     )
     return (
         '<xs:schema xmlns:xs="http://www.w3.org/2001/XMLSchema"'
@@ -129,18 +143,21 @@ def wrapper_document(root: Path) -> bytes:
 class Compiled:
     schema: etree.XMLSchema
     seconds: float  # how long compiling took (reported by `aggregator config check`, bench)
+    gmi: bool = False  # the ISO 19115-2 schema is compiled in
 
 
 @lru_cache(maxsize=2)
-def compiled(key: FileKey) -> Compiled:
-    """The compiled ISO 19139 schema set (per process; keyed by gmd.xsd's path, size, mtime).
+def compiled(key: FileKey, gmi_key: FileKey | None = None) -> Compiled:
+    """The compiled ISO 19139 schema set (per process; keyed by gmd.xsd's path, size, mtime,
+    and gmi.xsd's when the folder has one).
 
     The parser has ``no_network``: every import resolves to a local file, or compiling fails."""
     root = Path(key[0]).parents[2]
     started = time.perf_counter()
     parser = etree.XMLParser(no_network=True, resolve_entities=False, load_dtd=False)
     base = (root / "ld-aggregator-wrapper.xsd").as_uri()  # never written: the base URI only
-    tree = etree.ElementTree(etree.fromstring(wrapper_document(root), parser, base_url=base))
+    wrapper = wrapper_document(root, gmi=gmi_key is not None)
+    tree = etree.ElementTree(etree.fromstring(wrapper, parser, base_url=base))
     try:
         schema = etree.XMLSchema(tree)
     except etree.XMLSchemaParseError as err:
@@ -148,7 +165,7 @@ def compiled(key: FileKey) -> Compiled:
             f"the ISO 19139 schemas in {root} cannot be compiled from local files"
             f" (their GML and XLink imports must resolve inside the copy): {err}"
         ) from err
-    return Compiled(schema, time.perf_counter() - started)
+    return Compiled(schema, time.perf_counter() - started, gmi_key is not None)
 
 
 class Iso19139XsdValidator(XsdValidator):
@@ -161,11 +178,13 @@ class Iso19139XsdValidator(XsdValidator):
 
     def __init__(self, max_findings: int = 50, schemas: str | None = None) -> None:
         # not super().__init__: that compiles an operator-given file, ours is built in memory
-        gmd = schema_root(directory=schemas) / GMD
+        root = schema_root(directory=schemas)
+        gmd, gmi = root / GMD, root / GMI
         self.schemas = schemas
         self.schema_file = gmd
         self.max_findings = max_findings
-        self.compiled = compiled(file_key(gmd, "XML schema"))
+        gmi_key = file_key(gmi, "XML schema") if gmi.is_file() else None
+        self.compiled = compiled(file_key(gmd, "XML schema"), gmi_key)
         self._schema = self.compiled.schema
         self._lock = threading.Lock()
 
@@ -174,6 +193,25 @@ class Iso19139XsdValidator(XsdValidator):
 
     def __repr__(self) -> str:
         return f"Iso19139XsdValidator(schemas={self.schema_file.parents[2]})"
+
+    def validate_payload(self, payload: ParsedPayload) -> ValidationReport:
+        if self.compiled.gmi or payload.xml().tag != MI_METADATA:
+            return super().validate_payload(payload)
+        # no gmi schema: say so, rather than libxml2's "no matching global declaration"
+        root = self.schema_file.parents[2]
+        where = (
+            f"put it at {root / GMI}"
+            if self.schemas
+            else "name a copy of the OGC iso/19139 folder that holds it as"
+            f" {GMI.as_posix()} in [validation.iso19139-xsd] schemas"
+        )
+        message = (
+            "gmi:MI_Metadata (ISO 19115-2) not checked against XML Schema: the ISO 19139"
+            f" schemas in {root} have no gmi schema (ISO/TS 19139-2); {where} to have gmi"
+            " records validated"
+        )
+        finding = Finding(Stage.XSD, Severity.WARNING, "iso19115-2-schema-missing", message)
+        return ValidationReport(self.name, (finding,))
 
 
 __all__ = [

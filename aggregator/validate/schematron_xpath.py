@@ -1,8 +1,9 @@
 """ISO Schematron run as compiled lxml XPath expressions over the already-parsed tree.
 
 lxml.isoschematron compiles a ``.sch`` file to XSLT and each run walks the whole document once
-per pattern, builds an SVRL report and has us read it back: ~0.3-0.5 ms for a 12 KB GEMINI
-record. This module compiles the same ``.sch`` file (still the one source of truth) into one
+per pattern, builds an SVRL report and has us read it back, most of a record's validation
+time (docs/benchmarks.md#validation). This module compiles the same ``.sch`` file (still the
+one source of truth) into one
 XPath per assertion that selects the context nodes the assertion fails on::
 
     (/descendant::ctx-1 | /abs/ctx-2)[not(test)]          # sch:assert

@@ -18,7 +18,8 @@ Engines (``ENGINES``, keyed by name):
     The Rust engine of the ``shacl`` package on PyPI. Fast (the default); compiled shapes are
     immutable and thread-safe, but cannot be pickled.
 ``pyshacl``
-    pySHACL on rdflib: the reference implementation, ~100x slower, used to cross-check.
+    pySHACL on rdflib: the reference implementation, far slower (docs/benchmarks.md#validation),
+    kept to cross-check.
 
 Adding an engine is one class with a ``name`` and a ``compile`` method, and one entry in
 ``ENGINES``.

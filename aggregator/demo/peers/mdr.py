@@ -3,7 +3,8 @@ Metadata Replication Service specification 2.2, for the tests, the benchmark and
 
 It implements ``schemas/mdr-service.wsdl`` (document/literal wrapped, namespace
 ``http://mdc.npi.gov.in``), serves it at ``?wsdl``, and answers every operation from pages
-held in memory, each with the times it was published, modified and exited. It enforces the
+held in memory, each with the times it was published, modified and exited (the answers and
+faults it writes: :mod:`aggregator.demo.peers.mdr_messages`). It enforces the
 message-level security of section 2.3 strictly: every request must carry a WS-Security
 UsernameToken with a PasswordDigest (``Base64(SHA-1(nonce + created + password))``) of a
 known user, a ``Created`` no older than 300 s nor more than 60 s ahead of its clock, and a
@@ -33,7 +34,7 @@ import base64
 import hashlib
 import threading
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
@@ -43,46 +44,34 @@ from lxml import etree
 from aggregator.core.errors import AggregatorError
 from aggregator.core.resources import bundled
 from aggregator.core.xml import parse_xml
+from aggregator.demo.peers.mdr_messages import (
+    SOAP,
+    TNS,
+    WSSE,
+    SoapFault,
+    ack,
+    add,
+    all_vo,
+    answer_envelope,
+    el,
+    error_vo,
+    exited_vo,
+    fault_envelope,
+    set_vo,
+    size_vo,
+    wrap,
+    xsd_bool,
+)
 from aggregator.demo.peers.mdr_pages import MdrPage, iso, parse_time
 from aggregator.demo.peers.server import DropConnection, respond
 
-TNS = "http://mdc.npi.gov.in"
-SOAP = "http://schemas.xmlsoap.org/soap/envelope/"
-WSSE = "http://docs.oasis-open.org/wss/2004/01/oasis-200401-wss-wssecurity-secext-1.0.xsd"
 WSU = "http://docs.oasis-open.org/wss/2004/01/oasis-200401-wss-wssecurity-utility-1.0.xsd"
 DIGEST = (
     "http://docs.oasis-open.org/wss/2004/01/oasis-200401-wss-username-token-profile-1.0"
     "#PasswordDigest"
 )
-NSMAP: Any = {None: TNS}  # the default namespace (lxml-stubs want str keys)
 MAX_AGE = timedelta(seconds=300)
 MAX_AHEAD = timedelta(seconds=60)
-METADATA_FIELDS = (
-    "creatorDeptName",
-    "creatorOrgName",
-    "creatorEmail",
-    "coverageSpatial",
-    "coverageTemporal",
-    "coverageJurisdiction",
-    "description",
-    "dateCreated",
-    "datePublished",
-    "dateModified",
-    "format",
-    "language",
-    "publisherOrgName",
-    "publisherDeptName",
-    "publisherEmail",
-    "publisherAddress",
-    "publisherPhone",
-    "relation",
-    "source",
-    "title",
-    "titleAlternate",
-    "subjectKeywords",
-    "subjectClasification",
-    "type",
-)
 DATA_OPERATIONS = (
     "getMetadataSize",
     "getAllMetadata",
@@ -105,12 +94,6 @@ class Notification:
     source: str
     description: str
     user: str
-
-
-class SoapFault(AggregatorError):
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(message)
-        self.fault_code = code
 
 
 class MdrService:
@@ -210,13 +193,15 @@ class MdrService:
                 raise DropConnection("the MDR service dropped the connection")
             answer = self._operation(operation, request, user)
         except SoapFault as refused:
-            return respond(start_response, 500, _fault(refused), "text/xml; charset=utf-8")
+            return respond(start_response, 500, fault_envelope(refused), "text/xml; charset=utf-8")
         except AggregatorError as err:  # the request did not parse
             unreadable = SoapFault("soapenv:Client", err.message)
-            return respond(start_response, 500, _fault(unreadable), "text/xml; charset=utf-8")
+            return respond(
+                start_response, 500, fault_envelope(unreadable), "text/xml; charset=utf-8"
+            )
         if answer is None:  # went down during the call
             return respond(start_response, 503, b"MDR service unavailable", "text/plain")
-        body = _envelope(answer)
+        body = answer_envelope(answer)
         if fault == "cut":  # the length of the whole answer, half of it sent, then closed
             start_response(
                 "200 OK",
@@ -293,28 +278,28 @@ class MdrService:
         if name == "getWebpageMetadata":
             urls = [u.text or "" for u in request.findall(f"{{{TNS}}}webpageUrls")]
             if not self.cms_up:
-                return _set_vo("getWebpageMetadata", [], None, None, err, None)
+                return set_vo("getWebpageMetadata", [], None, None, err, None)
             pages = [self.pages[u] for u in urls if u in self.pages and not self.pages[u].exited]
-            return _set_vo("getWebpageMetadata", pages, None, None, err, None)
+            return set_vo("getWebpageMetadata", pages, None, None, err, None)
         assert start is not None
         assert end is not None
         if end < start:
-            return _error_vo(name, "ERR_INV_ARG", "endTime is before startTime")
+            return error_vo(name, "ERR_INV_ARG", "endTime is before startTime")
         if not self.cms_up:
-            return _error_vo(name, err, "the content management system is down")
+            return error_vo(name, err, "the content management system is down")
         new, updated, exited = self._events(start, end)
         self.repl_time = end
         match name:
             case "getNewMetadata":
-                return _set_vo(name, new, start, end, err, end)
+                return set_vo(name, new, start, end, err, end)
             case "getUpdatedMetadata":
-                return _set_vo(name, updated, start, end, err, end)
+                return set_vo(name, updated, start, end, err, end)
             case "getExitedWebPages":
-                return _exited_vo(name, exited, start, end, err, end)
+                return exited_vo(name, exited, start, end, err, end)
             case "getAllMetadata":
-                return _all_vo(new, updated, exited, start, end, end)
+                return all_vo(new, updated, exited, start, end, end)
             case _:
-                return _size_vo(new, updated, exited, start, end, end)
+                return size_vo(new, updated, exited, start, end, end)
 
     def _events(
         self, start: datetime, end: datetime
@@ -327,17 +312,17 @@ class MdrService:
         return new, updated, exited
 
     def _status(self) -> etree._Element:
-        vo = _el("getStatusReturn")
-        _add(vo, "CMSStatus", _bool(self.cms_up))
-        _add(vo, "DBStatus", _bool(self.db_up))
-        _add(vo, "MDRServiceStatus", _bool(self.service_up))
-        _add(vo, "replTime", iso(self.repl_time) if self.repl_time else None)
-        return _wrap("getStatus", vo)
+        vo = el("getStatusReturn")
+        add(vo, "CMSStatus", xsd_bool(self.cms_up))
+        add(vo, "DBStatus", xsd_bool(self.db_up))
+        add(vo, "MDRServiceStatus", xsd_bool(self.service_up))
+        add(vo, "replTime", iso(self.repl_time) if self.repl_time else None)
+        return wrap("getStatus", vo)
 
     def _notify(self, request: etree._Element, user: str, err: str) -> etree._Element:
         info = request.find(f"{{{TNS}}}notificationInfo")
         if info is None:
-            return _wrap("notifyWebSiteAdmin", _ack(False, "ERR_INV_ARG", "no notificationInfo"))
+            return wrap("notifyWebSiteAdmin", ack(False, "ERR_INV_ARG", "no notificationInfo"))
 
         def text(name: str) -> str:
             return (info.findtext(f"{{{TNS}}}{name}") if info is not None else None) or ""
@@ -345,7 +330,7 @@ class MdrService:
         self.notifications.append(
             Notification(text("event_id"), text("errorNo"), text("source"), text("eventDesc"), user)
         )
-        return _wrap("notifyWebSiteAdmin", _ack(True, err, ""))
+        return wrap("notifyWebSiteAdmin", ack(True, err, ""))
 
 
 _NO_WINDOW = ("getWebpageMetadata", "notifyWebSiteAdmin")
@@ -363,198 +348,3 @@ def _window(request: etree._Element) -> tuple[datetime, datetime]:
     except ValueError:
         raise SoapFault("soapenv:Client", "startTime and endTime must be xsd:dateTime") from None
     return start, end
-
-
-def _el(name: str) -> etree._Element:
-    return etree.Element(f"{{{TNS}}}{name}", nsmap=NSMAP)
-
-
-def _add(parent: etree._Element, name: str, value: str | None) -> None:
-    if value is None:
-        return
-    child = etree.SubElement(parent, f"{{{TNS}}}{name}")
-    child.text = value
-
-
-def _bool(value: bool) -> str:
-    return "true" if value else "false"
-
-
-def _wrap(operation: str, vo: etree._Element) -> etree._Element:
-    response = _el(f"{operation}Response")
-    vo.tag = f"{{{TNS}}}{operation}Return"
-    response.append(vo)
-    return response
-
-
-def _times(vo: etree._Element, start: datetime | None, end: datetime | None, repl: Any) -> None:
-    _add(vo, "startTime", iso(start) if start else None)
-    _add(vo, "endTime", iso(end) if end else None)
-    _add(vo, "replTime", iso(repl) if repl else None)
-
-
-def page_element(page: MdrPage, tag: str = "webPegMetadataVOList") -> etree._Element:
-    """A WebPageMetadataVO element of a page (as the service sends it)."""
-    vo = etree.Element(f"{{{TNS}}}{tag}", nsmap=NSMAP)
-    _add(vo, "identifier", page.identifier)
-    _add(vo, "state", "exited" if page.exited else "published")
-    if page.service_errors:
-        err = etree.SubElement(vo, f"{{{TNS}}}mdValidationErrVO")
-        _add(err, "errDescription", f"invalid value of {page.service_errors[0]}")
-        for attribute in page.service_errors:
-            _add(err, "errAttributes", attribute)
-        _add(err, "metadataValidationErrVOSize", "0")
-        _add(err, "noOfErrorAttributes", str(len(page.service_errors)))
-    md = etree.SubElement(vo, f"{{{TNS}}}metadata")
-    for name in METADATA_FIELDS:
-        value = page.metadata.get(name)
-        if isinstance(value, list | tuple):
-            for item in value:
-                _add(md, name, str(item))
-        elif value is not None:
-            _add(md, name, str(value))
-    return vo
-
-
-def _set_vo(
-    operation: str,
-    pages: Sequence[MdrPage],
-    start: datetime | None,
-    end: datetime | None,
-    err: str,
-    repl: datetime | None,
-    tag: str = "",
-) -> etree._Element:
-    vo = _el(tag or "set")
-    size = 0
-    for page in pages:
-        element = page_element(page)
-        size += len(etree.tostring(element))
-        vo.append(element)
-    _add(vo, "sizeInBytes", str(size))
-    _add(vo, "noErrWebPages", str(sum(1 for p in pages if p.service_errors)))
-    _add(vo, "errCode", err)
-    _add(vo, "errDescr", "" if err == "ERR_NO_ERROR" else "the CMS is down")
-    _times(vo, start, end, repl)
-    return vo if tag else _wrap(operation, vo)
-
-
-def _exited_vo(
-    operation: str,
-    exited: Sequence[str],
-    start: datetime,
-    end: datetime,
-    err: str,
-    repl: datetime | None,
-    tag: str = "",
-) -> etree._Element:
-    vo = _el(tag or "set")
-    for url in exited:
-        _add(vo, "exitedWebpagesList", url)
-    _add(vo, "sizeInBytes", str(sum(len(u) for u in exited)))
-    _add(vo, "errCode", err)
-    _add(vo, "errDescr", "")
-    _times(vo, start, end, repl)
-    return vo if tag else _wrap(operation, vo)
-
-
-def _all_vo(
-    new: Sequence[MdrPage],
-    updated: Sequence[MdrPage],
-    exited: Sequence[str],
-    start: datetime,
-    end: datetime,
-    repl: datetime,
-) -> etree._Element:
-    vo = _el("all")
-    parts = [
-        _set_vo("", new, start, end, "ERR_NO_ERROR", repl, "newlyCreatedPagesVO"),
-        _set_vo("", updated, start, end, "ERR_NO_ERROR", repl, "modifiedPagesVO"),
-        _exited_vo("", exited, start, end, "ERR_NO_ERROR", repl, "exitedPagesVO"),
-    ]
-    total = sum(int(p.findtext(f"{{{TNS}}}sizeInBytes") or 0) for p in parts)
-    _add(vo, "totalByteSize", str(total))
-    for part in parts:
-        vo.append(part)
-    _add(vo, "errCode", "ERR_NO_ERROR")
-    _add(vo, "errDescr", "")
-    _times(vo, start, end, repl)
-    return _wrap("getAllMetadata", vo)
-
-
-def _size_vo(
-    new: Sequence[MdrPage],
-    updated: Sequence[MdrPage],
-    exited: Sequence[str],
-    start: datetime,
-    end: datetime,
-    repl: datetime,
-) -> etree._Element:
-    def size(pages: Sequence[MdrPage]) -> int:
-        return sum(len(etree.tostring(page_element(p))) for p in pages)
-
-    sizes = (size(new), size(updated), sum(len(u) for u in exited))
-    vo = _el("size")
-    for name, value in (
-        ("noOfNewWebPages", len(new)),
-        ("noOfModifiedWebPages", len(updated)),
-        ("noOfExitedWebPages", len(exited)),
-        ("totalNoOfAllWebPages", len(new) + len(updated) + len(exited)),
-        ("newMetadataSize", sizes[0]),
-        ("modifiedMetadataSize", sizes[1]),
-        ("exitedPagesSize", sizes[2]),
-        ("totalSizeOfAllMetadata", sum(sizes)),
-    ):
-        _add(vo, name, str(value))
-    _add(vo, "errCode", "ERR_NO_ERROR")
-    _add(vo, "errDescr", "")
-    _times(vo, start, end, repl)
-    return _wrap("getMetadataSize", vo)
-
-
-def _error_vo(operation: str, code: str, description: str) -> etree._Element:
-    vo = _el("error")
-    if operation == "getAllMetadata":
-        _add(vo, "totalByteSize", "0")
-    elif operation == "getMetadataSize":
-        for name in (
-            "noOfNewWebPages",
-            "noOfModifiedWebPages",
-            "noOfExitedWebPages",
-            "totalNoOfAllWebPages",
-            "newMetadataSize",
-            "modifiedMetadataSize",
-            "exitedPagesSize",
-            "totalSizeOfAllMetadata",
-        ):
-            _add(vo, name, "0")
-    else:
-        _add(vo, "sizeInBytes", "0")
-        if operation != "getExitedWebPages":
-            _add(vo, "noErrWebPages", "0")
-    _add(vo, "errCode", code)
-    _add(vo, "errDescr", description)
-    return _wrap(operation, vo)
-
-
-def _ack(ok: bool, code: str, description: str) -> etree._Element:
-    vo = _el("ack")
-    _add(vo, "ackSts", _bool(ok))
-    _add(vo, "errCode", code)
-    _add(vo, "errDesc", description)
-    return vo
-
-
-def _envelope(answer: etree._Element) -> bytes:
-    env = etree.Element(f"{{{SOAP}}}Envelope", nsmap={"soapenv": SOAP})
-    etree.SubElement(env, f"{{{SOAP}}}Body").append(answer)
-    return etree.tostring(env, xml_declaration=True, encoding="utf-8")
-
-
-def _fault(fault: SoapFault) -> bytes:
-    env = etree.Element(f"{{{SOAP}}}Envelope", nsmap={"soapenv": SOAP, "wsse": WSSE})
-    body = etree.SubElement(env, f"{{{SOAP}}}Body")
-    node = etree.SubElement(body, f"{{{SOAP}}}Fault")
-    etree.SubElement(node, "faultcode").text = fault.fault_code
-    etree.SubElement(node, "faultstring").text = fault.message
-    return etree.tostring(env, xml_declaration=True, encoding="utf-8")

@@ -34,7 +34,8 @@ NOT_TYPED = "range-class-not-typed"  # reported when a range-class rule may not 
 class Rewrite(NamedTuple):
     """One applied rewrite: ``removed`` was replaced by ``added`` under rule ``rule``.
 
-    (A tuple rather than a dataclass: several are made per record, and it is 3x cheaper.)
+    (A tuple rather than a dataclass: several are made per record, and a tuple is much
+    cheaper to make: docs/benchmarks.md#mapping.)
     """
 
     rule: str

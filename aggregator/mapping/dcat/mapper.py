@@ -83,12 +83,12 @@ def canonical_quads(quads: Iterable[Quad], ground: Iterable[str] = ()) -> bytes:
 
     Same algorithm (RDFC-1.0 relabelling, sorted unique lines, UTF-8), but it takes the quads
     the parser produced instead of rebuilding one Quad per triple, which cost most of the
-    mapping time (~190 us of ~330 us per 75-triple record). ``ground``: more triples, already
+    mapping time (docs/benchmarks.md#mapping). ``ground``: more triples, already
     as N-Triples lines, that hold no blank node (so they cannot change the blank node labels);
     they are merged into the sorted lines without going through the dataset.
     """
     ds = Dataset(quads)
-    ds.canonicalize(CanonicalizationAlgorithm.RDFC_1_0)  # ~5 us when there is no blank node
+    ds.canonicalize(CanonicalizationAlgorithm.RDFC_1_0)  # cheap when there is no blank node
     data = serialize(ds, format=RdfFormat.N_QUADS)
     lines = data.splitlines() if data else []  # unique: the dataset holds each quad once
     lines.extend(line.encode() for line in ground)  # ground types: nodes that had no type

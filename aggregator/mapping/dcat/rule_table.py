@@ -277,6 +277,9 @@ class _Compiler:
             fallback_id=_str(entry, "fallback-id", where) if lookup else base.id,
             fallback_label=_expand(str(label), self.prefixes, where),
         )
+        media_as = entry.get("media-type-as")
+        if media_as is not None:
+            rule = replace(rule, media_type_as=_expand(str(media_as), self.prefixes, where))
         for name in names:
             self.terms[NamedNode(name)] = _LiteralTerm(
                 rule.id,
@@ -284,6 +287,7 @@ class _Compiler:
                 self.tables[lookup] if lookup else None,
                 NamedNode(rule.fallback_class),
                 NamedNode(rule.fallback_label),
+                (NamedNode(rule.media_type_as), self.media_types) if rule.media_type_as else None,
             )
         return rule
 

@@ -79,6 +79,7 @@ class Rule:
     properties: tuple[str, ...] = ()  # every property the rule applies to
     ranges: tuple[RangeRow, ...] = ()  # range-class: one row per range
     email: bool = False  # literal-url: bare e-mail addresses become mailto: IRIs
+    media_type_as: str = ""  # literal-to-term: property keeping a media-type literal's IANA IRI
 
 
 # flags of RuleSet._dispatch: what to do with a triple, by its predicate
@@ -99,6 +100,9 @@ class _LiteralTerm:
     table: Mapping[str, NamedNode] | Vocabulary | None
     fallback_class: NamedNode
     fallback_label: NamedNode
+    #: ``media-type-as``: the property that keeps a literal that is itself a media type
+    #: (``dct:format "text/csv"``) as its IANA IRI beside the looked-up term; with the table
+    media_type_as: tuple[NamedNode, Mapping[str, NamedNode]] | None = None
 
 
 @dataclass(frozen=True)
@@ -164,7 +168,8 @@ class RuleSet:
         With ``ground``, those triples are returned as N-Triples lines (``<iri> <rdf:type>
         <class> .``) instead of quads: they hold no blank node, so they do not change the
         canonical blank node labels, and the mapper adds them to the canonical lines directly
-        (building and canonicalising ~20 more quads per record cost ~25 % of the mapping).
+        (building and canonicalising them as quads was a large share of the mapping:
+        docs/benchmarks.md#mapping).
         ``index``: the quads describing a node in this description, if the caller has them
         indexed (the range checks then count a node's properties there instead of scanning).
 
@@ -287,8 +292,14 @@ class RuleSet:
                 else table.get(lookup_key(obj.value))
             )
             if iri is not None:
-                trace.append(Rewrite(term.rule, quad, (Quad(subject, predicate, iri),)))
-                return [Quad(subject, predicate, iri)]
+                out = [Quad(subject, predicate, iri)]
+                if term.media_type_as is not None:  # the media type itself is kept too
+                    key = lookup_key(obj.value)
+                    media = term.media_type_as[1].get(key) if "/" in key else None
+                    if media is not None:
+                        out.append(Quad(subject, term.media_type_as[0], media))
+                trace.append(Rewrite(term.rule, quad, tuple(out)))
+                return out
         if url is not None:
             iri = as_iri(obj.value, url[1])
             if iri is not None:

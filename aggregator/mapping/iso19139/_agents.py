@@ -19,6 +19,7 @@ from aggregator.core.vocab import DCAT, FOAF, PROV, VCARD
 from aggregator.mapping.iso19139._table import IsoTable
 from aggregator.mapping.iso19139._xml import (
     GMD,
+    TYPE,
     Node,
     Out,
     Texts,
@@ -41,11 +42,13 @@ FOAF_HOMEPAGE = named(FOAF + "homepage")
 FOAF_WORKPLACE = named(FOAF + "workplaceHomepage")
 FOAF_ORGANIZATION = named(FOAF + "Organization")
 FOAF_PERSON = named(FOAF + "Person")
+FOAF_AGENT = named(FOAF + "Agent")
 V = {
     name: named(VCARD + name)
     for name in (
         "Organization",
         "Individual",
+        "Kind",
         "Address",
         "fn",
         "organization-name",
@@ -217,6 +220,7 @@ class Agents:
         else:
             node = out.typed(FOAF_PERSON, own)
             out.add(node, FOAF_NAME, party.individual_term)
+        out.add(node, TYPE, FOAF_AGENT)  # DCAT-AP 3.0.1's range, stated: no inference there
         if party.mbox is not None:
             out.add(node, FOAF_MBOX, party.mbox)
         if party.tel is not None:
@@ -231,15 +235,16 @@ class Agents:
         if node is not None:
             return node
         out = self.out
-        if party.organisation:
-            node = out.typed(V["Organization"])
-            out.add(node, V["fn"], party.fn_term)
-            out.add_all(node, V["organization-name"], party.organisation)
-        else:
+        if party.individual:  # a person (of an organisation): GeoDCAT-AP's vcard:Individual
             node = out.typed(V["Individual"])
             out.add(node, V["fn"], party.individual_term)
-        if party.organisation and party.individual:
-            out.add(node, V["title"], party.individual_term)
+        else:
+            node = out.typed(V["Organization"])
+            out.add(node, V["fn"], party.fn_term)
+        out.add(node, TYPE, V["Kind"])  # DCAT-AP 3.0.1's range, stated: no inference there
+        out.add_all(node, V["organization-name"], party.organisation)
+        if party.position:
+            out.add(node, V["title"], lit(party.position))
         if party.mbox is not None:
             out.add(node, V["hasEmail"], party.mbox)
         if party.tel is not None:

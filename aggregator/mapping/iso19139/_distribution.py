@@ -9,9 +9,9 @@
   node).
 * Constraints: ``gmd:useConstraints`` -> licence (a known licence IRI, else a
   ``dct:LicenseDocument`` with the text), ``gmd:accessConstraints`` -> ``dct:accessRights``
-  (the INSPIRE LimitationsOnPublicAccess anchor, else a ``dct:RightsStatement``),
-  ``gmd:useLimitation`` -> ``dct:rights``. Licence and rights go on each distribution (and on a
-  service), access rights on the resource.
+  (the first linked value, such as the INSPIRE LimitationsOnPublicAccess anchor, else a
+  ``dct:RightsStatement``), ``gmd:useLimitation`` -> ``dct:rights``. Licence, rights and access
+  rights go on each distribution (and on a service), access rights also on the resource.
 * Services: ``srv:operatesOn`` -> ``dcat:servesDataset``, connect points and transfer options ->
   ``dcat:endpointURL`` (GetCapabilities links also ``dcat:endpointDescription``),
   ``srv:serviceTypeVersion`` -> ``dct:conformsTo`` a ``dct:Standard`` with ``owl:versionInfo``.
@@ -19,6 +19,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from functools import lru_cache
@@ -33,6 +34,7 @@ from aggregator.mapping.iso19139._table import format_key
 from aggregator.mapping.iso19139._xml import (
     GCO,
     GMD,
+    TYPE,
     XLINK_HREF,
     Node,
     Out,
@@ -75,6 +77,7 @@ RIGHTS_STATEMENT = named(DCT + "RightsStatement")
 MEDIA_TYPE_OR_EXTENT = named(DCT + "MediaTypeOrExtent")
 STANDARD = named(DCT + "Standard")
 PAGE = named(FOAF + "page")
+DOCUMENT = named(FOAF + "Document")
 LABEL = named(RDFS + "label")
 VERSION_INFO = named(OWL + "versionInfo")
 IANA = "https://www.iana.org/assignments/media-types/"
@@ -97,9 +100,11 @@ ACCESS_CONSTRAINTS = GMD + "accessConstraints"
 OTHER_CONSTRAINTS = GMD + "otherConstraints"
 _CONSTRAINT_PARTS = frozenset((USE_LIMITATION, ACCESS_CONSTRAINTS, OTHER_CONSTRAINTS))
 _ONLINE_PARTS = frozenset((LINKAGE, PROTOCOL, NAME, DESCRIPTION, FUNCTION))
+#: the transfer options of the distribution and of each distributor
+#: (``gmd:distributor/*/gmd:distributorTransferOptions``)
 _ONLINE = (
-    "gmd:distributionInfo/gmd:MD_Distribution//gmd:transferOptions/"
-    "gmd:MD_DigitalTransferOptions/gmd:onLine/gmd:CI_OnlineResource"
+    "gmd:distributionInfo/gmd:MD_Distribution//gmd:MD_DigitalTransferOptions/"
+    "gmd:onLine/gmd:CI_OnlineResource"
 )
 
 
@@ -118,6 +123,7 @@ def _statement(state: State, cls: str, el: etree._Element) -> Node | None:
         return None
     node = state.out.typed(cls)
     state.out.add_all(node, LABEL, lits)
+    state.out.add_all(node, P["description"], lits)  # GeoDCAT-AP's property for the text
     return node
 
 
@@ -131,10 +137,12 @@ def _more_rights(state: State, found: Rights, el: etree._Element) -> None:
     if found.rights is None:
         found.rights = state.out.typed(RIGHTS_STATEMENT)
     state.out.add_all(found.rights, LABEL, lits)
+    state.out.add_all(found.rights, P["description"], lits)
 
 
 def constraints(state: State, ident: etree._Element) -> Rights:
     found = Rights()
+    access: list[etree._Element] = []  # the otherConstraints of the access constraints
     for c in elements("gmd:resourceConstraints/*", ident):
         parts = children(c, _CONSTRAINT_PARTS)
         for lim in parts.get(USE_LIMITATION, ()):
@@ -143,21 +151,14 @@ def constraints(state: State, ident: etree._Element) -> Rights:
             continue
         is_access = ACCESS_CONSTRAINTS in parts
         for other in parts.get(OTHER_CONSTRAINTS, ()):
-            href = anchor_href(other)
-            text = plain(other)
             if is_access:
-                if found.access is None:
-                    if href and is_iri(href):
-                        found.access = named(href)
-                    else:
-                        found.access = _statement(state, RIGHTS_STATEMENT, other)
-                else:
-                    _more_rights(state, found, other)
+                access.append(other)
                 continue
             if found.licence is not None:
                 _more_rights(state, found, other)
                 continue
-            probe = f"{href} {text}".casefold()
+            href = anchor_href(other)
+            probe = f"{href} {plain(other)}".casefold()
             licence = next((x for match, x in state.table.licences if match in probe), "")
             if licence:
                 found.licence = named(licence)
@@ -165,7 +166,25 @@ def constraints(state: State, ident: etree._Element) -> Rights:
                 found.licence = named(href)
             else:
                 found.licence = _statement(state, LICENSE_DOCUMENT, other)
+    _access_rights(state, found, access)
     return found
+
+
+def _access_rights(state: State, found: Rights, others: list[etree._Element]) -> None:
+    """The access rights: the first access constraint that links its value (the INSPIRE
+    LimitationsOnPublicAccess anchor, a controlled value DCAT-AP 3 prefers), else the first
+    text as a ``dct:RightsStatement``; every other text becomes a label of the ``dct:rights``
+    statement (one ``dct:accessRights`` is allowed), so nothing is lost."""
+    anchored = [o for o in others if is_iri(anchor_href(o))]
+    for other in anchored + [o for o in others if o not in anchored]:
+        if found.access is None:
+            href = anchor_href(other)
+            found.access = (
+                named(href) if is_iri(href) else _statement(state, RIGHTS_STATEMENT, other)
+            )
+            if found.access is not None:
+                continue
+        _more_rights(state, found, other)
 
 
 def _format(state: State, root: etree._Element) -> tuple[str, Node] | None:
@@ -202,15 +221,18 @@ def distributions(state: State, root: etree._Element, subject: Node, rights: Rig
             state.warn("iso-link-not-url", f"online resource linkage {url!r} is not a URL", onl)
             continue
         function = _code(parts)
-        kind = table.online_function.get(function, "distribution")
-        link = named(url)
-        if kind == "page":
-            out.add(subject, PAGE, link)
-            continue
-        if kind == "landing-page":
-            out.add(subject, D["landingPage"], link)
-            continue
         protocol = plain(child(parts, PROTOCOL))
+        capabilities = _capabilities_of(url)
+        kind = table.online_function.get(function, "distribution")
+        if not function and not protocol and not capabilities and _is_web_page(url, table.formats):
+            # nothing says the link gives the data, and it is a web page, not a file: the
+            # page to go to for it (DCAT's landing page), as the SEMIC transformation reads it
+            kind = "landing-page"
+        link = named(url)
+        if kind in ("page", "landing-page"):
+            out.add(subject, PAGE if kind == "page" else D["landingPage"], link)
+            _document(state, link, parts)
+            continue
         dist = out.typed(D["Distribution"])
         out.add(subject, D["distribution"], dist)
         out.add(dist, D["accessURL"], link)
@@ -222,7 +244,6 @@ def distributions(state: State, root: etree._Element, subject: Node, rights: Rig
         desc = child(parts, DESCRIPTION)
         if desc is not None:
             out.add_all(dist, P["description"], state.texts.literals(desc))
-        capabilities = _capabilities_of(url)
         folded = protocol.casefold() or (f"ogc:{capabilities}" if capabilities else "")
         proto = next((p for p in table.protocols if folded.startswith(p.prefix)), None)
         if proto is not None:
@@ -230,7 +251,7 @@ def distributions(state: State, root: etree._Element, subject: Node, rights: Rig
             if proto.service:
                 service = out.typed(D["DataService"])
                 out.add(dist, D["accessService"], service)
-                _endpoint(out, service, url, link)
+                _endpoint(out, service, url, link, protocol)
                 out.add(service, D["servesDataset"], subject)
                 names = state.texts.literals(name) if name is not None else []
                 out.add_all(service, P["title"], names or [lit(protocol or proto.prefix.upper())])
@@ -249,31 +270,85 @@ def distributions(state: State, root: etree._Element, subject: Node, rights: Rig
             out.add(dist, LICENSE, rights.licence)
         if rights.rights is not None:
             out.add(dist, RIGHTS, rights.rights)
+        if rights.access is not None:  # DCAT 3 gives a distribution its own access rights
+            out.add(dist, ACCESS_RIGHTS, rights.access)
         for prop, value in shared:
             out.add(dist, prop, value)
+
+
+def _document(state: State, link: Node, parts: dict[str, list[etree._Element]]) -> None:
+    """A page (foaf:page, dcat:landingPage) as the ``foaf:Document`` GeoDCAT-AP describes:
+    the link's name as ``dct:title``, its description as ``dct:description``."""
+    out = state.out
+    out.add(link, TYPE, DOCUMENT)
+    name = child(parts, NAME)
+    if name is not None:
+        out.add_all(link, P["title"], state.texts.literals(name))
+    desc = child(parts, DESCRIPTION)
+    if desc is not None:
+        out.add_all(link, P["description"], state.texts.literals(desc))
 
 
 @lru_cache(maxsize=1024)  # a catalogue links the same services from many records
 def _capabilities_of(url: str) -> str:
     """The service a GetCapabilities URL names (``...?service=WMS&request=GetCapabilities``
-    -> ``"wms"``), else ""."""
+    -> ``"wms"``; without a ``service`` parameter, the service its path names, as in
+    ``.../wms?request=getCapabilities``), else ""."""
     if "?" not in url:  # no query
         return ""
-    query = {k.lower(): v for k, v in parse_qs(urlsplit(url).query).items()}
+    parts = urlsplit(url)
+    query = {k.lower(): v for k, v in parse_qs(parts.query).items()}
     if [v.lower() for v in query.get("request", [])] != ["getcapabilities"]:
         return ""
-    return (query.get("service") or [""])[0].lower()
+    named_service = (query.get("service") or [""])[0].lower()
+    if named_service:
+        return named_service
+    in_path = _SERVICE_IN_PATH.search(parts.path.lower())
+    return in_path.group(1) if in_path else ""
 
 
-def _endpoint(out: Out, service: Node, url: str, link: Node) -> None:
-    """A GetCapabilities link is the endpoint's description, its address without the query
-    the endpoint URL; any other link is the endpoint URL."""
-    if "getcapabilities" in url.casefold():
+@lru_cache(maxsize=1024)
+def _extension(url: str) -> str:
+    """The file extension of the link's last path segment (``a.zip`` -> ``"zip"``), else ""."""
+    last = urlsplit(url).path.rsplit("/", 1)[-1]
+    return last.rsplit(".", 1)[1].lower() if "." in last else ""
+
+
+def _is_web_page(url: str, formats: dict[str, str]) -> bool:
+    """A link that names no file of a format the ``[format]`` table knows (``/snhi``,
+    ``/metadata?uuid=...``, ``main.home``, ``index.html``), not a file to download
+    (``a.zip``, ``levels.csv``)."""
+    file_type = formats.get(format_key(_extension(url)), "") if _extension(url) else ""
+    return not file_type or file_type.endswith(("/HTML", "/XHTML"))
+
+
+_SERVICE_IN_PATH = re.compile(r"(?<![a-z])(wmts|wms|wfs|wcs|csw|sos)")
+
+
+def _is_description(url: str, protocol: str) -> bool:
+    """A link to the service's description: a GetCapabilities request, or a link whose
+    protocol says so (``OGC:WMS-1.3.0-http-get-capabilities``, a capabilities document)."""
+    folded = protocol.casefold()
+    return (
+        "getcapabilities" in url.casefold()
+        or "get-capabilities" in folded
+        or "getcapabilities" in folded
+    )
+
+
+def _endpoint(out: Out, service: Node, url: str, link: Node, protocol: str) -> None:
+    """A link to the service's description (:func:`_is_description`) is the endpoint's
+    description, its address without the query the endpoint URL; any other link is the
+    endpoint URL (without an empty query: ``.../wms?``)."""
+    if _is_description(url, protocol):
         out.add(service, D["endpointDescription"], link)
-        base = url.split("?", 1)[0]
-        out.add(service, D["endpointURL"], named(base) if is_iri(base) else link)
-    else:
-        out.add(service, D["endpointURL"], link)
+    out.add(service, D["endpointURL"], _endpoint_url(url, link))
+
+
+def _endpoint_url(url: str, link: Node) -> Node:
+    """The endpoint of a link: the address without a GetCapabilities query or an empty one."""
+    base = url.split("?", 1)[0] if "getcapabilities" in url.casefold() else url.rstrip("?")
+    return named(base) if base != url and is_iri(base) else link
 
 
 def _byte_size(state: State, onl: etree._Element) -> str | None:
@@ -333,29 +408,26 @@ def service(
         dataset = served_dataset(ctx, ref)
         if dataset is not None:
             out.add(subject, D["servesDataset"], dataset)
-    urls = [
-        plain(u)
+    links = [
+        (plain(u), "")
         for u in elements(
             "srv:containsOperations/srv:SV_OperationMetadata/srv:connectPoint/"
             "gmd:CI_OnlineResource/gmd:linkage",
             ident,
         )
     ]
-    urls += [
-        plain(next(onl.iterchildren(GMD + "linkage"), None)) for onl in elements(_ONLINE, root)
-    ]
-    for url in dict.fromkeys(urls):
+    for onl in elements(_ONLINE, root):
+        parts = children(onl, _ONLINE_PARTS)
+        links.append((plain(child(parts, LINKAGE)), plain(child(parts, PROTOCOL))))
+    for url, protocol in dict.fromkeys(links):
         if not is_iri(url):
             if url:
                 state.warn("iso-link-not-url", f"service endpoint {url!r} is not a URL", ident)
             continue
-        if "getcapabilities" in url.casefold():
-            out.add(subject, D["endpointDescription"], named(url))
-            base = url.split("?", 1)[0]
-            if is_iri(base):
-                out.add(subject, D["endpointURL"], named(base))
-        else:
-            out.add(subject, D["endpointURL"], named(url))
+        link = named(url)
+        if _is_description(url, protocol):
+            out.add(subject, D["endpointDescription"], link)
+        out.add(subject, D["endpointURL"], _endpoint_url(url, link))
     kind = plain(first_local(ident, "serviceType"))
     for version in elements("srv:serviceTypeVersion", ident):
         text = plain(version)
@@ -375,5 +447,7 @@ def first_local(ident: etree._Element, name: str) -> etree._Element | None:
 def service_rights(state: State, subject: Node, rights: Rights) -> None:
     if rights.licence is not None:
         state.out.add(subject, LICENSE, rights.licence)
+    if rights.rights is not None:  # use limitations: dct:rights of a dcat:Resource
+        state.out.add(subject, RIGHTS, rights.rights)
     if rights.access is not None:
         state.out.add(subject, ACCESS_RIGHTS, rights.access)

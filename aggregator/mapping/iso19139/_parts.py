@@ -1,5 +1,6 @@
-"""The irregular parts of the ISO 19139 mapping: dates, identifiers, keywords and themes,
-extents and reference systems (:mod:`._quality` has resolution, lineage and conformity).
+"""The irregular parts of the ISO 19139 mapping: dates, identifiers, extents and reference
+systems (:mod:`._keywords` has keywords and themes, :mod:`._quality` resolution, lineage and
+conformity).
 
 Each function reads one part of the identification (``ident``) or of the record (``root``)
 and writes triples about ``subject`` into ``state.out``; anything it cannot map is a finding
@@ -18,9 +19,10 @@ from lxml import etree
 
 from aggregator.core.models import Finding, Severity, Stage
 from aggregator.core.vocab import ADMS, DCAT, DCT, PROV, RDFS, SKOS, XSD
-from aggregator.mapping.iso19139._table import IsoTable, Thesaurus
+from aggregator.mapping.iso19139._table import IsoTable
 from aggregator.mapping.iso19139._xml import (
     GMD,
+    TYPE,
     Node,
     Out,
     Texts,
@@ -142,10 +144,17 @@ _CI_DATE_PARTS = frozenset((DATE, DATE_TYPE))
 
 
 def dates(state: State, ident: etree._Element, subject: Node) -> None:
-    """Citation dates by CI_DateTypeCode: creation -> dct:created, publication -> dct:issued
-    (the earliest), revision -> dct:modified (the latest)."""
+    """The resource's citation dates (:func:`citation_dates`)."""
+    citation = first("gmd:citation/gmd:CI_Citation", ident)
+    if citation is not None:
+        citation_dates(state, citation, subject)
+
+
+def citation_dates(state: State, citation: etree._Element, subject: Node) -> None:
+    """The dates of a ``gmd:CI_Citation`` by CI_DateTypeCode: creation -> dct:created,
+    publication -> dct:issued (the earliest), revision -> dct:modified (the latest)."""
     found: dict[str, list[str]] = {"creation": [], "publication": [], "revision": []}
-    for ci in elements("gmd:citation/gmd:CI_Citation/gmd:date/gmd:CI_Date", ident):
+    for ci in elements("gmd:date/gmd:CI_Date", citation):
         parts = children(ci, _CI_DATE_PARTS)
         kind = code_value(first_under(parts.get(DATE_TYPE, ()), DATE_TYPE_CODE))
         text = plain(child(parts, DATE))
@@ -176,7 +185,8 @@ def identifiers(state: State, ident: etree._Element, subject: Node) -> None:
         space = plain(next(idf.iterchildren(GMD + "codeSpace"), None))
         full = code
         if space and not is_iri(code):
-            full = space + ("" if space.endswith(("/", "#", ":")) else "/") + code
+            # joined as GeoDCAT-AP joins them ("CEH:EIDC:" + "/" + code)
+            full = space + ("" if space.endswith(("/", "#")) else "/") + code
         out = state.out
         out.add(subject, P["identifier"], lit(full))
         node = out.typed(C["Identifier"])
@@ -184,117 +194,6 @@ def identifiers(state: State, ident: etree._Element, subject: Node) -> None:
         out.add(node, P["notation"], lit(code))
         if space:
             out.add(node, P["schemaAgency"], lit(space))
-
-
-# -- keywords, thesauri and themes -------------------------------------------------------
-
-
-APPLICABLE_LEGISLATION = named("http://data.europa.eu/r5r/applicableLegislation")
-
-
-def keywords(state: State, ident: etree._Element, subject: Node, themes: list[str]) -> None:
-    """Every keyword text -> dcat:keyword; keywords of a thesaurus -> dcat:theme concepts (IRIs
-    for the known thesauri of the table, else concepts in a scheme named by its title)."""
-    out = state.out
-    for group in elements("gmd:descriptiveKeywords/gmd:MD_Keywords", ident):
-        thesaurus = _KeywordGroup(state, subject, themes, group)
-        for kw in group.iterchildren(GMD + "keyword"):
-            lits = state.texts.literals(kw)
-            kw_href = anchor_href(kw)
-            if not lits and not kw_href:
-                continue
-            out.add_all(subject, P["keyword"], lits)
-            if thesaurus.named:
-                thesaurus.concept(kw, kw_href, lits)
-
-
-class _KeywordGroup:
-    """One MD_Keywords: its thesaurus (known to the table or not) and the concepts of its
-    keywords, in a scheme made once for the group when the thesaurus is not known."""
-
-    def __init__(
-        self, state: State, subject: Node, themes: list[str], group: etree._Element
-    ) -> None:
-        self.state, self.subject, self.themes = state, subject, themes
-        self.title_el = first("gmd:thesaurusName/gmd:CI_Citation/gmd:title", group)
-        title = plain(self.title_el)
-        self.href = href = anchor_href(self.title_el)
-        self.named = bool(title or href)  # keywords of no named thesaurus are just keywords
-        self.known: Thesaurus | None = None
-        if self.named:
-            folded = title.casefold()
-            self.known = next(
-                (
-                    t
-                    for t in state.table.thesauri
-                    if (t.title and t.title in folded)
-                    or (href and t.anchor and href.startswith(t.anchor))
-                ),
-                None,
-            )
-        self.scheme: Node | None = None
-
-    def _concept_iri(self, kw: etree._Element, kw_href: str) -> str:
-        known = self.known
-        text = plain(kw)
-        if kw_href and is_iri(kw_href):
-            return kw_href
-        if known is not None and known.labels.get(text.casefold()):
-            return known.code_base + known.labels[text.casefold()]
-        if known is not None and known.codes_are_labels and text.isalnum():
-            return known.code_base + text
-        return ""
-
-    def concept(self, kw: etree._Element, kw_href: str, lits: list[str]) -> None:
-        """The keyword as a concept of the thesaurus, a theme of the dataset."""
-        state, known, out = self.state, self.known, self.state.out
-        concept_iri = self._concept_iri(kw, kw_href)
-        concept: Node | None = named(concept_iri) if concept_iri else None
-        prop = known.property if known is not None and known.property else P["theme"]
-        if concept is None:
-            if known is not None and known.property:
-                return  # not a code of that list: the keyword literal says it
-            if self.scheme is None:
-                self.scheme = _scheme(
-                    state, known.scheme if known else "", self.href, self.title_el
-                )
-            concept = out.typed(C["Concept"])
-            out.add_all(concept, P["prefLabel"], lits)
-            out.add(concept, P["inScheme"], self.scheme)
-        elif prop == P["theme"]:  # a theme is a skos:Concept, whose label is mandatory: the
-            out.add_all(concept, P["prefLabel"], lits)  # keyword's own text is that label
-        out.add(self.subject, prop, concept)
-        if known is not None and known.legislation:
-            out.add(self.subject, APPLICABLE_LEGISLATION, named(known.legislation))
-        if concept_iri:
-            if prop == P["theme"]:
-                self.themes.append(concept_iri)
-            if concept_iri.startswith(INSPIRE_THEME):
-                state.inspire_themes.append(concept_iri[len(INSPIRE_THEME) :])
-
-
-def _scheme(state: State, known: str, href: str, title_el: etree._Element | None) -> Node:
-    if known:
-        return named(known)
-    if href and is_iri(href):
-        return named(href)
-    node = state.out.typed(C["ConceptScheme"])
-    if title_el is not None:
-        state.out.add_all(node, P["title"], state.texts.literals(title_el))
-    return node
-
-
-def eu_themes(state: State, ident: etree._Element, subject: Node, themes: list[str]) -> None:
-    """EU data themes from the INSPIRE themes and topic categories (eu-data-themes.toml)."""
-    found: list[str] = []
-    for code in state.inspire_themes:
-        found.extend(state.table.inspire_eu_themes.get(code, ()))
-    for el in elements("gmd:topicCategory/gmd:MD_TopicCategoryCode", ident):
-        found.extend(state.table.topic_eu_themes.get(code_value(el), ()))
-    for theme in dict.fromkeys(found):
-        if theme not in themes:
-            state.out.add(subject, P["theme"], named(theme))
-            themes.append(theme)
 
 
 # -- extents --------------------------------------------------------------------------------
@@ -391,12 +290,34 @@ def extents(state: State, ident: etree._Element, subject: Node) -> None:
                 loc = out.typed(C["Location"])
                 out.add(subject, P["spatial"], loc)
                 out.add_all(loc, P["geographicName"], lits)
+                out.add_all(loc, P["prefLabel"], lits)
+                _gazetteer(state, code_el, loc)
         for period in elements(
             "gmd:temporalElement/*/gmd:extent/*[local-name()='TimePeriod' or "
             "local-name()='TimeInstant']",
             ext,
         ):
             _period(state, period, subject)
+
+
+def _gazetteer(state: State, code_el: etree._Element, loc: Node) -> None:
+    """The authority of a geographic identifier (``gmd:authority/gmd:CI_Citation``: "ISO
+    3166") as the ``skos:ConceptScheme`` of the place, with its title and date."""
+    idf = code_el.getparent()
+    cit = first("gmd:authority/gmd:CI_Citation", idf) if idf is not None else None
+    if cit is None:
+        return
+    title_el = next(cit.iterchildren(GMD + "title"), None)
+    titles = state.texts.literals(title_el) if title_el is not None else []
+    if not titles:
+        return
+    out = state.out
+    scheme = out.typed(C["ConceptScheme"])
+    out.add_all(scheme, P["title"], titles)
+    when = date_literal(plain(first("gmd:date/gmd:CI_Date/gmd:date", cit)))
+    if when is not None:
+        out.add(scheme, P["modified"], when)
+    out.add(loc, P["inScheme"], scheme)
 
 
 def _position(el: etree._Element | None) -> str:
@@ -470,7 +391,16 @@ def crs_iri(code: str, space: str, href: str) -> str:
     return ""
 
 
+SRS_TYPE = named("http://inspire.ec.europa.eu/glossary/SpatialReferenceSystem")
+EPSG_SCHEME = EPSG.rstrip("/")
+
+
 def reference_systems(state: State, root: etree._Element, subject: Node) -> None:
+    """Reference systems -> ``dct:conformsTo`` and ``geodcat:referenceSystem`` a
+    ``dct:Standard`` and ``skos:Concept`` described as GeoDCAT-AP does: ``dct:type``
+    SpatialReferenceSystem, the code as written as ``dct:identifier`` and ``skos:notation``
+    (a URN or URL) or as ``dct:title`` / ``skos:prefLabel`` (a name), ``skos:inScheme`` the
+    EPSG register (or a scheme titled by the code space)."""
     out = state.out
     for rs in elements(
         "gmd:referenceSystemInfo/gmd:MD_ReferenceSystem/gmd:referenceSystemIdentifier/"
@@ -486,11 +416,36 @@ def reference_systems(state: State, root: etree._Element, subject: Node) -> None
             node = named(crs)
         elif code:
             node = out.typed(C["Standard"])
-            out.add(node, P["identifier"], lit(f"{space}:{code}" if space else code))
+            out.add(node, TYPE, C["Concept"])
         else:
             continue
         out.add(subject, P["conformsTo"], node)
         out.add(subject, P["referenceSystem"], node)
+        out.add(node, P["type"], SRS_TYPE)
+        if not code:
+            continue
+        if space.casefold().startswith("urn:") and code.isdigit():
+            # code space "urn:ogc:def:crs:EPSG", version "6.11.2", code "27700": the URN
+            version = plain(next(rs.iterchildren(GMD + "version"), None))
+            code = f"{space}:{version}:{code}"
+        if code.casefold().startswith(("urn:", "http://", "https://")):
+            out.add(node, P["identifier"], typed_lit(code, XSD + "anyURI"))
+            out.add(node, P["notation"], typed_lit(code, XSD + "anyURI"))
+            out.add(node, P["prefLabel"], lit(code))  # a concept needs a label: its code
+        else:
+            if not crs:  # a system no register names: the code identifies it
+                out.add(node, P["identifier"], lit(f"{space}:{code}" if space else code))
+            names = state.texts.literals(code_el) if code_el is not None else [lit(code)]
+            out.add_all(node, P["title"], names)
+            out.add_all(node, P["prefLabel"], names)
+        if crs.startswith(EPSG):
+            out.add(node, P["inScheme"], named(EPSG_SCHEME))
+            out.add(named(EPSG_SCHEME), TYPE, C["ConceptScheme"])
+            out.add(named(EPSG_SCHEME), P["title"], lit("EPSG Coordinate Reference Systems", "en"))
+        elif space:
+            scheme = out.typed(C["ConceptScheme"])
+            out.add(scheme, P["title"], lit(space))
+            out.add(node, P["inScheme"], scheme)
 
 
 __all__ = ["State"]

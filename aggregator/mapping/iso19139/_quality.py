@@ -13,6 +13,7 @@ from lxml import etree
 from aggregator.mapping.iso19139._parts import AS_SCALE, DECIMAL, DEGREE, C, P, State
 from aggregator.mapping.iso19139._xml import (
     GMD,
+    TYPE,
     XLINK_HREF,
     Node,
     anchor_href,
@@ -126,6 +127,7 @@ def conformity(state: State, root: etree._Element, subject: Node) -> None:
         if level == "conformant":
             out.add(subject, P["conformsTo"], spec)
         activity = out.typed(C["Activity"])
+        out.add(subject, TYPE, C["Entity"])  # what the activity used, as GeoDCAT-AP says
         out.add(subject, P["wasUsedBy"], activity)
         out.add(activity, USED, subject)
         assoc = out.typed(C["Association"])

@@ -16,7 +16,8 @@ from lxml import etree
 
 from aggregator.core.errors import ConfigError
 from aggregator.core.resources import bundled
-from aggregator.mapping.iso19139._xml import compile_xpath
+from aggregator.core.vocab import EU_DATA_THEME, EU_THEME_LABELS
+from aggregator.mapping.iso19139._xml import compile_xpath, lit
 
 DEFAULT_TABLE = bundled("mappings", "iso19139.toml")
 DEFAULT_THEMES = bundled("mappings", "eu-data-themes.toml")
@@ -53,7 +54,7 @@ class Role:
 @dataclass(frozen=True, slots=True)
 class Thesaurus:
     name: str
-    title: str  # case-folded
+    titles: tuple[str, ...]  # case-folded, white space collapsed; any one names it
     anchor: str
     scheme: str
     code_base: str = ""
@@ -61,6 +62,7 @@ class Thesaurus:
     property: str | None = None
     codes_are_labels: bool = False
     legislation: str = ""  # an act every concept of the thesaurus implies (HVD)
+    theme: bool = False  # its concepts are also dcat:theme (beside ``property``)
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +91,8 @@ class IsoTable:
     inspire_eu_themes: dict[str, tuple[str, ...]]  # INSPIRE theme code -> EU theme IRIs
     topic_eu_themes: dict[str, tuple[str, ...]]
     source: Path
+    #: concept IRI (N-Triples form) -> its English skos:prefLabel (N-Triples literal)
+    concept_labels: dict[str, str] = field(default_factory=dict)
 
 
 def _expand(value: str, prefixes: dict[str, str], where: str) -> str:
@@ -215,7 +219,9 @@ def _load(path: Path, themes_path: Path) -> IsoTable:
     thesauri = tuple(
         Thesaurus(
             name=str(t["name"]),
-            title=str(t["title"]).casefold(),
+            titles=tuple(
+                " ".join(str(x).split()).casefold() for x in [t["title"], *t.get("also-titles", [])]
+            ),
             anchor=str(t.get("anchor", "")),
             scheme=str(t["scheme"]),
             code_base=str(t.get("code-base", "")),
@@ -225,6 +231,7 @@ def _load(path: Path, themes_path: Path) -> IsoTable:
             else None,
             codes_are_labels=bool(t.get("codes-are-labels", False)),
             legislation=str(t.get("legislation", "")),
+            theme=bool(t.get("theme", False)),
         )
         for t in doc.get("thesaurus", [])
     )
@@ -259,4 +266,24 @@ def _load(path: Path, themes_path: Path) -> IsoTable:
             k: tuple(base + c for c in v) for k, v in themes.get("topic-category", {}).items()
         },
         source=path,
+        concept_labels=_concept_labels(doc, prefixes, path),
     )
+
+
+def _concept_labels(doc: dict[str, Any], prefixes: dict[str, str], path: Path) -> dict[str, str]:
+    """``[concept-labels.<base prefix>]`` tables: code -> English label, plus the labels of
+    the INSPIRE themes (``[[thesaurus]]`` labels, inverted) and of the EU data themes."""
+    out: dict[str, str] = {}
+    for prefix, codes in doc.get("concept-labels", {}).items():
+        base = prefixes.get(prefix)
+        if base is None or not isinstance(codes, dict):
+            raise ConfigError(f"{path}: [concept-labels.{prefix}]: unknown prefix")
+        for code, label in codes.items():
+            out[f"<{base}{code}>"] = lit(str(label), "en")
+    for t in doc.get("thesaurus", []):
+        base = str(t.get("code-base", ""))
+        for label, code in t.get("labels", {}).items():
+            out.setdefault(f"<{base}{code}>", lit(str(label).capitalize(), "en"))
+    for code, label in EU_THEME_LABELS.items():
+        out[f"<{EU_DATA_THEME}{code}>"] = lit(label, "en")
+    return out

@@ -3,8 +3,9 @@
 docs/mappings/iso19139.md is the mapping as a table for metadata specialists. Steps:
 
 1. **Parse** once (:class:`~aggregator.mapping.payload.ParsedPayload`, the hardened parser of
-   :mod:`aggregator.core.xml`: no DTD, no entities, no XInclude, no network); the root must be
-   ``gmd:MD_Metadata`` (a CSW response or anything else is a ``MappingError``).
+   :mod:`aggregator.core.xml`: no DTD, no entities, no XInclude, no network); the records are
+   the root ``gmd:MD_Metadata`` / ``gmi:MI_Metadata`` or those of a CSW response envelope,
+   each mapped on its own (:mod:`.records`; anything else is a ``ParseError``).
 2. **Kind**: ``gmd:hierarchyLevel`` -> ``dcat:Dataset`` / ``dcat:DatasetSeries`` /
    ``dcat:DataService`` (``[hierarchy]`` of mappings/iso19139.toml; none or unknown: dataset).
 3. **Identity**: the resource IRI is ``mint_iri(ctx, "dataset", fileIdentifier)`` (the
@@ -12,21 +13,27 @@ docs/mappings/iso19139.md is the mapping as a table for metadata specialists. St
    the dataset record it couples to.
 4. **Regular elements** from the ``[[element]]`` rows (compiled XPaths), then the irregular
    parts (:mod:`._parts`, :mod:`._agents`, :mod:`._distribution`).
-5. **Catalogue record**: the source's own metadata (file identifier, metadata date, language,
-   character set, standard, metadata point of contact) on a ``dcat:CatalogRecord`` about the
-   resource, kept as catalogue facts (``MappedDataset.catalog_ntriples``).
-6. **Output** canonical N-Triples; the metadata date (``gmd:dateStamp``) is the datestamp.
+5. **Catalogue record**: as GeoDCAT-AP writes it, the resource ``foaf:isPrimaryTopicOf`` a
+   ``dcat:CatalogRecord`` (the GeoDCAT-AP description: ``dct:conformsTo`` DCAT-AP, metadata
+   language, metadata date) whose ``dct:source`` is the ISO record's own ``dcat:CatalogRecord``
+   (file identifier, metadata date, language, character set, metadata standard, metadata
+   point of contact); kept as catalogue facts (``MappedDataset.catalog_ntriples``), printed
+   by ``aggregator map`` beside the resource.
+6. **Ranges**: the IRI values get the classes DCAT-AP 3.0.1 demands (:mod:`._ranges`).
+7. **Output** canonical N-Triples; the metadata date (``gmd:dateStamp``) is the datestamp.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 
 from lxml import etree
 
 from aggregator.core.errors import MappingError
-from aggregator.core.models import Finding, MappedDataset, Severity, Stage
+from aggregator.core.models import Finding, MappedDataset, RawRecord, Severity, Stage
 from aggregator.core.vocab import DCAT, DCT, FOAF, RDF_TYPE
 from aggregator.mapping.base import (
     Mapper,
@@ -41,20 +48,19 @@ from aggregator.mapping.iso19139._distribution import (
     service,
     service_rights,
 )
+from aggregator.mapping.iso19139._keywords import eu_themes, keywords
 from aggregator.mapping.iso19139._parts import (
     P,
     State,
     dates,
-    eu_themes,
     extents,
     identifiers,
-    keywords,
     reference_systems,
 )
 from aggregator.mapping.iso19139._quality import conformity, lineage, resolution
+from aggregator.mapping.iso19139._ranges import type_iri_values
 from aggregator.mapping.iso19139._table import RESOURCE_KINDS, ElementRule, IsoTable, load_table
 from aggregator.mapping.iso19139._xml import (
-    NS,
     Node,
     Out,
     Texts,
@@ -70,16 +76,19 @@ from aggregator.mapping.iso19139._xml import (
     parse_datetime,
     plain,
 )
+from aggregator.mapping.iso19139.records import iso_records
 from aggregator.mapping.payload import ParsedPayload
 
-MD_METADATA = f"{{{NS['gmd']}}}MD_Metadata"
 RESOURCE_TYPE = "http://inspire.ec.europa.eu/metadata-codelist/ResourceType/"
 TYPE = named(RDF_TYPE)
 PRIMARY_TOPIC = named(FOAF + "primaryTopic")
+IS_PRIMARY_TOPIC_OF = named(FOAF + "isPrimaryTopicOf")
+SOURCE = named(DCT + "source")
+LANGUAGE = named(DCT + "language")
+DCAT_AP = named("http://data.europa.eu/r5r/")  # DCAT-AP, the standard of our description
 CATALOG_RECORD = named(DCAT + "CatalogRecord")
 ACCESS_RIGHTS = named(DCT + "accessRights")
 STANDARD = named(DCT + "Standard")
-PREF_LABEL = named("http://www.w3.org/2004/02/skos/core#prefLabel")
 RESOURCE_TYPE_PROPS = (named(DCT + "type"), named("http://data.europa.eu/930/resourceType"))
 _CODE_SAFE = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.")
 
@@ -103,6 +112,9 @@ class IsoMapper(Mapper):
     """ISO 19139 / GEMINI 2.3 XML -> GeoDCAT-AP (DCAT-AP 3), one record per payload."""
 
     name = "iso19139"
+    #: a document may be a CSW envelope of many records (``aggregator map``); a harvester
+    #: passes each record on its own
+    reads_collections = True
 
     def __init__(self, table_path: Path | None = None, themes_path: Path | None = None) -> None:
         self.table = load_table(table_path, themes_path)
@@ -117,13 +129,21 @@ class IsoMapper(Mapper):
         }
 
     def map_payload(self, payload: ParsedPayload, ctx: MappingContext) -> list[MappedDataset]:
-        root = payload.xml()
+        """Each ISO record of the payload (:mod:`.records`: bare, or in a CSW envelope)."""
         raw = payload.raw
-        if root.tag != MD_METADATA:
-            raise MappingError(
-                f"record {raw.local_id!r}: the root element is {etree.QName(root).localname!r},"
-                " not gmd:MD_Metadata (an ISO 19139 metadata record)"
-            )
+        found = iso_records(payload.xml(), f"record {raw.local_id!r}").records
+        if len(found) == 1:
+            return self._map_record(found[0], raw, ctx)
+        # several records in one envelope: each is its own, under its fileIdentifier
+        datasets: list[MappedDataset] = []
+        for number, root in enumerate(found, start=1):
+            local_id = plain(first("gmd:fileIdentifier", root)) or f"{raw.local_id}#{number}"
+            datasets.extend(self._map_record(root, replace(raw, local_id=local_id), ctx))
+        return datasets
+
+    def _map_record(
+        self, root: etree._Element, raw: RawRecord, ctx: MappingContext
+    ) -> list[MappedDataset]:
         ident = first("gmd:identificationInfo/*", root)
         if ident is None:
             raise MappingError(f"record {raw.local_id!r} has no gmd:identificationInfo")
@@ -139,24 +159,28 @@ class IsoMapper(Mapper):
         out = Out()
         state = State(out, table, texts)
         out.add(iri, TYPE, cls)
-        if kind != "service":
-            for prop in RESOURCE_TYPE_PROPS:
-                out.add(iri, prop, named(RESOURCE_TYPE + rtype))
-            # dct:type of a dataset is a skos:Concept, whose label is mandatory (DCAT-AP
-            # 3.0.1): the code the record gives (gmd:hierarchyLevel) names it
-            out.add(named(RESOURCE_TYPE + rtype), PREF_LABEL, lit(rtype))
+        # a service's dct:type is its service type (an element row); its resource type is
+        # geodcat:resourceType only
+        for prop in RESOURCE_TYPE_PROPS if kind != "service" else RESOURCE_TYPE_PROPS[1:]:
+            out.add(iri, prop, named(RESOURCE_TYPE + rtype))
+        # the catalogue record of the GeoDCAT-AP description (``record``) and, as its
+        # dct:source, the record of the ISO metadata it was made from (``source``)
         record_out = Out()
-        record = blank()
-        record_out.add(record, TYPE, CATALOG_RECORD)
-        record_out.add(record, PRIMARY_TOPIC, iri)
+        record, source = blank(), blank()
+        record_out.add(iri, IS_PRIMARY_TOPIC_OF, record)
+        for node in (record, source):
+            record_out.add(node, TYPE, CATALOG_RECORD)
+            record_out.add(node, PRIMARY_TOPIC, iri)
+        record_out.add(record, P["conformsTo"], DCAT_AP)
+        record_out.add(record, SOURCE, source)
         for rule, on_record, on_metadata in self._rules[kind]:
-            target = (record_out, record) if on_record else (out, iri)
+            target = (record_out, source) if on_record else (out, iri)
             self._element(state, ctx, rule, root if on_metadata else ident, *target)
 
         themes: list[str] = []
         dates(state, ident, iri)
         identifiers(state, ident, iri)
-        keywords(state, ident, iri, themes)
+        keywords(state, ident, iri, themes, partial(mint_iri, ctx))
         eu_themes(state, ident, iri, themes)
         extents(state, ident, iri)
         reference_systems(state, root, iri)
@@ -188,6 +212,7 @@ class IsoMapper(Mapper):
         stamp = date_literal(stamp_text)
         if stamp is not None:
             record_out.add(record, P["modified"], stamp)
+            record_out.add(source, P["modified"], stamp)
         else:
             state.findings.append(
                 Finding(
@@ -197,11 +222,22 @@ class IsoMapper(Mapper):
                     f"metadata date (gmd:dateStamp) {stamp_text!r} is not an ISO date",
                 )
             )
-        self._standard(root, record_out, record)
+        self._standard(root, record_out, source)
+        # a multilingual record (gmd:locale) is written in each of its locales' languages too
+        languages = table.codelists["language"]
+        for code_el in elements("gmd:locale/gmd:PT_Locale/gmd:languageCode/gmd:LanguageCode", root):
+            language = languages.get(code_value(code_el).lower())
+            if language:
+                record_out.add(source, LANGUAGE, named(language))
+        record_out.add_all(
+            record, LANGUAGE, [o for s, p, o in record_out.triples if s == source and p == LANGUAGE]
+        )
         record_agents = Agents(record_out, table, texts)
         record_agents.record_contacts(
-            record, record_agents.read(elements("gmd:contact/gmd:CI_ResponsibleParty", root))
+            source, record_agents.read(elements("gmd:contact/gmd:CI_ResponsibleParty", root))
         )
+        type_iri_values(out, table.concept_labels)
+        type_iri_values(record_out, table.concept_labels)
         when = parse_datetime(stamp_text)
         if when is not None and when.tzinfo is None:
             when = when.replace(tzinfo=UTC)

@@ -44,6 +44,11 @@ class Graph:
         location = f"line {where.sourceline}" if where is not None and where.sourceline else None
         self.findings.append(Finding(Stage.MAP, Severity.WARNING, rule, message, location))
 
+    def note(self, rule: str, message: str, where: etree._Element | None = None) -> None:
+        """An INFO finding: a value kept in another form than the source's."""
+        location = f"line {where.sourceline}" if where is not None and where.sourceline else None
+        self.findings.append(Finding(Stage.MAP, Severity.INFO, rule, message, location))
+
     def iri(self, el: etree._Element) -> NamedNode | None:
         """The element's text as an absolute http(s) IRI, else None and a warning."""
         value = text_of(el)

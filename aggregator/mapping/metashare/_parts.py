@@ -23,7 +23,7 @@ from aggregator.mapping.metashare._graph import (
 from aggregator.mapping.metashare._rules import MetaShareRules
 
 DCATAP = "http://data.europa.eu/r5r/"
-IANA = "http://www.iana.org/assignments/media-types/"
+IANA = "https://www.iana.org/assignments/media-types/"
 CREATOR_ROLE = "http://w3id.org/meta-share/meta-share/resourceCreator"
 LANGUAGE_BASE = "http://publications.europa.eu/resource/authority/language/"
 
@@ -142,6 +142,36 @@ def rights(g: Graph, info: etree._Element) -> Node | None:
     return statement
 
 
+def service_licences(
+    g: Graph, subject: Node, distribution: etree._Element, rules: MetaShareRules
+) -> None:
+    """The licences of a tool/service mapped to a dcat:DataService, which DCAT-AP 3.0.1 allows
+    one ``dct:license``: the first licence is it; each further licence, and the restrictions
+    of use, attribution and fee of every licenceInfo, are ``dct:rights`` statements."""
+    first: str | None = None
+    for info in find_all(distribution, "ms:licenceInfo"):
+        code = first_text(info, "ms:licence")
+        if code and first is None:
+            first = code
+            g.add(subject, DCT + "license", licence(g, code, rules))
+        elif code and code != first:
+            where = [text_of(e) for e in find_all(info, "ms:executionLocation")]
+            text = f"also available under the licence {code}"
+            text += f" at {', '.join(where)}" if where else ""
+            further = g.new(DCT + "RightsStatement")
+            g.add(further, RDFS + "label", Literal(text))
+            g.add(subject, DCT + "rights", further)
+            g.note(
+                "ms-service-licence",
+                f"licence {code} kept as a dct:rights statement: a dcat:DataService has at"
+                f" most one dct:license ({first}) in DCAT-AP 3.0.1",
+                info,
+            )
+        statement = rights(g, info)
+        if statement is not None:
+            g.add(subject, DCT + "rights", statement)
+
+
 def distributions(
     g: Graph,
     subject: Node,
@@ -185,7 +215,8 @@ def distributions(
 
 def contact_points(g: Graph, subject: Node, root: etree._Element) -> None:
     for person in find_all(root, "ms:contactPerson"):
-        card = g.new(VCARD + "Individual")
+        card = g.new(VCARD + "Individual")  # and a vcard:Kind: the range DCAT-AP 3 states
+        g.typed(card, VCARD + "Kind")
         g.add(subject, DCAT + "contactPoint", card)
         name = person_name(person)
         if name:
@@ -210,11 +241,13 @@ def agent(g: Graph, el: etree._Element) -> Node | None:
             return None
         node = g.new(FOAF + "Person")
         g.add(node, FOAF + "name", Literal(name))
+        g.typed(node, FOAF + "Agent")  # the range of dct:creator and prov:agent, stated
     else:
         names = [lit for e in find_all(el, "ms:organizationName") if (lit := lang_literal(e))]
         if not names:
             return None
         node = g.new(FOAF + "Organization")
+        g.typed(node, FOAF + "Agent")
         for lit in names:
             g.add(node, FOAF + "name", lit)
     for mail in find_all(el, "ms:communicationInfo/ms:email"):
@@ -267,10 +300,19 @@ def relations(
     """relationInfo: the relation type's Dublin Core property to the related resource (a
     storage id: our IRI for that LR; an IRI: itself; a name: a resource labelled so)."""
     for info in find_all(root, "ms:relationInfo"):
-        prop = rules.relations.get(first_text(info, "ms:relationType"), DCT + "relation")
+        kind = first_text(info, "ms:relationType")
+        prop = rules.relations.get(kind, DCT + "relation")
         target = first_text(info, "ms:relatedResource/ms:targetResourceNameURI")
         if not target:
             continue
+        if kind in rules.generalised_relations:
+            g.note(
+                "ms-relation-generalised",
+                f"relationType {kind} to {target!r} is kept as dct:relation: DCAT-AP 3.0.1"
+                f" requires the value of {rules.generalised_relations[kind]} to be a"
+                " dcat:Dataset described in the record, which another LR or a name is not",
+                info,
+            )
         node: Node
         if len(target) == 64 and all(c in "0123456789abcdef" for c in target):
             node = NamedNode(lr_iri(target))

@@ -44,6 +44,9 @@ class MetaShareRules:
     licences: dict[str, str]
     relations: dict[str, str]
     byte_units: dict[str, int]
+    #: relation types written as dct:relation because DCAT-AP 3.0.1 ranges the property they
+    #: stand for to a class another LR cannot carry here -> that property (for the finding)
+    generalised_relations: dict[str, str]
 
 
 def _table(doc: dict[str, Any], key: str, where: Path) -> dict[str, Any]:
@@ -75,6 +78,9 @@ def compile_rules(doc: dict[str, Any], where: Path) -> MetaShareRules:
         licences={k: str(v) for k, v in _table(doc, "licences", where).items()},
         relations={k: str(v) for k, v in _table(doc, "relations", where).items()},
         byte_units={k.casefold(): int(v) for k, v in _table(doc, "byte-units", where).items()},
+        generalised_relations={
+            k: str(v) for k, v in _table(doc, "generalised-relations", where).items()
+        },
     )
 
 

@@ -24,7 +24,7 @@ from pyoxigraph import Literal, NamedNode
 
 from aggregator.core.errors import MappingError
 from aggregator.core.models import MappedDataset
-from aggregator.core.vocab import DCAT, DCT, FOAF, RDFS
+from aggregator.core.vocab import DCAT, DCT, RDFS
 from aggregator.mapping.base import (
     Mapper,
     MappingContext,
@@ -110,10 +110,7 @@ class MetaShareMapper(Mapper):
             if service:
                 for endpoint in endpoints:
                     g.add(subject, DCAT + "endpointURL", endpoint)
-                for code in dict.fromkeys(
-                    text_of(e) for e in find_all(distribution, "ms:licenceInfo/ms:licence")
-                ):
-                    g.add(subject, DCT + "license", parts.licence(g, code, rules))
+                parts.service_licences(g, subject, distribution, rules)
             else:
                 landing = first_text(root, "ms:identificationInfo/ms:url")
                 fallback = landing if landing.startswith(("http://", "https://")) else node
@@ -126,10 +123,6 @@ class MetaShareMapper(Mapper):
         parts.relations(g, subject, root, rules, lambda i: mint_iri(ctx, "dataset", i))
         self._modified(g, subject, root, raw.datestamp)
         self._provenance(g, subject, node, raw.local_id)
-        if ctx.publisher:
-            publisher = g.new(FOAF + "Agent")
-            g.add(publisher, FOAF + "name", Literal(ctx.publisher))
-            g.add(subject, DCT + "publisher", publisher)
         ntriples = canonical_ntriples(g.triples)
         return [
             MappedDataset(
@@ -181,5 +174,5 @@ class MetaShareMapper(Mapper):
             statement, RDFS + "label", Literal(f"Harvested from {where}, LR {lr_id}", language="en")
         )
         g.add(subject, DCT + "provenance", statement)
-        if node and node.startswith(("http://", "https://")):
-            g.add(subject, DCT + "source", NamedNode(node))
+        # the node is not dct:source: DCAT-AP 3.0.1 ranges that to a dcat:Dataset the
+        # dataset derives from; the statement names the node, the catalogue record its URL

@@ -1,6 +1,7 @@
 """Checking a password or token without letting anyone stall the server with it.
 
-One check is one scrypt (~30 ms of CPU and 16 MiB, on purpose). Run on the event loop, a few
+One check is one scrypt (16 MiB and tens of milliseconds of CPU, on purpose:
+docs/benchmarks.md#dashboard). Run on the event loop, a few
 clients sending junk tokens would stall every page of the serving process; run in threads
 without a bound, they would take every CPU. So each check
 

@@ -3,7 +3,8 @@ session cookie after logging in, and CSRF tokens on every form that changes some
 
 - A hash is ``scrypt$N$r$p$salt$digest`` (hex salt and digest), made by :func:`hash_secret`
   (``aggregator dashboard-hash``) and checked in constant time by :func:`verify_secret`.
-  Checking costs one scrypt (~30 ms, 16 MiB): the web layer runs it off the event loop, a few
+  Checking costs one scrypt (16 MiB, dear on purpose: docs/benchmarks.md#dashboard): the web
+  layer runs it off the event loop, a few
   at a time, and only for addresses under their limit of failures (:mod:`.attempts`).
 - A session cookie is ``id|expiry|hmac`` signed with a key kept in the store folder
   (``dashboard.key``, created once with O_EXCL so every serving process shares it); the id
@@ -35,7 +36,11 @@ from aggregator.core.errors import ConfigError
 SESSION_COOKIE = "agg_session"
 LOGIN_COOKIE = "agg_login"  # the login form's nonce (login CSRF)
 SESSION_TTL = 8 * 3600  # seconds
-_N, _R, _P = 2**14, 8, 1  # scrypt cost: ~16 MiB, ~30-50 ms per check
+_N, _R, _P = (
+    2**14,
+    8,
+    1,
+)  # scrypt cost: 128 * N * r = 16 MiB per check (docs/benchmarks.md#dashboard)
 _HEX_ID = re.compile(r"[0-9a-f]{32}")
 
 

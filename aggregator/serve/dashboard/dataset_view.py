@@ -76,6 +76,9 @@ class DatasetView:
     extents: list[Geometry] = field(default_factory=list)
     extent_texts: list[str] = field(default_factory=list)
     quality: QualityView | None = None
+    #: stored with violations its source must fix (validate/policy.py): (step, message, path)
+    flagged: bool = False
+    violations: tuple[tuple[str, str, str], ...] = ()
 
     @property
     def main_title(self) -> Value:
@@ -240,6 +243,21 @@ def build(
         extents=extents,
         extent_texts=extent_texts,
         quality=_quality(ntriples, iri, row.findings),
+        flagged=bool(row.flagged),
+        violations=_violations(row.findings) if row.flagged else (),
+    )
+
+
+def _violations(findings: str) -> tuple[tuple[str, str, str], ...]:
+    """The violations a flagged record was stored with: (step, message, path)."""
+    return tuple(
+        (
+            str(f.get("step") or f.get("stage") or ""),
+            str(f.get("message") or ""),
+            str(f.get("path") or ""),
+        )
+        for f in json.loads(findings or "[]")
+        if f.get("severity") == "violation"
     )
 
 

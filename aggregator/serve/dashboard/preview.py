@@ -18,10 +18,10 @@ from aggregator.core.errors import AggregatorError
 from aggregator.core.models import Finding, RawRecord
 from aggregator.core.vocab import DCT
 from aggregator.harvest.base import HarvestRequest, Listing
-from aggregator.jobs.processing import process
-from aggregator.mapping.base import MappingContext
+from aggregator.jobs.processing import mapping_context, process
 from aggregator.net.client import HttpClient
 from aggregator.plugin import harvesters
+from aggregator.validate.policy import Verdict
 
 LIMIT = 20
 
@@ -31,8 +31,12 @@ class PreviewDataset:
     iri: str
     title: str
     triples: int
-    conforms: bool
+    verdict: Verdict  # the source's policy on its findings (validate/policy.py)
     findings: tuple[Finding, ...]
+
+    @property
+    def conforms(self) -> bool:
+        return self.verdict is not Verdict.REJECT
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,8 +52,10 @@ class PreviewRecord:
             return "deleted at the source (would be withdrawn)"
         if self.failure:
             return "would be rejected"
-        if any(not d.conforms for d in self.datasets):
+        if any(d.verdict is Verdict.REJECT for d in self.datasets):
             return "would be rejected (validation)"
+        if any(d.verdict is Verdict.FLAG for d in self.datasets):
+            return "would be stored, flagged (violations to fix)"
         return "would be stored"
 
 
@@ -64,7 +70,7 @@ class Preview:
 
     @property
     def stored(self) -> int:
-        return sum(r.outcome == "would be stored" for r in self.records)
+        return sum(r.outcome.startswith("would be stored") for r in self.records)
 
 
 def _title(ntriples: bytes, iri: str) -> str:
@@ -91,12 +97,7 @@ def preview_source(settings: Settings, src: SourceConfig, limit: int = LIMIT) ->
     out = Preview(src.name)
     request = HarvestRequest(full=True, checkpoint=None)
     listing = Listing(incremental=False)
-    ctx = MappingContext(
-        base_iri=settings.base_iri,
-        source=src.name,
-        publisher=src.publisher,
-        limits=settings.input,
-    )
+    ctx = mapping_context(settings, src)  # the harvest's, categorisation included
     http = HttpClient(settings.http)
     try:
         harvester_class = harvesters.get(src.type)
@@ -107,13 +108,13 @@ def preview_source(settings: Settings, src: SourceConfig, limit: int = LIMIT) ->
                 if raw.deleted:
                     out.records.append(PreviewRecord(raw.local_id, True, (), ()))
                     continue
-                result = process(raw, ctx, src.validation, lenient=src.lenient)
+                result = process(raw, ctx, src.validation, policy=src.policy)
                 datasets = tuple(
                     PreviewDataset(
                         c.dataset.dataset_iri,
                         _title(c.dataset.ntriples, c.dataset.dataset_iri),
                         c.dataset.ntriples.count(b"\n"),
-                        c.conforms or src.lenient,
+                        c.verdict,
                         c.findings,
                     )
                     for c in result.checked

@@ -5,7 +5,7 @@ The scores are those of ``aggregator quality`` (:func:`aggregator.validate.quali
 over every active record, link checks not run), computed from the state database in the serving
 process and kept until the store's generation changes (a harvest or a quality run wrote
 something), but at most every ``REFRESH`` seconds: a harvest changes the generation with every
-batch, and a pass costs ~15 s of CPU at 100,000 records (bench/dashboard_search.py --quality).
+batch, and a pass over a large store costs seconds of CPU (docs/benchmarks.md#dashboard).
 The page says when its scores were computed. A pass reads the records 500 at a time (memory
 stays flat).
 

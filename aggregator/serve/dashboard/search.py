@@ -13,7 +13,8 @@ the watermark never passes a record not yet visible.
 
 Indexed: titles, descriptions and keywords (every language), with the ``unicode61`` tokenizer
 (diacritics folded). Facets: source, theme, format (dct:format, else dcat:mediaType) and licence
-(of the dataset or its distributions), each with its label in words.
+(of the dataset or its distributions), each with its label in words, and conformance (flagged
+records, stored with violations their source must fix, or not).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import re
 import sqlite3
 import threading
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from pyoxigraph import Literal, NamedNode, RdfFormat, parse
@@ -32,8 +33,10 @@ from aggregator.serve.dashboard.labels import term_label
 from aggregator.store.packing import unpack_graph
 
 BATCH = 500
-SCHEMA_VERSION = "2"  # an index of another version is dropped and built again
-FACETS = ("source", "theme", "format", "licence")
+SCHEMA_VERSION = "3"  # an index of another version is dropped and built again
+FACETS = ("source", "theme", "format", "licence", "conformance")
+#: the conformance facet: flagged records (stored with violations, validate/policy.py) or not
+CONFORMANCE = {1: ("flagged", "Flagged: violations to fix"), 0: ("conforms", "No violation")}
 _SCHEMA = """
 PRAGMA journal_mode = WAL;
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -247,14 +250,17 @@ class SearchIndex:
                 row = conn.execute("SELECT value FROM meta WHERE key = 'watermark'").fetchone()
                 modified, _, ident = (row[0] if row else "|0").rpartition("|")
                 batch = state.execute(
-                    "SELECT id, source, dataset_iri, status, modified, ntriples FROM records"
+                    "SELECT id, source, dataset_iri, status, modified, ntriples, flagged"
+                    " FROM records"
                     " WHERE (modified, id) > (?, ?) ORDER BY modified, id LIMIT ?",
                     (modified, int(ident), BATCH),
                 ).fetchall()
-                for rid, source, dataset_iri, status, mod, packed in batch:
+                for rid, source, dataset_iri, status, mod, packed, flagged in batch:
                     self._drop(conn, rid)
                     if status == "active" and dataset_iri and packed:
                         doc = extract(unpack_graph(packed), dataset_iri, source)
+                        value, label = CONFORMANCE[1 if flagged else 0]
+                        doc = replace(doc, facets=(*doc.facets, ("conformance", value, label)))
                         self._add(conn, rid, dataset_iri, source, mod, doc)
                 if batch:
                     last = batch[-1]
@@ -346,7 +352,7 @@ class SearchIndex:
                 r[0]
                 for r in conn.execute(
                     # CROSS JOIN keeps fts outside: "rowid IN temp.m" would run the match
-                    # again for every id (0.2 ms each)
+                    # again for every id (docs/benchmarks.md#dashboard)
                     "SELECT fts.rowid FROM fts CROSS JOIN temp.m ON m.rid = fts.rowid"
                     " WHERE fts MATCH ? ORDER BY bm25(fts, 10.0, 1.0, 5.0), fts.rowid"
                     " LIMIT ? OFFSET ?",
@@ -354,7 +360,7 @@ class SearchIndex:
                 )
             ]
             # the snippet is cut here from the stored description: FTS5's snippet() runs the
-            # match again for each row (2.5 ms a row at 100,000 documents)
+            # match again for each row (docs/benchmarks.md#dashboard)
             words = re.findall(r"\w+", text)
             found = {}
             for rid in page:

@@ -145,6 +145,7 @@ class SourceStatus:
     counts: dict[str, int] = field(default_factory=dict)
     jobs: list[Job] = field(default_factory=list)  # newest first
     open_rejections: int = 0
+    flagged: int = 0  # active records stored with violations their source must fix
 
     @property
     def last_job(self) -> Job | None:
@@ -239,6 +240,12 @@ def source_statuses(
             "SELECT source, count(*) FROM rejections WHERE superseded_by IS NULL GROUP BY source"
         ).fetchall()
     )
+    flagged = dict(
+        db.execute(
+            "SELECT source, count(*) FROM records WHERE flagged = 1 AND status = 'active'"
+            " GROUP BY source"
+        ).fetchall()
+    )
     known = {r[0] for r in db.execute("SELECT DISTINCT source FROM jobs")} | set(counts)
     out = []
     for name in sorted(set(configured) | known):
@@ -253,6 +260,7 @@ def source_statuses(
                 dict(counts.get(name, {})),
                 [Job.from_row(r) for r in rows],
                 int(open_rej.get(name, 0)),
+                int(flagged.get(name, 0)),
             )
         )
     return out

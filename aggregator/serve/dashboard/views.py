@@ -203,6 +203,7 @@ def routes(dash: Dashboard) -> list[BaseRoute]:
                 "theme": "Theme",
                 "format": "Format",
                 "licence": "Licence",
+                "conformance": "Conformance",
             },
             snippet_parts=snippet_parts,
             dataset_url=_dataset_url,

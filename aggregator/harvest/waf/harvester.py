@@ -2,10 +2,19 @@
 
 As the UK DMS collection interface says (paragraphs 32-40): the registered URL is fetched
 (no response: the job fails), its body read as HTML, ``//a/@href`` links taken except those
-containing ``/``, ``?``, ``#`` or ``mailto:`` (:mod:`aggregator.harvest.waf_listing`), each
+containing ``/``, ``?``, ``#`` or ``mailto:`` (:mod:`aggregator.harvest.waf._listing`), each
 file fetched; a document that is not well-formed XML is an error of that file, a
-well-formed document that does not look like GEMINI (root not ``gmd:MD_Metadata``) is
-ignored. The record's local id is its fileIdentifier, its datestamp the metadata date.
+well-formed document that does not look like GEMINI is ignored. The record's local id is its
+fileIdentifier, its datestamp the metadata date.
+
+- A file is one ``gmd:MD_Metadata`` or ``gmi:MI_Metadata`` (ISO 19115-2) record, or a CSW
+  ``GetRecordByIdResponse`` / ``GetRecordsResponse`` holding N of them
+  (:mod:`aggregator.mapping.iso19139.records`): then it gives N records, each under its own
+  fileIdentifier (one without: the file's URL and ``#`` its position), each kept as the
+  record element alone, so the validation chain and the mapper see a bare record. An
+  envelope with no ISO record is ignored like any other non-GEMINI document; a file that is
+  an OWS exception report (a catalogue behind the folder failed) is noted and makes the
+  listing truncated, so nothing is withdrawn on that run.
 
 - A file that cannot be fetched (HTTP error, timeout, over the size cap) is noted on the job
   and makes the listing truncated: nothing is withdrawn on that run.
@@ -32,8 +41,9 @@ from aggregator.core.errors import AggregatorError, ConfigError, TransportError
 from aggregator.core.models import RawRecord
 from aggregator.core.xml import parse_xml
 from aggregator.harvest.base import Harvester, HarvestRequest, Listing
-from aggregator.harvest.gemini import looks_like_gemini, parse_metadata_date, record_facts
-from aggregator.harvest.waf_listing import WafEntry, read_listing
+from aggregator.harvest.gemini.records import parse_metadata_date, record_facts, serialise_embedded
+from aggregator.harvest.waf._listing import WafEntry, read_listing
+from aggregator.mapping.iso19139.records import NotIsoRecordError, iso_records
 
 MEDIA_TYPE = "application/xml"
 MAX_NOTED = 20  # per-file notes on one job; the rest are counted
@@ -52,6 +62,19 @@ def _load_state(checkpoint: str | None) -> dict[str, list[Any]]:
     except (ValueError, AttributeError):
         return {}
     return files if isinstance(files, dict) else {}
+
+
+def _kept_records(previous: list[Any]) -> list[tuple[str, str | None]] | None:
+    """(fileIdentifier, metadata date) of each record a file held on the last run.
+
+    A file's checkpoint entry is ``[listed, identifier, stamp]`` for a bare record and
+    ``[listed, [[identifier, stamp], ...]]`` for an envelope of records; None if unreadable."""
+    if len(previous) == 3:
+        return [(str(previous[1] or ""), previous[2])]
+    if len(previous) == 2 and isinstance(previous[1], list):
+        kept = [pair for pair in previous[1] if isinstance(pair, list) and len(pair) == 2]
+        return [(str(i or ""), s) for i, s in kept] if kept else None
+    return None
 
 
 class WafHarvester(Harvester):
@@ -81,10 +104,12 @@ class WafHarvester(Harvester):
                 listing.mark_truncated("cancelled")
                 return
             previous = before.get(entry.name)
-            if options.use_listing_dates and previous and self._unchanged(request, entry, previous):
+            kept = _kept_records(previous) if previous and options.use_listing_dates else None
+            if previous and kept and self._unchanged(request, entry, previous, kept):
                 after[entry.name] = previous
-                listing.seen += 1
-                yield self._omitted(entry, previous)
+                for identifier, stamp in kept:
+                    listing.seen += 1
+                    yield self._omitted(entry, identifier, stamp)
                 continue
             try:
                 response = self.http.get(entry.url)
@@ -95,10 +120,10 @@ class WafHarvester(Harvester):
                 if previous:
                     after[entry.name] = previous
                 continue
-            record, state = self._record(entry, response.content, previous, listing, request)
+            records, state = self._records(entry, response.content, previous, listing, request)
             if state is not None:
                 after[entry.name] = state
-            if record is not None:
+            for record in records:
                 listing.seen += 1
                 yield record
         listing.next_checkpoint = json.dumps({"files": after}, sort_keys=True)
@@ -110,16 +135,20 @@ class WafHarvester(Harvester):
             listing.note(message)
 
     @staticmethod
-    def _unchanged(request: HarvestRequest, entry: WafEntry, previous: list[Any]) -> bool:
-        if entry.listed is None or request.up_to_date is None or len(previous) != 3:
+    def _unchanged(
+        request: HarvestRequest,
+        entry: WafEntry,
+        previous: list[Any],
+        kept: list[tuple[str, str | None]],
+    ) -> bool:
+        if entry.listed is None or request.up_to_date is None:
             return False
-        listed, identifier, stamp = previous
-        if listed != entry.listed or not identifier:
+        if previous[0] != entry.listed or not all(identifier for identifier, _ in kept):
             return False
-        return identifier in request.up_to_date([(identifier, parse_metadata_date(stamp or ""))])
+        asked = [(i, parse_metadata_date(stamp or "")) for i, stamp in kept]
+        return set(request.up_to_date(asked)) >= {i for i, _ in kept}
 
-    def _omitted(self, entry: WafEntry, previous: list[Any]) -> RawRecord:
-        _, identifier, stamp = previous
+    def _omitted(self, entry: WafEntry, identifier: str, stamp: str | None) -> RawRecord:
         return RawRecord(
             source=self.source.name,
             local_id=identifier,
@@ -131,15 +160,15 @@ class WafHarvester(Harvester):
             payload_omitted=True,
         )
 
-    def _record(
+    def _records(
         self,
         entry: WafEntry,
         body: bytes,
         previous: list[Any] | None,
         listing: Listing,
         request: HarvestRequest,
-    ) -> tuple[RawRecord | None, list[Any] | None]:
-        """The record a fetched file makes (None: ignored) and its state for the checkpoint."""
+    ) -> tuple[list[RawRecord], list[Any] | None]:
+        """The records a fetched file makes (none: ignored) and its state for the checkpoint."""
         # its identifier is inside: a file over the record size limit is not parsed for it
         # (a file of many small elements costs many times its size in memory) but passed on
         # under the identifier it had, for the pipeline to refuse with that limit
@@ -153,16 +182,36 @@ class WafHarvester(Harvester):
         except AggregatorError as err:
             # passed on as received: the pipeline rejects it with this parse error
             return self._unparsed(entry, body, previous, listing, err.message)
-        if not looks_like_gemini(root):
-            listing.note(f"{entry.name}: not a GEMINI document (<{root.tag}>): ignored")
-            return None, None
-        facts = record_facts(root)
-        if not facts.file_identifier:
-            listing.note(f"{entry.name}: no fileIdentifier; kept under the file's URL")
-        identifier = facts.file_identifier or entry.url
-        stamp = facts.date_stamp.isoformat() if facts.date_stamp else None
-        record = self._raw(identifier, body, entry.url, facts.date_stamp)
-        return record, [entry.listed, identifier, stamp]
+        try:
+            document = iso_records(root, entry.name)
+        except NotIsoRecordError as err:
+            if err.found == "other":
+                listing.note(f"{entry.name}: not a GEMINI document (<{root.tag}>): ignored")
+            elif err.found == "empty":
+                listing.note(f"{err.message}: ignored")
+            else:  # the records this file stands for could not be read: withdraw nothing
+                listing.note(err.message)
+                listing.mark_truncated(f"{entry.name} is an OWS exception report")
+                if previous:
+                    return [], previous
+            return [], None
+        records: list[RawRecord] = []
+        kept: list[list[Any]] = []
+        for number, element in enumerate(document.records, start=1):
+            facts = record_facts(element)
+            identifier = facts.file_identifier
+            if not identifier:
+                identifier = f"{entry.url}#{number}" if document.is_envelope else entry.url
+                listing.note(f"{entry.name}: no fileIdentifier; kept under {identifier}")
+            # a record of an envelope is kept alone: validated and mapped as a bare record
+            payload = serialise_embedded(element) if document.is_envelope else body
+            records.append(self._raw(identifier, payload, entry.url, facts.date_stamp))
+            kept.append([identifier, facts.date_stamp.isoformat() if facts.date_stamp else None])
+        if document.others:
+            listing.note(f"{entry.name}: {', '.join(document.others)} of the envelope ignored")
+        if document.is_envelope:
+            return records, [entry.listed, kept]
+        return records, [entry.listed, *kept[0]]
 
     def _unparsed(
         self,
@@ -171,11 +220,11 @@ class WafHarvester(Harvester):
         previous: list[Any] | None,
         listing: Listing,
         why: str,
-    ) -> tuple[RawRecord, None]:
+    ) -> tuple[list[RawRecord], None]:
         """A file passed on as received, under the identifier it had (else its URL)."""
         listing.note(f"{entry.name}: {why}")
         identifier = previous[1] if previous and len(previous) == 3 else entry.url
-        return self._raw(identifier, body, entry.url, None), None
+        return [self._raw(identifier, body, entry.url, None)], None
 
     def _raw(self, identifier: str, body: bytes, url: str, stamp: datetime | None) -> RawRecord:
         return RawRecord(

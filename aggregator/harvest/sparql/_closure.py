@@ -22,7 +22,7 @@ frontiers do not know which dataset they came from, so they are a superset: each
 closure is then computed here, by a breadth-first walk over the returned triples with the
 exact rules (a node is followed when it is a reached node, i.e. not stop-typed; never back to
 the dataset). Blank nodes keep their identity within one result, which is all the walk needs.
-Rows are N-Triples term strings (:mod:`aggregator.harvest.sparql_results`), so a dataset's
+Rows are N-Triples term strings (:mod:`aggregator.harvest.sparql._results`), so a dataset's
 closure is its payload's lines.
 """
 
@@ -31,7 +31,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from aggregator.harvest.sparql_results import Row
+from aggregator.harvest.sparql._results import Row
 
 RDF_TYPE = "http://www.w3.org/1999/02/22-rdf-syntax-ns#type"
 _RDF_TYPE = f"<{RDF_TYPE}>"

@@ -1,6 +1,6 @@
 """OAI-PMH 2.0 harvester: ``ListRecords`` over resumption tokens.
 
-The protocol client is ours (:mod:`aggregator.harvest.oaipmh_client`): request arguments,
+The protocol client is ours (:mod:`aggregator.harvest.oaipmh._client`): request arguments,
 resumption tokens, OAI errors (:class:`OaiError`), the ``Identify`` answer; and so is
 everything under it:
 
@@ -35,7 +35,7 @@ from aggregator.config import SourceConfig
 from aggregator.core.errors import ConfigError, HarvestError
 from aggregator.core.models import RawRecord
 from aggregator.harvest.base import Harvester, HarvestRequest, Listing
-from aggregator.harvest.oaipmh_client import (
+from aggregator.harvest.oaipmh._client import (
     OAI,
     Cancelled,
     Fetcher,
@@ -50,7 +50,7 @@ from aggregator.harvest.oaipmh_client import (
 )
 from aggregator.net.client import HttpSession
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("aggregator.harvest.oaipmh")  # the name operators filter on
 
 _LIST_RECORDS = OAI + "ListRecords"
 _RECORD = OAI + "record"

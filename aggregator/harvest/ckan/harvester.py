@@ -1,6 +1,6 @@
 """Harvest a CKAN portal through its action API: ``package_search`` only.
 
-Paging is by **keys**, not offsets (:mod:`.ckan_paging`): the listing is sorted
+Paging is by **keys**, not offsets (:mod:`._paging`): the listing is sorted
 ``metadata_modified asc, id asc`` and each page after the first asks, with an ``fq`` range,
 for the packages from the last one read on (``metadata_modified:[T TO *]``, ``start`` always
 0). Edits while we read cannot push the listing back: an edited package moves to the end,
@@ -33,7 +33,7 @@ from aggregator.core.input_limits import dump_record, load_page
 from aggregator.core.models import RawRecord
 from aggregator.harvest.base import Harvester, HarvestRequest, Listing
 from aggregator.harvest.checkpoints import Checkpoint
-from aggregator.harvest.ckan_paging import (
+from aggregator.harvest.ckan._paging import (
     SORT,
     PageKey,
     Row,
@@ -44,7 +44,7 @@ from aggregator.harvest.ckan_paging import (
 )
 from aggregator.net.client import Response
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("aggregator.harvest.ckan")  # the name operators filter on
 
 ACTION_PATH = "api/3/action/package_search"
 DEFAULT_SORT = SORT

@@ -1,10 +1,12 @@
-"""The ``ckan`` mapper: one CKAN package dict (a ``package_search`` result) -> DCAT-AP 3.
+"""The ``ckan`` mapper: CKAN packages (as the action API gives them) -> DCAT-AP 3.
 
-1. **Read** the JSON parsed once (``payload.json()``); a ``package_show`` answer
-   (``{"success": true, "result": {...}}``) is unwrapped. A package without an ``id`` or a
-   title is a ``MappingError``.
+1. **Read** the JSON parsed once (``payload.json()``): a bare package (what the harvester
+   hands over: one ``package_search`` result), a ``package_show`` answer (``{"success": true,
+   "result": {...}}``), a ``package_search`` answer (``result.results``) or a JSON list of
+   packages (:mod:`._input`); each package is one dataset. An answer with ``success: false``
+   is a ``MappingError`` quoting CKAN's error; so is a package without an ``id`` or a title.
 2. **Fields** are written by the table ``mappings/ckan.toml``: field -> property and kind (the
-   kinds are in :mod:`.ckan_values`). Plain CKAN's ``extras`` are read as the dataset fields
+   kinds are in :mod:`._values`). Plain CKAN's ``extras`` are read as the dataset fields
    the table's ``[extras]`` names, ``author``/``maintainer`` with their e-mail fields, the
    package licence (``license_id``/``license_title``/``license_url``) goes to every resource
    that has none, ``organization`` is the publisher when there is no ``publisher``.
@@ -22,7 +24,7 @@ from __future__ import annotations
 import json
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
 from types import MappingProxyType
@@ -31,19 +33,23 @@ from typing import Any
 from pyoxigraph import BlankNode, Literal, NamedNode
 
 from aggregator.core.errors import ConfigError, MappingError
-from aggregator.core.models import Finding, MappedDataset, Severity, Stage
+from aggregator.core.models import Finding, MappedDataset, RawRecord, Severity, Stage
 from aggregator.core.resources import bundled
 from aggregator.core.vocab import DCAT, DCT
 from aggregator.mapping.base import Mapper, MappingContext, mint_iri
-from aggregator.mapping.ckan_values import (
-    KINDS,
+from aggregator.mapping.ckan._graph import (
     A,
     Graph,
     Subject,
-    finish,
     is_url,
+    repaired_url,
     tagged,
     text_of,
+)
+from aggregator.mapping.ckan._input import packages_of
+from aggregator.mapping.ckan._values import (
+    KINDS,
+    finish,
 )
 from aggregator.mapping.dcat.rule_table import DEFAULT_RULES_PATH, load_rules
 from aggregator.mapping.dcat.rules import RuleSet
@@ -84,7 +90,7 @@ class CkanTable:
     known_distribution: frozenset[str] = frozenset()
 
 
-def _rows(table: Any, prefixes: Mapping[str, str], where: str) -> tuple[FieldRow, ...]:
+def field_rows(table: Any, prefixes: Mapping[str, str], where: str) -> tuple[FieldRow, ...]:
     if not isinstance(table, dict) or not table:
         raise ConfigError(f"{where}: expected a table of fields")
     rows = []
@@ -118,8 +124,8 @@ def load_table(path: Path = DEFAULT_TABLE_PATH) -> CkanTable:
         raise ConfigError(f"cannot read the CKAN mapping table {path}: {err}") from err
     prefixes = data.get("prefixes", {})
     ignore = data.get("ignore", {})
-    dataset = _rows(data.get("dataset"), prefixes, "[dataset]")
-    distribution = _rows(data.get("distribution"), prefixes, "[distribution]")
+    dataset = field_rows(data.get("dataset"), prefixes, "[dataset]")
+    distribution = field_rows(data.get("distribution"), prefixes, "[distribution]")
     ignore_dataset = frozenset(ignore.get("dataset", ()))
     ignore_distribution = frozenset(ignore.get("distribution", ()))
     return CkanTable(
@@ -149,6 +155,8 @@ class CkanMapper(Mapper):
     """A CKAN package dict (plain or data.europa.eu extended schema) -> a DCAT-AP 3 graph."""
 
     name = "ckan"
+    # reads_collections stays False: a file given to ``aggregator map`` (one package, or a
+    # package_search answer or list of them) is read as one record, within max_record_bytes
 
     def __init__(self, table_path: Path | None = None, rules_path: Path | None = None) -> None:
         self.table = load_table(table_path or DEFAULT_TABLE_PATH)
@@ -157,26 +165,43 @@ class CkanMapper(Mapper):
 
     def map_payload(self, payload: ParsedPayload, ctx: MappingContext) -> list[MappedDataset]:
         raw = payload.raw
-        package = payload.json()
-        if isinstance(package, dict) and isinstance(package.get("result"), dict):
-            package = package["result"]  # a package_show answer
+        packages, several = packages_of(payload.json(), repr(raw.local_id))
+        if not packages:
+            raise MappingError(f"{raw.local_id!r} lists no CKAN package")
+        results = []
+        for number, package in enumerate(packages, start=1):
+            where = (
+                f"package {number} of {len(packages)} in {raw.local_id!r}"
+                if several
+                else repr(raw.local_id)
+            )
+            results.append(self._map_package(package, raw, ctx, where, several))
+        return results
+
+    def _map_package(
+        self, package: Any, raw: RawRecord, ctx: MappingContext, where: str, several: bool
+    ) -> MappedDataset:
         if not isinstance(package, dict):
-            raise MappingError(f"{raw.local_id!r} is not a CKAN package (a JSON object)")
+            raise MappingError(f"{where} is not a CKAN package (a JSON object)")
         package_id = text_of(package.get("id")) or text_of(package.get("name"))
         if package_id is None:
-            raise MappingError(f"{raw.local_id!r}: the package has no id")
+            raise MappingError(f"{where}: the package has no id")
         fields, unmapped = self._fields(package)
         if not list(tagged(fields.get("title_translated") or fields.get("title"))):
-            raise MappingError(f"package {package_id!r} has no title (dct:title is mandatory)")
+            raise MappingError(
+                f"{where}: package {package_id!r} has no title (dct:title is mandatory)"
+            )
         uri = text_of(package.get("uri"))
         iri = (
             NamedNode(uri)
             if uri and is_url(uri)
             else NamedNode(mint_iri(ctx, "dataset", package_id))
         )
-        g = Graph()
+        g = Graph(lambda kind, key: mint_iri(ctx, kind, key))
         g.add(iri, A, DATASET)
         licence = self._package_licence(package)
+        # relative resource URLs are resolved against the portal's URL (never a file's)
+        base = raw.url if raw.url and raw.url.startswith(("http://", "https://")) else None
         findings: list[Finding] = []
         filled: set[str] = set()  # the properties a row gave a value (for the fallbacks)
         for row in self.table.dataset:
@@ -189,7 +214,9 @@ class CkanMapper(Mapper):
             if row.kind == "resources":
                 for index, resource in enumerate(value if isinstance(value, list) else []):
                     if isinstance(resource, dict):
-                        self._distribution(g, iri, resource, licence, index, unmapped, findings)
+                        self._distribution(
+                            g, iri, resource, licence, index, unmapped, findings, base
+                        )
                 continue
             if row.kind == "text":
                 value = self._translated(fields, row.field, value)
@@ -208,7 +235,9 @@ class CkanMapper(Mapper):
                     location=iri.value,
                 )
             )
-        return [finish(self.rules, raw, iri, g, findings)]
+        # one record, several datasets: each is known by its package id
+        record = replace(raw, local_id=package_id) if several else raw
+        return finish(self.rules, record, iri, g, findings)
 
     # --- fields -------------------------------------------------------------------------------
 
@@ -292,6 +321,7 @@ class CkanMapper(Mapper):
         index: int,
         unmapped: set[str],
         findings: list[Finding],
+        base: str | None,
     ) -> None:
         fields = {k: v for k, v in resource.items() if v not in (None, "", [], {})}
         if "url" not in fields and "access_url" not in fields:
@@ -308,6 +338,25 @@ class CkanMapper(Mapper):
                 )
                 return
             fields["url"] = fields["download_url"]
+        for key in ("url", "access_url", "download_url"):
+            text = fields.get(key)
+            if isinstance(text, str) and text.strip() and not is_url(text.strip()):
+                repaired = repaired_url(text, base)
+                if repaired is None:
+                    g.note(
+                        dataset,
+                        "ckan-url-not-iri",
+                        f"resource {index + 1} {key} {text!r} is no absolute URL (and no portal"
+                        " URL is known to resolve it against): kept as text",
+                        Severity.WARNING,
+                    )
+                    continue
+                fields[key] = repaired
+                g.note(
+                    dataset,
+                    "ckan-url-repaired",
+                    f"resource {index + 1} {key} {text!r} written as <{repaired}>",
+                )
         if "checksum" not in fields and isinstance(fields.get("hash"), str):
             fields["checksum"] = {
                 "algorithm": resource.get("hash_algorithm"),

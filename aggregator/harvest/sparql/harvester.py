@@ -6,7 +6,7 @@
    (never OFFSET: its cost grows with depth and it skips or repeats rows when data changes);
 3. for each batch of ``batch_size`` listed IRIs, one SELECT fetches the closures of the whole
    batch (the dataset's triples plus the resources it links to, up to ``depth`` hops, stopping
-   at records of their own): see :mod:`aggregator.harvest.sparql_closure`. Each dataset's
+   at records of their own): see :mod:`aggregator.harvest.sparql._closure`. Each dataset's
    closure becomes one :class:`~aggregator.core.models.RawRecord` (N-Triples or Turtle).
 
 Transport: the SPARQL 1.1 Protocol requests (GET with ``query=``, or a form POST) are built
@@ -33,12 +33,12 @@ from aggregator.config import SourceConfig
 from aggregator.core.errors import ConfigError, HarvestError
 from aggregator.core.models import RawRecord
 from aggregator.core.vocab import DCAT, SKOS
-from aggregator.harvest import sparql_results as results
 from aggregator.harvest.base import Harvester, HarvestRequest, Listing
-from aggregator.harvest.sparql_closure import REACHED, BatchGraph, ClosureShape, closure_query
+from aggregator.harvest.sparql import _results as results
+from aggregator.harvest.sparql._closure import REACHED, BatchGraph, ClosureShape, closure_query
 from aggregator.net.client import HttpSession, Response
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("aggregator.harvest.sparql")  # the name operators filter on
 
 TYPE_NAMES: Mapping[str, str] = {
     "Dataset": DCAT + "Dataset",

@@ -59,7 +59,9 @@ def solr_ms(value: Any) -> str | None:
     except ValueError:
         return None
     naive = _NAIVE.fullmatch(value)
-    if naive is not None:  # CKAN's own form (once per package: strftime costs 8 us)
+    # CKAN's own form is cut as text: strftime once per package costs more
+    # (docs/benchmarks.md#date-parsing-in-harvesters)
+    if naive is not None:
         return f"{value[:19]}.{((naive[1] or '') + '000')[:3]}Z"
     when = when.replace(tzinfo=UTC) if when.tzinfo is None else when.astimezone(UTC)
     if not 1000 <= when.year <= 9999:

@@ -12,20 +12,22 @@ The XPaths are compiled once; they read a parsed tree (the hardened parser of
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from lxml import etree
 
-GMD = "http://www.isotc211.org/2005/gmd"
+from aggregator.mapping.iso19139.records import (
+    GMD,
+    GMI,
+    MD_METADATA,
+    MI_METADATA,
+    RECORD_TAGS,
+    serialise_embedded,
+)
+
 GCO = "http://www.isotc211.org/2005/gco"
-GMI = "http://www.isotc211.org/2005/gmi"
 NS = {"gmd": GMD, "gco": GCO, "gmi": GMI}
-MD_METADATA = f"{{{GMD}}}MD_Metadata"
-MI_METADATA = f"{{{GMI}}}MI_Metadata"
-#: root elements of an ISO 19139 record (MI_Metadata: the ISO 19115-2 extension of it)
-RECORD_TAGS = frozenset({MD_METADATA, MI_METADATA})
 
 _FILE_ID = etree.XPath("string(gmd:fileIdentifier/gco:CharacterString)", namespaces=NS)
 _DATE_STAMP = etree.XPath(
@@ -91,12 +93,13 @@ def record_facts(record: etree._Element) -> RecordFacts:
     )
 
 
-def serialise_embedded(record: etree._Element) -> bytes:
-    """The bytes kept for a record that came inside a protocol response (a CSW page).
-
-    A copy of the element is serialised, so the namespaces the record uses from the envelope
-    are declared on it and no others: the bytes parse on their own and are the same whenever
-    the record is the same (the store tells unchanged records by their hash)."""
-    return etree.tostring(
-        copy.deepcopy(record), encoding="UTF-8", xml_declaration=False, with_tail=False
-    )
+__all__ = [
+    "MD_METADATA",
+    "MI_METADATA",
+    "RECORD_TAGS",
+    "RecordFacts",
+    "looks_like_gemini",
+    "parse_metadata_date",
+    "record_facts",
+    "serialise_embedded",
+]

@@ -1,116 +1,76 @@
 """How one CKAN field value becomes RDF: the field kinds of ``mappings/ckan.toml``.
 
-Each kind is a function ``(emit, subject, predicate, value, field)`` that adds the triples for
-one field value through ``emit`` (a :class:`Graph`). Values are written as the package says
-them: literals where CKAN has strings, IRIs only where a value is an absolute URL; the ``dcat``
-normalisation rules that run afterwards turn literals into vocabulary terms.
+Each kind is a function ``(graph, subject, predicate, value)`` that adds the triples for
+one field value to the :class:`Graph` (and a finding to ``graph.findings`` where a value
+cannot be written as given). Values are written as the package says them: literals where
+CKAN has strings, IRIs only where a value is an absolute URL; the ``dcat`` normalisation rules
+that run afterwards turn literals into vocabulary terms.
 """
 
 from __future__ import annotations
 
+import json
 import re
 import tomllib
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any
 
-from pyoxigraph import BlankNode, Literal, NamedNode, Quad
+from pyoxigraph import BlankNode, Literal, NamedNode
 
-from aggregator.core.models import Finding, MappedDataset, RawRecord
+from aggregator.core.models import Finding, MappedDataset, RawRecord, Severity
 from aggregator.core.resources import bundled
-from aggregator.core.vocab import DCAT, DCT, FOAF, RDF_TYPE, SPDX, VCARD, XSD
 from aggregator.mapping.base import content_hash
+from aggregator.mapping.ckan._geometry import (
+    GeometryError,
+    footprint,
+    looks_like_geometry,
+)
+from aggregator.mapping.ckan._graph import (
+    _CONTACT_TYPES,
+    _HASH_BY_LENGTH,
+    ACCESS_URL,
+    ALGORITHM,
+    BBOX,
+    CENTROID,
+    CHECKSUM,
+    CHECKSUM_VALUE,
+    CONCEPT,
+    DATE_TIME,
+    DCT_TYPE,
+    DISTRIBUTION,
+    END,
+    FOAF_AGENT,
+    FOAF_HOMEPAGE,
+    FOAF_MBOX,
+    FOAF_NAME,
+    GEOJSON_LITERAL,
+    GEOMETRY,
+    HEX,
+    KEYWORD,
+    LOCATION,
+    NOTATION,
+    PERIOD,
+    PREF_LABEL,
+    START,
+    VCARD_EMAIL,
+    VCARD_FN,
+    VCARD_KIND,
+    VCARD_TEL,
+    VCARD_URL,
+    WKT_LITERAL,
+    A,
+    Emit,
+    Graph,
+    Subject,
+    _items,
+    is_url,
+    tagged,
+    text_of,
+)
 from aggregator.mapping.dcat.mapper import _themes, canonical_quads
 from aggregator.mapping.dcat.rules import RuleSet, findings_from
-
-A = NamedNode(RDF_TYPE)
-FOAF_AGENT = NamedNode(FOAF + "Agent")
-FOAF_NAME = NamedNode(FOAF + "name")
-FOAF_MBOX = NamedNode(FOAF + "mbox")
-FOAF_HOMEPAGE = NamedNode(FOAF + "homepage")
-DCT_TYPE = NamedNode(DCT + "type")
-VCARD_KIND = NamedNode(VCARD + "Kind")
-VCARD_FN = NamedNode(VCARD + "fn")
-VCARD_EMAIL = NamedNode(VCARD + "hasEmail")
-VCARD_URL = NamedNode(VCARD + "hasURL")
-VCARD_TEL = NamedNode(VCARD + "hasTelephone")
-PERIOD = NamedNode(DCT + "PeriodOfTime")
-START = NamedNode(DCAT + "startDate")
-END = NamedNode(DCAT + "endDate")
-CHECKSUM = NamedNode(SPDX + "Checksum")
-ALGORITHM = NamedNode(SPDX + "algorithm")
-CHECKSUM_VALUE = NamedNode(SPDX + "checksumValue")
-HEX = NamedNode(XSD + "hexBinary")
-_CONTACT_TYPES = {
-    "organization": VCARD + "Organization",
-    "individual": VCARD + "Individual",
-    "group": VCARD + "Group",
-    "location": VCARD + "Location",
-}
-_HASH_BY_LENGTH = {32: "md5", 40: "sha1", 64: "sha256", 128: "sha512"}
-
-Subject = NamedNode | BlankNode
-
-
-class Graph:
-    """The quads of one description being built."""
-
-    __slots__ = ("quads",)
-
-    def __init__(self) -> None:
-        self.quads: list[Quad] = []
-
-    def add(self, s: Subject, p: NamedNode, o: NamedNode | BlankNode | Literal) -> None:
-        self.quads.append(Quad(s, p, o))
-
-
-_URL = re.compile(r'(?i)(?:https?|ftp)://[^\s<>"{}|\\^`]+')
-
-
-def is_url(text: str) -> bool:
-    """An absolute http(s)/ftp URL that can be an IRI as it is (no space, quote, brace ...)."""
-    return _URL.fullmatch(text) is not None
-
-
-def text_of(value: Any) -> str | None:
-    """A scalar as stripped text (``None`` for an empty string, null or a container)."""
-    if isinstance(value, bool) or value is None:
-        return None
-    if isinstance(value, str | int | float):
-        text = str(value).strip()
-        return text or None
-    return None
-
-
-def _items(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else [value]
-
-
-def _language_map(value: Mapping[str, Any]) -> bool:
-    return bool(value) and all(
-        isinstance(k, str) and 2 <= len(k) <= 12 and "-" not in k[:1] for k in value
-    )
-
-
-def tagged(value: Any) -> Iterable[Literal]:
-    """Literals of a text value: a string, a list of strings, or {lang: text | [text]}."""
-    if isinstance(value, dict) and _language_map(value) and "label" not in value:
-        for lang, texts in value.items():
-            for item in _items(texts):
-                text = text_of(item)
-                if text is not None:
-                    try:
-                        yield Literal(text, language=lang.lower())
-                    except ValueError:  # not a BCP 47 tag: keep the text without one
-                        yield Literal(text)
-        return
-    for item in _items(value):
-        text = text_of(item.get("label")) if isinstance(item, dict) else text_of(item)
-        if text is not None:
-            yield Literal(text)
-
-
-Emit = Callable[[Graph, Subject, NamedNode, Any], None]
+from aggregator.mapping.dcat.vocab import load_vocabularies
 
 
 def emit_text(g: Graph, s: Subject, p: NamedNode, value: Any) -> None:
@@ -136,6 +96,25 @@ def emit_iri(g: Graph, s: Subject, p: NamedNode, value: Any) -> None:
         text = text_of(item)
         if text is not None:
             g.add(s, p, NamedNode(text) if is_url(text) else Literal(text))
+
+
+def emit_sample(g: Graph, s: Subject, p: NamedNode, value: Any) -> None:
+    """``sample``: the URL of a sample file. DCAT-AP 3.0.1 wants a ``dcat:Distribution`` (whose
+    access URL is mandatory), so the URL is that distribution and its own access URL; a text
+    that is no URL is a literal (which the shapes report: nothing to build a sample from)."""
+    for item in _items(value):
+        if isinstance(item, dict):
+            item = item.get("resource") or item.get("uri") or item.get("url")
+        text = text_of(item)
+        if text is None:
+            continue
+        if not is_url(text):
+            g.add(s, p, Literal(text))
+            continue
+        sample = NamedNode(text)
+        g.add(s, p, sample)
+        g.add(sample, A, DISTRIBUTION)
+        g.add(sample, ACCESS_URL, sample)
 
 
 def emit_labelled(g: Graph, s: Subject, p: NamedNode, value: Any) -> None:
@@ -164,6 +143,54 @@ def emit_date(g: Graph, s: Subject, p: NamedNode, value: Any) -> None:
             g.add(s, p, Literal(text))
 
 
+_TIMESTAMP = re.compile(r"-?\d{4,}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?P<zone>Z|[+-]\d\d:\d\d)?")
+
+
+def emit_timestamp(g: Graph, s: Subject, p: NamedNode, value: Any) -> None:
+    """CKAN's own ``metadata_created`` / ``metadata_modified``: an ``xsd:dateTime``. CKAN
+    stores them in UTC and writes them without a zone (``2024-06-18T07:55:02.113480``), so a
+    timestamp without one gets ``Z``; any other text is written as given (a plain literal, which
+    the dcat rules type or report like any date)."""
+    text = text_of(value)
+    if text is None:
+        return
+    match = _TIMESTAMP.fullmatch(text)
+    if match is None:
+        g.add(s, p, Literal(text))
+        return
+    g.add(s, p, Literal(text if match.group("zone") else text + "Z", datatype=DATE_TIME))
+
+
+def emit_geometry(g: Graph, s: Subject, p: NamedNode, value: Any) -> None:
+    """The ``spatial`` value of ckanext-spatial (GeoJSON) -> a dct:Location with
+    ``locn:geometry``, ``dcat:bbox`` and, for a point, ``dcat:centroid`` (see
+    :mod:`._geometry`). A place name or place IRI is written as a ``labelled`` value; a value
+    meant as a geometry that is not one is kept as the WARNING finding ``ckan-spatial-invalid``
+    quoting it, never dropped in silence."""
+    if not looks_like_geometry(value):
+        emit_labelled(g, s, p, value)
+        return
+    try:
+        found = footprint(value)
+    except GeometryError as err:
+        text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+        shown = text if len(text) <= 300 else text[:300] + f"... ({len(text):,} characters)"
+        g.note(
+            s,
+            "ckan-spatial-invalid",
+            f"the spatial value is not a GeoJSON geometry ({err}); not mapped: {shown}",
+            Severity.WARNING,
+        )
+        return
+    node = BlankNode()
+    g.add(s, p, node)
+    g.add(node, A, LOCATION)
+    g.add(node, GEOMETRY, Literal(found.geojson, datatype=GEOJSON_LITERAL))
+    g.add(node, BBOX, Literal(found.bbox_wkt, datatype=WKT_LITERAL))
+    if found.centroid_wkt is not None:
+        g.add(node, CENTROID, Literal(found.centroid_wkt, datatype=WKT_LITERAL))
+
+
 def _mailto(email: str) -> NamedNode | Literal:
     address = email.removeprefix("mailto:").strip()
     if "@" in address and is_url("http://" + address.replace("@", "at")):
@@ -190,6 +217,11 @@ def emit_agent(g: Graph, s: Subject, p: NamedNode, value: Any) -> None:
         g.add(s, p, node)
         if not names and not email and not homepage and not kind:
             continue  # an IRI alone: the agent is described elsewhere
+        if not names and email:
+            # plain CKAN's author_email without an author: the address is the only name the
+            # package gives (DCAT-AP 3.0.1: an agent's foaf:name is mandatory)
+            names = [Literal(email.removeprefix("mailto:"))]
+            g.note(s, "ckan-agent-named-by-email", f"agent {email!r} has no name: named by e-mail")
         g.add(node, A, FOAF_AGENT)
         for literal in names:
             g.add(node, FOAF_NAME, literal)
@@ -264,17 +296,66 @@ def emit_tags(g: Graph, s: Subject, p: NamedNode, value: Any) -> None:
             g.add(s, p, Literal(text))
 
 
+def emit_theme(g: Graph, s: Subject, p: NamedNode, value: Any) -> None:
+    """Theme IRIs (data.europa.eu's ``theme``). A theme given as text is the EU data theme of
+    that name or code when there is one; other text is no concept (DCAT-AP 3.0.1 wants a
+    concept IRI), so it is kept as a ``dcat:keyword`` and noted in the INFO finding
+    ``ckan-theme-as-keyword``."""
+    themes = load_vocabularies()["data-theme"]
+    for item in _items(value):
+        if isinstance(item, dict):
+            item = item.get("resource") or item.get("uri") or item.get("label")
+        text = text_of(item)
+        if text is None:
+            continue
+        found = NamedNode(text) if is_url(text) else themes.lookup(text)
+        if found is not None:
+            g.add(s, p, found)
+            continue
+        g.add(s, KEYWORD, Literal(text))
+        g.note(s, "ckan-theme-as-keyword", f"theme {text!r} is no IRI: kept as a dcat:keyword")
+
+
 def emit_groups(g: Graph, s: Subject, p: NamedNode, value: Any) -> None:
+    """CKAN groups, the portal's own categories: a group's ``uri`` is its theme IRI; a group
+    whose name or title is an EU data theme (``economy-and-finance``, ``Economy and finance``,
+    ``ECON``) is that theme; another group is a ``skos:Concept`` of the portal with an IRI
+    minted for the source and the group's name (``{base}group/{source}/{name}``), its title
+    as ``skos:prefLabel`` and its name as ``skos:notation`` (a theme must be a concept IRI in
+    DCAT-AP 3.0.1; the categorisation step reads the labels). Without a way to mint, the title
+    is a ``dcat:keyword``."""
+    themes = load_vocabularies()["data-theme"]
     for item in _items(value):
         if isinstance(item, dict):
             iri = text_of(item.get("uri"))
             if iri is not None and is_url(iri):
                 g.add(s, p, NamedNode(iri))
                 continue
-            item = item.get("name") or item.get("title") or item.get("display_name")
-        text = text_of(item)
-        if text is not None:
-            g.add(s, p, NamedNode(text) if is_url(text) else Literal(text))
+            name = text_of(item.get("name"))
+            title = text_of(item.get("title")) or text_of(item.get("display_name"))
+        else:
+            name = title = text_of(item)
+        if name is None and title is None:
+            continue
+        if name is not None and title == name and is_url(name):
+            g.add(s, p, NamedNode(name))
+            continue
+        terms = (themes.lookup(t) for t in (name, title) if t is not None)
+        found = next((term for term in terms if term is not None), None)
+        if found is not None:
+            g.add(s, p, found)
+            continue
+        label = title or name
+        assert label is not None
+        if g.mint is None or name is None:
+            g.add(s, KEYWORD, Literal(label))
+            g.note(s, "ckan-theme-as-keyword", f"group {label!r}: kept as a dcat:keyword")
+            continue
+        concept = NamedNode(g.mint("group", name))
+        g.add(s, p, concept)
+        g.add(concept, A, CONCEPT)
+        g.add(concept, PREF_LABEL, Literal(label))
+        g.add(concept, NOTATION, Literal(name))
 
 
 def emit_size(g: Graph, s: Subject, p: NamedNode, value: Any) -> None:
@@ -286,7 +367,16 @@ def emit_size(g: Graph, s: Subject, p: NamedNode, value: Any) -> None:
     g.add(s, p, Literal(text))
 
 
+_HEX_DIGITS = frozenset("0123456789abcdefABCDEF")
+_PREFIXED = re.compile(r"(?i)(md5|sha-?1|sha-?224|sha-?256|sha-?384|sha-?512)[:=](.+)")
+
+
 def emit_checksum(g: Graph, s: Subject, p: NamedNode, value: Any) -> None:
+    """``{algorithm, checksum_value}`` (or plain CKAN's ``hash``, which portals also write as
+    ``sha256:<hex>``) -> spdx:Checksum. DCAT-AP 3.0.1 wants a hexadecimal value and an
+    algorithm; a hash that gives neither (free text, base64, a hex string of no known length
+    without an algorithm) is not written as a checksum but kept as the WARNING finding
+    ``ckan-hash-not-checksum`` quoting it."""
     for item in _items(value):
         if not isinstance(item, dict):
             continue
@@ -294,19 +384,27 @@ def emit_checksum(g: Graph, s: Subject, p: NamedNode, value: Any) -> None:
         algorithm = text_of(item.get("algorithm"))
         if digest is None:
             continue
+        prefixed = _PREFIXED.fullmatch(digest)
+        if prefixed is not None:
+            algorithm = algorithm or prefixed.group(1).lower().replace("-", "")
+            digest = prefixed.group(2).strip()
+        hexadecimal = len(digest) % 2 == 0 and all(c in _HEX_DIGITS for c in digest)
+        if hexadecimal and algorithm is None:
+            algorithm = _HASH_BY_LENGTH.get(len(digest))
+        if not hexadecimal or algorithm is None:
+            why = "not hexadecimal" if not hexadecimal else "no algorithm given or implied"
+            g.note(
+                s,
+                "ckan-hash-not-checksum",
+                f"hash {digest[:200]!r} ({why}): not written as an spdx:Checksum",
+                Severity.WARNING,
+            )
+            continue
         node = BlankNode()
         g.add(s, p, node)
         g.add(node, A, CHECKSUM)
-        hexadecimal = all(c in "0123456789abcdefABCDEF" for c in digest) and len(digest) % 2 == 0
-        g.add(
-            node,
-            CHECKSUM_VALUE,
-            Literal(digest.lower(), datatype=HEX) if hexadecimal else Literal(digest),
-        )
-        algorithm = algorithm or _HASH_BY_LENGTH.get(len(digest)) if hexadecimal else algorithm
-        if algorithm is not None:
-            iri = algorithm if is_url(algorithm) else None
-            g.add(node, ALGORITHM, NamedNode(iri) if iri else Literal(algorithm))
+        g.add(node, CHECKSUM_VALUE, Literal(digest.lower(), datatype=HEX))
+        g.add(node, ALGORITHM, NamedNode(algorithm) if is_url(algorithm) else Literal(algorithm))
 
 
 FILE_TYPE = "http://publications.europa.eu/resource/authority/file-type/"
@@ -341,6 +439,10 @@ KINDS: Mapping[str, Emit] = {
     "text": emit_text,
     "literal": emit_literal,
     "date": emit_date,
+    "timestamp": emit_timestamp,
+    "geometry": emit_geometry,
+    "theme": emit_theme,
+    "sample": emit_sample,
     "iri": emit_iri,
     "labelled": emit_labelled,
     "agent": emit_agent,
@@ -363,6 +465,7 @@ def finish(
     """Normalise the built graph with the ``dcat`` rule table and make the mapped dataset
     (canonical N-Triples, content hash, themes): the last step of the JSON mappers."""
     quads, trace, ground = rules.apply_split(g.quads)
+    findings.extend(g.findings)
     findings.extend(findings_from(trace, rules))
     ntriples = canonical_quads(quads, ground)
     return MappedDataset(
