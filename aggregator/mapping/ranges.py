@@ -67,7 +67,8 @@ def _lines_read(
     """One pass over the lines of ``data``, by predicate (the token between the first two
     spaces): the rdf:type statements and the required properties are read from the text
     (subject token -> class IRIs, subject token -> properties), the range and label statements
-    are returned to be parsed. Parsing only these is ~2x cheaper than parsing every line."""
+    are returned to be parsed: parsing only these is cheaper than parsing every line
+    (docs/mappings/ranges.md, Cost)."""
     parse_these, required = table.read_lines, table.required_tokens
     lines: list[bytes] = []
     types: dict[bytes, set[str]] = {}
@@ -362,7 +363,7 @@ def _finding(rule: str, notes: list[str], where: str) -> Finding:
 def _own_labels(data: bytes) -> bool:
     """Whether the mapper labelled its blank nodes its own way rather than with RDFC-1.0
     (``_:c14n0``...): the ISO mapper names a node by a hash of what it says (``_:b`` and 32
-    hex digits), ~20x cheaper. Its form is kept: the labels stay, a new node is named by the
+    hex digits), much cheaper. Its form is kept: the labels stay, a new node is named by the
     statement it replaces, and equal mapper output still gives equal bytes."""
     at = data.find(b"_:")
     return at != -1 and not data.startswith(b"c14n", at + 2)
@@ -386,7 +387,9 @@ def _rewritten(data: bytes, change: _Rewrite) -> bytes:
         lines.update(_line(t) for t in change.added)
         return b"\n".join(sorted(lines)) + b"\n"
     removed = change.removed
-    quads: Iterable[Quad] = parse(data, RdfFormat.N_TRIPLES)  # kept as quads: ~2x cheaper
+    quads: Iterable[Quad] = parse(
+        data, RdfFormat.N_TRIPLES
+    )  # kept as quads: no Triple objects made
     if removed:
         quads = (q for q in quads if q.triple not in removed)
     default = DefaultGraph()
