@@ -82,9 +82,12 @@ class RangeTable:
     #: the mandatory properties the described rows ask for (their presence is read):
     #: ``<P>`` as written in N-Triples -> P
     required_tokens: Mapping[bytes, str]
-    #: ``<P>`` of the predicates whose statements the step parses: the range and label
-    #: properties (rdf:type and the required properties are read from the text)
-    read_lines: frozenset[bytes]
+    #: ``<P>`` as written in N-Triples -> the rows of P: the statements the step may parse
+    #: (rdf:type and the required properties are read from the text)
+    by_property_token: Mapping[bytes, tuple[Range, ...]]
+    #: ``<P>`` -> P of the label properties (their statements are parsed only for values the
+    #: step works on)
+    label_tokens: Mapping[bytes, str]
 
     #: the CURIE of each property, class and label property of the table
     curies: Mapping[str, str] = field(default_factory=dict)
@@ -202,8 +205,11 @@ def compile_ranges(data: Mapping[str, Any], vocabularies: Mapping[str, Vocabular
         MappingProxyType({p: tuple(rows) for p, rows in by_property.items()}),
         MappingProxyType(dict(prefixes)),
         labels,
-        MappingProxyType({f"<{p}>".encode(): p for p in required}),
-        frozenset(f"<{p}>".encode() for p in {*by_property, *labels}),
+        # the token maps are plain dicts: the step looks up every line of every record in
+        # them, and a mappingproxy's lookup is dearer
+        {f"<{p}>".encode(): p for p in required},
+        {f"<{p}>".encode(): tuple(rows) for p, rows in by_property.items()},
+        {f"<{p}>".encode(): p for p in labels},
     )
     return replace(table, curies=MappingProxyType({t: table.curie(t) for t in terms}))
 

@@ -20,9 +20,11 @@ class of such a value is sound. After every mapper (``aggregator map`` and a har
   ``dct:subject`` and copies its labels to ``dcat:keyword`` (``range-theme-node-to-keyword``,
   WARNING).
 
-Nothing is dropped. Cost: the N-Triples lines that state a range property, a type or a label
-are picked by their predicate and only those are parsed (pyoxigraph); a record that needs no
-change is returned as it is; a change without a blank node is merged into the record's sorted
+Nothing is dropped. Cost: the record's lines are read once as text (subject, predicate and
+object tokens); a range statement whose value already carries its class (and label) is settled
+there, and only the others, with the labels of their values, are parsed (pyoxigraph): a record
+whose mapper typed everything parses nothing. A record that needs no change is returned as it
+is; a change without a blank node is merged into the record's sorted
 lines; a change that touches a blank node re-canonicalises the graph (RDFC-1.0, as the mappers
 do), so that equal graphs still give equal bytes and content hashes, here and in an aggregator
 that harvests us.
@@ -61,35 +63,73 @@ def _key(term: object) -> bytes:
     return str(term).encode()
 
 
-def _lines_read(
-    data: bytes, table: RangeTable
-) -> tuple[list[bytes], dict[bytes, set[str]], dict[bytes, set[str]]]:
-    """One pass over the lines of ``data``, by predicate (the token between the first two
-    spaces): the rdf:type statements and the required properties are read from the text
-    (subject token -> class IRIs, subject token -> properties), the range and label statements
-    are returned to be parsed: parsing only these is cheaper than parsing every line
-    (docs/mappings/ranges.md, Cost)."""
-    parse_these, required = table.read_lines, table.required_tokens
-    lines: list[bytes] = []
-    types: dict[bytes, set[str]] = {}
-    has: dict[bytes, set[str]] = {}
-    for line in data.split(b"\n"):
-        start = line.find(b" ") + 1
-        if not start:
-            continue
-        end = line.find(b" ", start)
-        predicate = line[start:end]
-        if predicate == _TYPE_TOKEN:
-            obj = line[end + 1 : line.rfind(b" ")]
-            if obj[:1] == b"<":
-                types.setdefault(line[: start - 1], set()).add(obj[1:-1].decode())
-            continue
-        name = required.get(predicate)
-        if name is not None:
-            has.setdefault(line[: start - 1], set()).add(name)
-        if predicate in parse_these:
-            lines.append(line)
-    return lines, types, has
+class _Lines:
+    """One pass over the lines of a record, by predicate (the token between the first two
+    spaces): what the step reads from the text alone, and the lines it may have to parse."""
+
+    __slots__ = ("has", "labelled", "labels", "links", "types")
+
+    def __init__(self, data: bytes, table: RangeTable) -> None:
+        links, labels, required = table.by_property_token, table.label_tokens, table.required_tokens
+        self.links: list[tuple[bytes, bytes, bytes, bytes]] = []  # line, subject, p, object
+        self.labels: list[tuple[bytes, bytes]] = []  # line, subject: literal-valued labels
+        self.types: dict[bytes, set[str]] = {}  # subject token -> class IRIs
+        self.has: dict[bytes, set[str]] = {}  # subject token -> required properties it has
+        self.labelled: dict[bytes, set[str]] = {}  # subject token -> label properties
+        types, has, labelled = self.types, self.has, self.labelled
+        for line in data.split(b"\n"):
+            parts = line.split(b" ", 2)  # subject, predicate, the rest (cheaper than a regex)
+            if len(parts) != 3:
+                continue
+            subject, predicate, rest = parts
+            if predicate == _TYPE_TOKEN:
+                if rest[:1] == b"<":
+                    types.setdefault(subject, set()).add(rest[1 : rest.rfind(b">")].decode())
+                continue
+            name = required.get(predicate)
+            if name is not None:
+                has.setdefault(subject, set()).add(name)
+            if predicate in links:
+                self.links.append((line, subject, predicate, rest[: rest.rfind(b" ")]))
+                continue
+            name = labels.get(predicate)
+            if name is not None and rest[:1] == b'"':
+                self.labels.append((line, subject))
+                labelled.setdefault(subject, set()).add(name)
+
+    def settled(
+        self, link: tuple[bytes, bytes, bytes, bytes], table: RangeTable, data: bytes
+    ) -> bool:
+        """Whether the statement needs nothing, whichever of its property's rows applies: its
+        value is a literal no row rewrites, or a resource that already has each row's class
+        (and the vocabulary label the row gives it). Read from the tokens; the statements
+        that are not settled are parsed and go through the step (a cheap pre-check: in most
+        records every value is typed by the mapper already)."""
+        obj = link[3]
+        rows = table.by_property_token[link[2]]
+        if obj[:1] == b'"':
+            return all(row.literal is None for row in rows)
+        blank = obj[:2] == b"_:"
+        types = self.types.get(obj, ())
+        for row in rows:
+            if blank and row.iri:
+                return False
+            if row.described:
+                if not blank and not _describes_token(data, obj):
+                    continue  # another record's resource: left alone
+                if not row.requires <= self.has.get(obj, set()):
+                    return False
+            if row.cls not in types:
+                return False
+            label_property = row.label_property
+            if (
+                label_property is not None
+                and not blank
+                and obj[1:-1].decode() in row.labels
+                and label_property not in self.labelled.get(obj, ())
+            ):
+                return False
+        return True
 
 
 def _line(triple: Triple) -> bytes:
@@ -97,22 +137,37 @@ def _line(triple: Triple) -> bytes:
     return f"{triple} .".encode()
 
 
+def _describes_token(data: bytes, token: bytes) -> bool:
+    """Whether the IRI written ``token`` (``<...>``) is the subject of a statement of the record."""
+    head = token + b" "
+    return data.startswith(head) or b"\n" + head in data
+
+
 def _describes(data: bytes, node: Term) -> bool:
     """Whether ``node`` is the subject of a statement of the record."""
     if isinstance(node, BlankNode):
         return True  # a blank node belongs to this record
-    head = b"<" + node.value.encode() + b"> "
-    return data.startswith(head) or b"\n" + head in data
+    return _describes_token(data, b"<" + node.value.encode() + b">")
 
 
 class _Read:
-    """What the record's range, type and label statements say."""
+    """What the record's range, type and label statements say. Only the range statements
+    that are not :meth:`_Lines.settled` are parsed (pyoxigraph), with the labels of their
+    values: parsing only these is cheaper than parsing every line (docs/mappings/ranges.md,
+    Cost), and a record whose values are all typed parses nothing."""
 
     def __init__(self, data: bytes, table: RangeTable) -> None:
-        lines, self.types, self.has = _lines_read(data, table)
-        labels = table.label_properties
+        text = _Lines(data, table)
+        self.types, self.has = text.types, text.has
         self.labels: dict[object, dict[str, list[Literal]]] = {}
         self.links: list[tuple[Triple, tuple[Range, ...]]] = []
+        open_links = [link for link in text.links if not text.settled(link, table, data)]
+        if not open_links:
+            return
+        values = {link[3] for link in open_links}
+        lines = [link[0] for link in open_links]
+        lines.extend(line for line, subject in text.labels if subject in values)
+        labels = table.label_properties
         rows = table.by_property
         for q in parse(b"\n".join(lines), RdfFormat.N_TRIPLES):
             predicate = q.predicate.value
