@@ -33,10 +33,13 @@ that harvests us.
 from __future__ import annotations
 
 import hashlib
+import operator
 import re
+from bisect import bisect_left
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import replace
+from itertools import islice
 
 from pyoxigraph import BlankNode, DefaultGraph, Literal, NamedNode, Quad, RdfFormat, Triple, parse
 
@@ -56,6 +59,7 @@ Term = NamedNode | BlankNode
 
 
 _TYPE_TOKEN = f"<{RDF_TYPE}>".encode()
+_NO_CLASSES: frozenset[str] = frozenset()
 
 
 def _key(term: object) -> bytes:
@@ -110,23 +114,23 @@ class _Lines:
         if obj[:1] == b'"':
             return all(row.literal is None for row in rows)
         blank = obj[:2] == b"_:"
-        types = self.types.get(obj, ())
+        types = self.types.get(obj, _NO_CLASSES)
         for row in rows:
             if blank and row.iri:
                 return False
-            if row.described:
-                if not blank and not _describes_token(data, obj):
-                    continue  # another record's resource: left alone
-                if not row.requires <= self.has.get(obj, set()):
+            if row.cls in types:  # typed: described by the record (a subject of it)
+                if row.described and not row.requires <= self.has.get(obj, _NO_CLASSES):
                     return False
-            if row.cls not in types:
+            elif row.described and not blank and not _describes_token(data, obj):
+                continue  # another record's resource: left alone
+            else:
                 return False
             label_property = row.label_property
             if (
                 label_property is not None
                 and not blank
+                and label_property not in self.labelled.get(obj, _NO_CLASSES)
                 and obj[1:-1].decode() in row.labels
-                and label_property not in self.labelled.get(obj, ())
             ):
                 return False
         return True
@@ -424,6 +428,25 @@ def _own_labels(data: bytes) -> bool:
     return at != -1 and not data.startswith(b"c14n", at + 2)
 
 
+def _merged(data: bytes, removed: set[bytes], added: list[bytes]) -> bytes:
+    """The sorted lines of ``data`` less ``removed``, plus ``added``, each once. The lines of
+    a mapper's canonical form are sorted and unique already (checked: one C-level pass), so the
+    few added lines are put in their places; other text is sorted as a set."""
+    lines = data.splitlines()
+    if not all(map(operator.lt, lines, islice(lines, 1, None))):
+        merged = set(lines)
+        merged.difference_update(removed)
+        merged.update(added)
+        return b"\n".join(sorted(merged)) + b"\n"
+    if removed:
+        lines = [line for line in lines if line not in removed]
+    for line in added:
+        at = bisect_left(lines, line)
+        if at == len(lines) or lines[at] != line:
+            lines.insert(at, line)
+    return b"\n".join(lines) + b"\n"
+
+
 def _rewritten(data: bytes, change: _Rewrite) -> bytes:
     """The graph less the removed, plus the added statements, in the canonical form every
     mapper hands over (:func:`aggregator.mapping.base.canonical_ntriples`): equal graphs give
@@ -437,10 +460,7 @@ def _rewritten(data: bytes, change: _Rewrite) -> bytes:
         isinstance(t.subject, BlankNode) or isinstance(t.object, BlankNode) for t in touched
     )
     if not blank or _own_labels(data):
-        lines = set(data.splitlines())
-        lines.difference_update(_line(t) for t in change.removed)
-        lines.update(_line(t) for t in change.added)
-        return b"\n".join(sorted(lines)) + b"\n"
+        return _merged(data, {_line(t) for t in change.removed}, [_line(t) for t in change.added])
     removed = change.removed
     quads: Iterable[Quad] = parse(
         data, RdfFormat.N_TRIPLES
