@@ -22,12 +22,14 @@ without canonicalising again.
 from __future__ import annotations
 
 from dataclasses import replace
+from functools import lru_cache
 
 from pyoxigraph import BlankNode, Literal, NamedNode, RdfFormat, Triple, parse, serialize
 
 from aggregator.config.categorisation import CategorisationConfig, CategoryTable, compile_table
 from aggregator.core.models import Finding, MappedDataset, Severity, Stage, content_hash
 from aggregator.core.vocab import DCAT, DCT, EU_DATA_THEME, EU_THEME_LABELS, RDF_TYPE, RDFS, SKOS
+from aggregator.mapping.base import merge_lines
 
 GEODCAT_TOPIC = "http://data.europa.eu/930/topicCategory"
 CATEGORY_PROPERTIES = frozenset({DCAT + "theme", DCT + "subject", GEODCAT_TOPIC})
@@ -91,16 +93,16 @@ class _Categories:
         self.categories: list[NamedNode | BlankNode | Literal] = []
         self.keywords: list[Literal] = []
         self.have: set[str] = set()  # EU themes the dataset has already
-        for t in triples:  # one pass, no call per triple
-            if t.subject == subject:
-                predicate = t.predicate.value
+        for t in triples:  # one pass, no call per triple; each term read once
+            node, predicate = t.subject, t.predicate.value
+            if node == subject:
                 if predicate in CATEGORY_PROPERTIES:
                     self._category(predicate, t.object)
                 elif predicate == KEYWORD and isinstance(t.object, Literal):
                     self.keywords.append(t.object)
-            named = t.predicate.value in NAME_PROPERTIES or t.predicate.value == IN_SCHEME
-            if named and isinstance(t.subject, NamedNode | BlankNode):
-                self.names.setdefault(t.subject, []).append(t)
+            named = predicate in NAME_PROPERTIES or predicate == IN_SCHEME
+            if named and isinstance(node, NamedNode | BlankNode):
+                self.names.setdefault(node, []).append(t)
 
     def _category(self, predicate: str, obj: NamedNode | BlankNode | Literal | Triple) -> None:
         if isinstance(obj, NamedNode) and obj.value.startswith(EU_DATA_THEME):
@@ -154,26 +156,28 @@ class _Themes:
                     self._note(table.by_notation(scheme, value), f"{value!r} in <{scheme}>")
 
 
+@lru_cache(maxsize=64)
+def _theme_lines(code: str) -> tuple[bytes, bytes]:
+    """The type and label statements of an EU theme (the same in every record)."""
+    term = NamedNode(EU_DATA_THEME + code)
+    label = Literal(EU_THEME_LABELS[code], language="en")
+    return (
+        _line(Triple(term, NamedNode(RDF_TYPE), NamedNode(SKOS + "Concept"))),
+        _line(Triple(term, NamedNode(SKOS + "prefLabel"), label)),
+    )
+
+
 def _with_themes(
     dataset: MappedDataset, subject: NamedNode, found: dict[str, str]
 ) -> MappedDataset:
     """``dataset`` with the themes ``found`` added, and a finding saying why."""
-    lines = set(dataset.ntriples.splitlines())
     theme = NamedNode(DCAT + "theme")
+    added = []
     for code in found:
         term = NamedNode(EU_DATA_THEME + code)
-        lines.add(_line(Triple(subject, theme, term)))
-        lines.add(_line(Triple(term, NamedNode(RDF_TYPE), NamedNode(SKOS + "Concept"))))
-        lines.add(
-            _line(
-                Triple(
-                    term,
-                    NamedNode(SKOS + "prefLabel"),
-                    Literal(EU_THEME_LABELS[code], language="en"),
-                )
-            )
-        )
-    ntriples = b"\n".join(sorted(lines)) + b"\n"
+        added.append(_line(Triple(subject, theme, term)))
+        added.extend(_theme_lines(code))
+    ntriples = merge_lines(dataset.ntriples, set(), added)
 
     finding = Finding(
         Stage.MAP,

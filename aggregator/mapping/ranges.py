@@ -33,19 +33,16 @@ that harvests us.
 from __future__ import annotations
 
 import hashlib
-import operator
 import re
-from bisect import bisect_left
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import replace
-from itertools import islice
 
 from pyoxigraph import BlankNode, DefaultGraph, Literal, NamedNode, Quad, RdfFormat, Triple, parse
 
 from aggregator.core.models import Finding, MappedDataset, Severity, Stage, content_hash
 from aggregator.core.vocab import DCAT, DCT, RDF_TYPE, RDFS, SKOS
-from aggregator.mapping.base import canonical_ntriples
+from aggregator.mapping.base import canonical_ntriples, merge_lines
 from aggregator.mapping.range_table import Range, RangeTable, load_ranges
 
 _TYPE = NamedNode(RDF_TYPE)
@@ -428,25 +425,6 @@ def _own_labels(data: bytes) -> bool:
     return at != -1 and not data.startswith(b"c14n", at + 2)
 
 
-def _merged(data: bytes, removed: set[bytes], added: list[bytes]) -> bytes:
-    """The sorted lines of ``data`` less ``removed``, plus ``added``, each once. The lines of
-    a mapper's canonical form are sorted and unique already (checked: one C-level pass), so the
-    few added lines are put in their places; other text is sorted as a set."""
-    lines = data.splitlines()
-    if not all(map(operator.lt, lines, islice(lines, 1, None))):
-        merged = set(lines)
-        merged.difference_update(removed)
-        merged.update(added)
-        return b"\n".join(sorted(merged)) + b"\n"
-    if removed:
-        lines = [line for line in lines if line not in removed]
-    for line in added:
-        at = bisect_left(lines, line)
-        if at == len(lines) or lines[at] != line:
-            lines.insert(at, line)
-    return b"\n".join(lines) + b"\n"
-
-
 def _rewritten(data: bytes, change: _Rewrite) -> bytes:
     """The graph less the removed, plus the added statements, in the canonical form every
     mapper hands over (:func:`aggregator.mapping.base.canonical_ntriples`): equal graphs give
@@ -460,7 +438,9 @@ def _rewritten(data: bytes, change: _Rewrite) -> bytes:
         isinstance(t.subject, BlankNode) or isinstance(t.object, BlankNode) for t in touched
     )
     if not blank or _own_labels(data):
-        return _merged(data, {_line(t) for t in change.removed}, [_line(t) for t in change.added])
+        return merge_lines(
+            data, {_line(t) for t in change.removed}, [_line(t) for t in change.added]
+        )
     removed = change.removed
     quads: Iterable[Quad] = parse(
         data, RdfFormat.N_TRIPLES
