@@ -91,7 +91,7 @@ EXTENDED = {  # every field of the data.europa.eu dataset table -> the property 
     "version_info": DCAT + "version",  # owl:versionInfo, renamed by the DCAT 3 rule
     "version_notes": "http://www.w3.org/ns/adms#versionNotes",
     "provenance": DCT + "provenance",
-    "source": DCT + "source",
+    "source": "http://www.w3.org/ns/prov#wasDerivedFrom",  # a link no record describes
     "access_rights": DCT + "accessRights",
     "has_version": DCAT + "hasVersion",  # dct:hasVersion, renamed by the DCAT 3 rule
     "is_version_of": DCAT + "isVersionOf",
