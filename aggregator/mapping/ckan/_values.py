@@ -52,6 +52,8 @@ from aggregator.mapping.ckan._graph import (
     NOTATION,
     PERIOD,
     PREF_LABEL,
+    PROVENANCE,
+    RELATION,
     START,
     VCARD_EMAIL,
     VCARD_FN,
@@ -96,6 +98,44 @@ def emit_iri(g: Graph, s: Subject, p: NamedNode, value: Any) -> None:
         text = text_of(item)
         if text is not None:
             g.add(s, p, NamedNode(text) if is_url(text) else Literal(text))
+
+
+def emit_source(g: Graph, s: Subject, p: NamedNode, value: Any) -> None:
+    """CKAN's ``source`` (ckanext-dcat's reading of ``dct:source``): in practice the URL of the
+    page or system the data came from, which no record describes. DCAT-AP 3.0.1 gives
+    ``dct:source`` the range dcat:Dataset (title and description mandatory), so such a URL is
+    written as ``prov:wasDerivedFrom`` (PROV-DC's mapping of dct:source: the same derivation,
+    no dataset class asserted) and ``dct:relation`` (DCAT-AP's related resource, so DCAT-AP
+    readers keep the link); a text that is no URL is a lineage statement, ``dct:provenance``.
+    docs/mappings/ckan.md, "source"."""
+    urls, texts = [], []
+    for item in _items(value):
+        if isinstance(item, dict):
+            item = item.get("resource") or item.get("uri") or item.get("url") or item.get("label")
+        text = text_of(item)
+        if text is None:
+            continue
+        if is_url(text):
+            iri = NamedNode(text)
+            g.add(s, p, iri)
+            g.add(s, RELATION, iri)
+            urls.append(text)
+        else:
+            g.add(s, PROVENANCE, Literal(text))
+            texts.append(text)
+    written = [
+        f"{', '.join(f'<{u}>' for u in urls)} as prov:wasDerivedFrom and dct:relation"
+        if urls
+        else "",
+        f"{', '.join(repr(t) for t in texts)} as dct:provenance" if texts else "",
+    ]
+    if urls or texts:
+        g.note(
+            s,
+            "ckan-source-as-derivation",
+            f"source written {' and '.join(w for w in written if w)}: DCAT-AP 3.0.1's dct:source "
+            "must be a dcat:Dataset the record describes, and a CKAN source is a link or a text",
+        )
 
 
 def emit_sample(g: Graph, s: Subject, p: NamedNode, value: Any) -> None:
@@ -444,6 +484,7 @@ KINDS: Mapping[str, Emit] = {
     "theme": emit_theme,
     "sample": emit_sample,
     "iri": emit_iri,
+    "source": emit_source,
     "labelled": emit_labelled,
     "agent": emit_agent,
     "contact": emit_contact,
