@@ -14,7 +14,7 @@ from aggregator.store.migrations import LATEST
 
 @click.group("store")
 def store() -> None:
-    """The state database: upgrade its schema, prune old versions and jobs."""
+    """The store's upkeep: its figures, checks, backups, compaction, schema and retention."""
 
 
 @store.command("upgrade")
@@ -63,4 +63,23 @@ def store_prune(c: Ctx, dry_run: bool, as_json: bool) -> None:
         click.echo(json.dumps(report.as_dict(), indent=2))
         return
     for line in report.lines():
+        click.echo(line)
+
+
+@store.command("stats")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@pass_ctx
+def store_stats(c: Ctx, as_json: bool) -> None:
+    """Records by source and status, and the size on disk of each part of the store.
+
+    Read-only: it takes no lock and runs beside a harvest or serving. The snapshots' part is
+    what they hold alone (files the live graph store has compacted away since)."""
+    from aggregator.store.stats import store_stats as figures
+
+    with c.reader() as reader:
+        stats = figures(reader.path, reader.db.conn)
+    if as_json:
+        click.echo(json.dumps(stats.as_dict(), indent=2))
+        return
+    for line in stats.lines():
         click.echo(line)

@@ -1,0 +1,167 @@
+"""``aggregator store stats|check|backup|restore|optimize|reindex`` on real on-disk stores
+harvested from the OAI-PMH fixture peer (docs/store.md#maintenance)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sqlite3
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from aggregator.cli import main
+from aggregator.config import HarvestSettings, HttpSettings, Settings, SourceConfig
+from aggregator.demo.peers.oaipmh import OaiPmhPeer
+from aggregator.demo.peers.oaipmh_items import MemoryItems, OaiItem
+from aggregator.demo.peers.sample_data import generate_dataset, generate_identifier
+from aggregator.demo.peers.server import PeerServer
+from aggregator.jobs.pipeline import RunOptions, run_source
+from aggregator.net.client import HttpClient
+from aggregator.store.records import RecordStore
+
+BASE = "http://127.0.0.1:8000/"
+T0 = datetime(2024, 3, 1, tzinfo=UTC)
+ACTIVE, WITHDRAWN, REJECTED = 7, 2, 1
+
+
+def item(i: int, day: int = 0) -> OaiItem:
+    return OaiItem(generate_identifier(i), T0 + timedelta(days=day), (), False, generate_dataset(i))
+
+
+@dataclass
+class Harvested:
+    store_path: Path
+    settings: Settings
+    config: Path
+    url: str
+
+
+def make_settings(store_path: Path, url: str) -> Settings:
+    return Settings(
+        config_path=None,
+        store_path=store_path,
+        base_iri=BASE,
+        http=HttpSettings(allow_private=True, retries=0),
+        harvest=HarvestSettings(workers=0, batch_size=3),
+        sources={"portal": SourceConfig(name="portal", type="oai-pmh", url=url)},
+    )
+
+
+def write_config(folder: Path, url: str) -> Path:
+    config = folder / "aggregator.toml"
+    config.write_text(
+        f'[store]\npath = "store"\nbase_iri = "{BASE}"\n\n'
+        f'[sources.portal]\ntype = "oai-pmh"\nurl = "{url}"\n',
+        encoding="utf-8",
+    )
+    return config
+
+
+@pytest.fixture(scope="module")
+def peer() -> Iterator[tuple[str, MemoryItems]]:
+    items = MemoryItems()
+    with PeerServer(OaiPmhPeer(items, page_size=5)) as server:
+        yield f"{server.url}oai", items
+
+
+@pytest.fixture(scope="module")
+def template(tmp_path_factory: pytest.TempPathFactory, peer: tuple[str, MemoryItems]) -> Path:
+    """A store with active, withdrawn (deleted headers) and rejected records."""
+    url, items = peer
+    store_path = tmp_path_factory.mktemp("maintenance") / "store"
+    settings = make_settings(store_path, url)
+    items.put(*(item(i) for i in range(ACTIVE + WITHDRAWN)))
+    items.put(OaiItem("oai:x:broken", T0, (), False, b"<not-rdf/>"))
+    with RecordStore(store_path, BASE) as store:
+        http = HttpClient(settings.http)
+        job = run_source(settings, store, "portal", RunOptions(full=True), http=http)
+        assert job.status == "succeeded", job.message
+        for i in range(ACTIVE, ACTIVE + WITHDRAWN):
+            items.delete(generate_identifier(i), T0 + timedelta(days=1))
+        job = run_source(settings, store, "portal", RunOptions(full=True), http=http)
+        assert job.status == "succeeded", job.message
+    return store_path
+
+
+@pytest.fixture
+def harvested(template: Path, tmp_path: Path, peer: tuple[str, MemoryItems]) -> Harvested:
+    store_path = tmp_path / "store"
+    shutil.copytree(template, store_path)
+    url = peer[0]
+    return Harvested(store_path, make_settings(store_path, url), write_config(tmp_path, url), url)
+
+
+def cli(config: Path, *args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(main, ["-c", str(config), *args], catch_exceptions=False)
+    return result.exit_code, result.output
+
+
+def disk_bytes(folder: Path) -> tuple[int, dict[tuple[int, int], int]]:
+    """Everything under ``folder`` on disk, each inode once; and the inodes."""
+    inodes: dict[tuple[int, int], int] = {}
+    for root, _dirs, names in os.walk(folder):
+        for name in names:
+            st = os.stat(os.path.join(root, name), follow_symlinks=False)
+            inodes[(st.st_dev, st.st_ino)] = st.st_blocks * 512
+    return sum(inodes.values()), inodes
+
+
+def stats_json(config: Path) -> dict[str, Any]:
+    code, out = cli(config, "store", "stats", "--json")
+    assert code == 0, out
+    result: dict[str, Any] = json.loads(out)
+    return result
+
+
+# -- stats --------------------------------------------------------------------------------
+def test_stats_counts_records_and_every_byte_beside_a_writer(harvested: Harvested) -> None:
+    # the writer lock is held the whole time (as by a running harvest): stats takes none
+    with RecordStore(harvested.store_path, BASE) as store:
+        # a compaction after the last snapshot: its old files stay, held only by the snapshot
+        store.graphs.store.optimize()  # type: ignore[attr-defined]
+        report = stats_json(harvested.config)
+        total, inodes = disk_bytes(harvested.store_path)
+        code, text = cli(harvested.config, "store", "stats")
+    assert code == 0, text
+    assert report["records"]["portal"] == {
+        "active": ACTIVE,
+        "withdrawn": WITHDRAWN,
+        "rejected": REJECTED,
+        "flagged": 0,
+    }
+    assert report["record_count"] == ACTIVE + WITHDRAWN + REJECTED
+    parts = report["parts"]
+    assert report["total_bytes"] == total  # every file counted, hard links once
+    _, graph_inodes = disk_bytes(harvested.store_path / "graphs")
+    assert parts["graph store"] == sum(graph_inodes.values())
+    _, snap_inodes = disk_bytes(harvested.store_path / "snapshots")
+    alone = sum(size for key, size in snap_inodes.items() if key not in graph_inodes)
+    assert parts["snapshots (held only by them)"] == alone > 0
+    for part in ("state: records", "state: payloads and versions", "state: indexes"):
+        assert parts[part] > 0, part
+    assert report["bytes_per_record"] == round(total / report["record_count"])
+    assert sum(inodes.values()) == total
+    lines = text.splitlines()
+    assert any(line.split()[:4] == ["portal", str(ACTIVE), str(WITHDRAWN), "1"] for line in lines)
+    assert any(line.startswith("bytes per record: ") for line in lines)
+
+
+def test_stats_without_a_store_says_so(tmp_path: Path) -> None:
+    code, out = cli(write_config(tmp_path, "http://127.0.0.1:1/oai"), "store", "stats")
+    assert code != 0
+    assert "no store at" in out
+
+
+def rows(state: Path, sql: str, *args: Any) -> list[tuple[Any, ...]]:
+    conn = sqlite3.connect(state)
+    try:
+        return conn.execute(sql, args).fetchall()
+    finally:
+        conn.close()
