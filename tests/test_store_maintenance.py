@@ -15,6 +15,8 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
+from pyoxigraph import Literal, NamedNode, Quad, Store
+from storecheck import assert_consistent
 
 from aggregator.cli import main
 from aggregator.config import HarvestSettings, HttpSettings, Settings, SourceConfig
@@ -165,3 +167,93 @@ def rows(state: Path, sql: str, *args: Any) -> list[tuple[Any, ...]]:
         return conn.execute(sql, args).fetchall()
     finally:
         conn.close()
+
+
+# -- check --------------------------------------------------------------------------------
+
+
+def break_store(store_path: Path) -> dict[str, str]:
+    """Break the store in each way check knows, straight on disk; returns kind -> subject."""
+    rows_by_status = {
+        status: iri
+        for iri, status in rows(
+            store_path / "state.sqlite3",
+            "SELECT record_iri, status FROM records ORDER BY id",
+        )
+    }
+    active = [
+        r[0]
+        for r in rows(
+            store_path / "state.sqlite3",
+            "SELECT record_iri FROM records WHERE status = 'active' ORDER BY id",
+        )
+    ]
+    withdrawn = rows_by_status["withdrawn"]
+    store = Store(str(store_path / "graphs"))
+    try:
+        missing, different = NamedNode(active[0]), NamedNode(active[1])
+        store.remove_graph(missing)
+        quad = next(iter(store.quads_for_pattern(None, None, None, different)))
+        store.remove(quad)  # one triple lost
+        # the withdrawn record's graph gets a dataset again (as a lost removal would leave)
+        for q in list(store.quads_for_pattern(None, None, None, NamedNode(active[2]))):
+            store.add(Quad(q.subject, q.predicate, q.object, NamedNode(withdrawn)))
+        ghost = f"{BASE}record/portal/ghost"
+        store.add(
+            Quad(NamedNode("http://x/s"), NamedNode("http://x/p"), Literal("o"), NamedNode(ghost))
+        )
+        store.flush()
+    finally:
+        del store
+    conn = sqlite3.connect(store_path / "state.sqlite3")
+    with conn:
+        rid = conn.execute("SELECT id FROM records WHERE record_iri = ?", (active[3],)).fetchone()
+        conn.execute("DELETE FROM record_sets WHERE record_id = ?", rid)
+    conn.close()
+    return {
+        "missing graph": active[0],
+        "graph differs": active[1],
+        "withdrawn record still holds its dataset": withdrawn,
+        "orphan graph": ghost,
+        "set index": active[3],
+    }
+
+
+def test_check_finds_each_disagreement_and_repair_fixes_it(harvested: Harvested) -> None:
+    code, out = cli(harvested.config, "store", "check")
+    assert code == 0, out
+    assert "graphs, records and the set index agree" in out
+    broken = break_store(harvested.store_path)
+    code, out = cli(harvested.config, "store", "check", "--json")
+    assert code == 1, out
+    report = json.loads(out)
+    found = {(f["kind"], f["subject"]) for f in report["findings"]}
+    assert set(broken.items()) <= found
+    assert {k for k, _ in found} == set(broken) | {"set count"}  # nothing else
+    assert report["records"] == ACTIVE + WITHDRAWN + REJECTED
+    code, out = cli(harvested.config, "store", "check")
+    assert code == 1
+    assert "run `aggregator store check --repair`" in out
+    code, out = cli(harvested.config, "store", "check", "--repair")
+    assert code == 0, out
+    assert "repaired 1: orphan graph" in out
+    code, out = cli(harvested.config, "store", "check")
+    assert code == 0, out
+    with RecordStore(harvested.store_path, BASE) as store:
+        assert_consistent(store)
+        sets = rows(
+            harvested.store_path / "state.sqlite3",
+            "SELECT set_spec, n FROM set_counts WHERE n != 0 ORDER BY set_spec",
+        )
+        real = rows(
+            harvested.store_path / "state.sqlite3",
+            "SELECT set_spec, count(*) FROM record_sets GROUP BY set_spec ORDER BY set_spec",
+        )
+        assert sets == real
+
+
+def test_check_refuses_while_a_writer_holds_the_store(harvested: Harvested) -> None:
+    with RecordStore(harvested.store_path, BASE):
+        code, out = cli(harvested.config, "store", "check")
+    assert code == 1
+    assert "is being written by process" in out
