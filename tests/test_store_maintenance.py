@@ -7,8 +7,10 @@ import json
 import os
 import shutil
 import sqlite3
+import threading
+import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -257,3 +259,100 @@ def test_check_refuses_while_a_writer_holds_the_store(harvested: Harvested) -> N
         code, out = cli(harvested.config, "store", "check")
     assert code == 1
     assert "is being written by process" in out
+
+
+# -- backup and restore ---------------------------------------------------------------------
+LIVE_RECORDS, LIVE_BATCH = 600, 5
+
+
+def generation(state: Path) -> int:
+    if not state.exists():
+        return 0
+    conn = sqlite3.connect(f"file:{state}?mode=ro", uri=True)
+    try:
+        row = conn.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()
+        return int(row[0]) if row else 0
+    except sqlite3.OperationalError:  # not made yet
+        return 0
+    finally:
+        conn.close()
+
+
+def test_backup_while_harvesting_restores_a_generation_the_store_had(tmp_path: Path) -> None:
+    items = MemoryItems()
+    items.put(*(item(i) for i in range(LIVE_RECORDS)))
+    with PeerServer(OaiPmhPeer(items, page_size=10)) as server:
+        url = f"{server.url}oai"
+        settings = replace(
+            make_settings(tmp_path / "store", url),
+            harvest=HarvestSettings(workers=0, batch_size=LIVE_BATCH),
+        )
+        config = write_config(tmp_path, url)
+        state = tmp_path / "store" / "state.sqlite3"
+        failures: list[BaseException] = []
+        live = RecordStore(settings.store_path, BASE, gather_records=1)
+
+        def harvest() -> None:
+            try:
+                job = run_source(
+                    settings, live, "portal", RunOptions(full=True), http=HttpClient(settings.http)
+                )
+                assert job.status == "succeeded", job.message
+            except BaseException as err:  # raised in the test's thread below
+                failures.append(err)
+
+        start = generation(state)
+        thread = threading.Thread(target=harvest)
+        thread.start()
+        try:
+            deadline = time.monotonic() + 120
+            while generation(state) < start + 10 and thread.is_alive():
+                assert time.monotonic() < deadline, "the harvest did not start"
+                time.sleep(0.02)
+            code, out = cli(config, "store", "backup", str(tmp_path / "backup"), "--json")
+            still_harvesting = thread.is_alive()
+        finally:
+            thread.join(300)
+            live.close()
+    assert not failures, failures
+    assert code == 0, out
+    assert still_harvesting, "the harvest ended before the backup: make it longer"
+    taken = json.loads(out)
+    end = generation(state)
+    assert start + 10 <= taken["generation"] < end
+    # every batch of the harvest added LIVE_BATCH records and counted one generation
+    assert end - start == LIVE_RECORDS // LIVE_BATCH
+    assert taken["records"] == LIVE_BATCH * (taken["generation"] - start)
+
+    restored = tmp_path / "restored"
+    restored.mkdir()
+    config2 = restored / "aggregator.toml"
+    config2.write_text(config.read_text(encoding="utf-8"), encoding="utf-8")
+    code, out = cli(config2, "store", "restore", str(tmp_path / "backup"))
+    assert code == 0, out
+    assert f"at generation {taken['generation']}" in out
+    assert "graphs, records and the set index agree" in out
+    with RecordStore(restored / "store", BASE) as back:
+        assert_consistent(back)  # every graph equals its record's state, nothing pending
+        assert back.db.generation() == taken["generation"]
+        held = {(r.local_id, r.content_hash) for r in back.db.iter_records()}
+    with RecordStore(tmp_path / "store", BASE) as live_again:
+        final = {(r.local_id, r.content_hash) for r in live_again.db.iter_records()}
+    assert len(held) == taken["records"] and held < final
+
+
+def test_backup_and_restore_refuse_folders_in_use(harvested: Harvested, tmp_path: Path) -> None:
+    busy = tmp_path / "busy"
+    busy.mkdir()
+    (busy / "something").write_text("x", encoding="utf-8")
+    code, out = cli(harvested.config, "store", "backup", str(busy))
+    assert code == 1
+    assert "is not empty: back up into a new or empty folder" in out
+    code, out = cli(harvested.config, "store", "backup", str(tmp_path / "b"))
+    assert code == 0, out
+    assert f"backed up {ACTIVE + WITHDRAWN + REJECTED} record(s)" in out
+    before = sorted(p.name for p in harvested.store_path.iterdir())
+    code, out = cli(harvested.config, "store", "restore", str(tmp_path / "b"))
+    assert code == 1
+    assert "is not empty: restore into an empty folder" in out
+    assert sorted(p.name for p in harvested.store_path.iterdir()) == before
