@@ -117,6 +117,17 @@ def disk_bytes(folder: Path) -> tuple[int, dict[tuple[int, int], int]]:
     return sum(inodes.values()), inodes
 
 
+def alone_tables(store_path: Path) -> int:
+    """Bytes of the snapshots' table files the live graph store no longer links (a
+    checkpoint's own manifest and log are copies, always alone)."""
+    _, graph_inodes = disk_bytes(store_path / "graphs")
+    return sum(
+        f.stat().st_size
+        for f in (store_path / "snapshots").rglob("*.sst")
+        if (f.stat().st_dev, f.stat().st_ino) not in graph_inodes
+    )
+
+
 def stats_json(config: Path) -> dict[str, Any]:
     code, out = cli(config, "store", "stats", "--json")
     assert code == 0, out
@@ -147,7 +158,8 @@ def test_stats_counts_records_and_every_byte_beside_a_writer(harvested: Harveste
     assert parts["graph store"] == sum(graph_inodes.values())
     _, snap_inodes = disk_bytes(harvested.store_path / "snapshots")
     alone = sum(size for key, size in snap_inodes.items() if key not in graph_inodes)
-    assert parts["snapshots (held only by them)"] == alone > 0
+    assert parts["snapshots (held only by them)"] == alone
+    assert alone_tables(harvested.store_path) > 0
     for part in ("state: records", "state: payloads and versions", "state: indexes"):
         assert parts[part] > 0, part
     assert report["bytes_per_record"] == round(total / report["record_count"])
@@ -356,3 +368,45 @@ def test_backup_and_restore_refuse_folders_in_use(harvested: Harvested, tmp_path
     assert code == 1
     assert "is not empty: restore into an empty folder" in out
     assert sorted(p.name for p in harvested.store_path.iterdir()) == before
+
+
+# -- optimize -------------------------------------------------------------------------------
+def test_optimize_compacts_and_frees_what_the_snapshot_and_the_state_held(
+    harvested: Harvested,
+) -> None:
+    with RecordStore(harvested.store_path, BASE) as store:
+        store.graphs.store.optimize()  # type: ignore[attr-defined]  # old files: the snapshot's
+        start = store.db.generation()
+    conn = sqlite3.connect(harvested.store_path / "state.sqlite3")
+    conn.execute("CREATE TABLE scratch AS SELECT randomblob(4096) AS b FROM records, records")
+    conn.execute("DROP TABLE scratch")  # free pages, as a prune leaves them
+    conn.close()
+    before = stats_json(harvested.config)["parts"]
+    held_alone = before["snapshots (held only by them)"]
+    assert alone_tables(harvested.store_path) > 0
+    with RecordStore(harvested.store_path, BASE):
+        code, out = cli(harvested.config, "store", "optimize")
+    assert code == 1 and "is being written by process" in out
+    code, out = cli(harvested.config, "store", "optimize", "--json")
+    assert code == 0, out
+    report = json.loads(out)
+    after = stats_json(harvested.config)["parts"]
+    other = "scheduler and other files"  # the writer's lock file says who held it, then not
+    assert {p: n for p, n in report["after"].items() if p != other} == {
+        p: n for p, n in after.items() if p != other
+    }
+    assert report["before"]["snapshots (held only by them)"] == held_alone
+    assert after["snapshots (held only by them)"] < held_alone
+    assert alone_tables(harvested.store_path) == 0
+    state = ("state: free pages and log", "state: jobs and other tables")
+    assert sum(after[p] for p in state) < sum(before[p] for p in state) - 50 * 4096
+    assert report["total_after"] < report["total_before"]
+    assert any("free page(s) given back" in s for s in report["steps"])
+    code, out = cli(harvested.config, "store", "check")
+    assert code == 0, out
+    with RecordStore(harvested.store_path, BASE) as store:
+        assert store.db.generation() == start + 1  # the compaction's own snapshot
+        assert_consistent(store)
+    code, out = cli(harvested.config, "store", "optimize", "--vacuum")
+    assert code == 0, out
+    assert "state database: VACUUM" in out
