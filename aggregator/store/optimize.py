@@ -43,8 +43,7 @@ class OptimizeReport:
         }
 
     def lines(self) -> Iterator[str]:
-        for step in self.steps:
-            yield step
+        yield from self.steps
         yield f"  {'part':<32} {'before':>10} {'after':>10}"
         for part in PARTS:
             before, after = self.before.get(part, 0), self.after.get(part, 0)
