@@ -28,6 +28,7 @@ from aggregator.demo.peers.sample_data import generate_dataset, generate_identif
 from aggregator.demo.peers.server import PeerServer
 from aggregator.jobs.pipeline import RunOptions, run_source
 from aggregator.net.client import HttpClient
+from aggregator.serve.dashboard.search import SearchIndex
 from aggregator.store.records import RecordStore
 
 BASE = "http://127.0.0.1:8000/"
@@ -410,3 +411,90 @@ def test_optimize_compacts_and_frees_what_the_snapshot_and_the_state_held(
     code, out = cli(harvested.config, "store", "optimize", "--vacuum")
     assert code == 0, out
     assert "state database: VACUUM" in out
+
+
+# -- reindex, and the side indexes in check ---------------------------------------------------
+def searched(folder: Path, state: Path, text: str) -> tuple[int, list[str], dict[str, Any]]:
+    """What the dashboard's search answers (total, hits, facet counts) from the index in
+    ``folder`` (caught up first, as every search does)."""
+    index = SearchIndex(folder, state)
+    conn = sqlite3.connect(f"file:{state}?mode=ro", uri=True)
+    try:
+        index.catch_up(conn)
+        res = index.search(conn, text, {}, limit=100)
+        facets = {k: sorted((v.value, v.count) for v in vs) for k, vs in res.facets.items()}
+        return res.total, sorted(h.dataset_iri for h in res.hits), facets
+    finally:
+        conn.close()
+        index.close()
+
+
+def test_reindex_rebuilds_the_set_and_search_indexes(harvested: Harvested, tmp_path: Path) -> None:
+    path, state = harvested.store_path, harvested.store_path / "state.sqlite3"
+    fresh = tmp_path / "fresh"
+    fresh.mkdir()
+    want = searched(fresh, state, "")  # an index built from nothing
+    assert want[0] == ACTIVE
+    sets_before = rows(state, "SELECT * FROM record_sets ORDER BY record_id, set_spec")
+    counts_before = rows(state, "SELECT * FROM set_counts ORDER BY set_spec")
+    assert searched(path, state, "") == want
+    active = [r[0] for r in rows(state, "SELECT id FROM records WHERE status = 'active'")]
+    gone = rows(state, "SELECT id FROM records WHERE status = 'withdrawn'")[0][0]
+    conn = sqlite3.connect(path / "search.sqlite3")
+    with conn:  # one active record lost, a withdrawn one indexed
+        conn.execute("DELETE FROM docs WHERE record_id = ?", (active[0],))
+        conn.execute("DELETE FROM fts WHERE rowid = ?", (active[0],))
+        conn.execute(
+            "INSERT INTO docs VALUES (?, 'http://x/d', 'portal', 'Ghost', '2000')", (gone,)
+        )
+    conn.close()
+    conn = sqlite3.connect(state)
+    with conn:
+        conn.execute("DELETE FROM record_sets WHERE record_id = ?", (active[1],))
+        # a record withdrawn by a deleted header keeps the theme sets it was in, which its
+        # row cannot tell any more (docs/store.md#maintenance): its source sets go here
+        conn.execute(
+            "DELETE FROM record_sets WHERE record_id = ? AND set_spec LIKE 'source%'", (gone,)
+        )
+        conn.execute("UPDATE set_counts SET n = n + 7 WHERE set_spec = 'source'")
+    conn.close()
+    assert searched(path, state, "") != want
+    code, out = cli(harvested.config, "store", "check", "--json")
+    assert code == 1, out
+    found = {(f["kind"], f["subject"]) for f in json.loads(out)["findings"]}
+    by_kind: dict[str, set[str]] = {}
+    for kind, subject in found:
+        by_kind.setdefault(kind, set()).add(subject)
+    # the ghost document has no words in the full-text table either
+    assert by_kind.pop("search index") == {f"record id {active[0]}", f"record id {gone}", "fts"}
+    assert by_kind.pop("set index") == {
+        f"{BASE}record/portal/{record_key(state, rid)}" for rid in (active[1], gone)
+    }
+    assert {"source", "source:portal"} <= by_kind.pop("set count")  # and the lost themes'
+    assert not by_kind
+    code, out = cli(harvested.config, "store", "reindex")
+    assert code == 0, out
+    assert f"search index: rebuilt from {ACTIVE + WITHDRAWN + REJECTED} record(s)" in out
+    assert rows(state, "SELECT * FROM record_sets ORDER BY record_id, set_spec") == sets_before
+    assert rows(state, "SELECT * FROM set_counts ORDER BY set_spec") == counts_before
+    assert searched(path, state, "") == want
+    code, out = cli(harvested.config, "store", "check")
+    assert code == 0, out
+
+
+def record_key(state: Path, rid: int) -> str:
+    iri = rows(state, "SELECT record_iri FROM records WHERE id = ?", rid)[0][0]
+    return str(iri).rsplit("/", 1)[1]
+
+
+def test_check_repair_rebuilds_a_search_index_that_disagrees(harvested: Harvested) -> None:
+    path, state = harvested.store_path, harvested.store_path / "state.sqlite3"
+    want = searched(path, state, "")
+    conn = sqlite3.connect(path / "search.sqlite3")
+    with conn:
+        conn.execute("DELETE FROM docs")
+    conn.close()
+    code, out = cli(harvested.config, "store", "check", "--repair")
+    assert code == 0, out
+    assert f"repaired {ACTIVE}: search index" in out
+    assert searched(path, state, "") == want

@@ -13,7 +13,8 @@ from pathlib import Path
 import click
 
 from aggregator.cli.context import Ctx, pass_ctx
-from aggregator.store.graphs import OxigraphGraphs
+from aggregator.store.check import CheckReport
+from aggregator.store.graphs import GraphBackend, OxigraphGraphs
 from aggregator.store.migrations import LATEST
 from aggregator.store.records import StoreNames, snapshot_shelf
 from aggregator.store.state import StateDB
@@ -112,21 +113,15 @@ def store_check(c: Ctx, repair: bool, as_json: bool) -> None:
     disagrees (0 once --repair fixed it). The live graph store admits one process, so this
     takes the writer lock (and refuses, naming the holder, while a harvest runs); --repair
     publishes a snapshot for the readers when it is done."""
-    from aggregator.store.check import CheckReport, check_graphs, check_sets, repair_sets
-
     report = CheckReport()
     if repair:
         with c.store(create=False) as opened:  # replays the journal first, as every writer
-            check_graphs(opened, opened.db, opened.graphs, report, repair=True)
-            bad = check_sets(opened.db.conn, report)
-            if bad or any(f.kind == "set count" for f in report.findings):
-                repair_sets(opened.db, bad, report)
+            check_all(opened, opened.db, opened.graphs, report, repair=True)
             if report.repaired:
                 opened.graphs_changed()  # a generation of its own: readers see the repairs
     else:
         with held_graphs(c) as (names, db, graphs):
-            check_graphs(names, db, graphs, report, repair=False)
-            check_sets(db.conn, report)
+            check_all(names, db, graphs, report, repair=False)
             report.pending = db.conn.execute("SELECT count(*) FROM journal").fetchone()[0]
     if as_json:
         click.echo(json.dumps(report.as_dict(), indent=2))
@@ -135,6 +130,24 @@ def store_check(c: Ctx, repair: bool, as_json: bool) -> None:
             click.echo(line)
     if not report.ok:
         sys.exit(1)
+
+
+def check_all(
+    names: StoreNames, db: StateDB, graphs: GraphBackend, report: CheckReport, *, repair: bool
+) -> None:
+    """The graphs, the set index and the search index against the state database."""
+    from aggregator.serve.dashboard.search_upkeep import SEARCH, check_search, rebuild_search
+    from aggregator.store.check import SET_COUNTS, SETS, check_graphs, check_sets, repair_sets
+
+    check_graphs(names, db, graphs, report, repair=repair)
+    bad = check_sets(db.conn, report)
+    search = check_search(names.path, db.conn)
+    report.findings += search
+    if repair and (bad or any(f.kind in (SETS, SET_COUNTS) for f in report.findings)):
+        repair_sets(db, bad, report)
+    if repair and search:
+        rebuild_search(names.path, db.conn)
+        report.repaired[SEARCH] = len(search)
 
 
 @contextmanager
@@ -198,15 +211,13 @@ def store_restore(c: Ctx, directory: Path) -> None:
     which must be empty or not exist yet; then check the restored store (exit code 1 when
     the check finds a disagreement)."""
     from aggregator.store.backup import restore_files
-    from aggregator.store.check import CheckReport, check_graphs, check_sets
 
     manifest = restore_files(directory, c.settings.store_path)
     with c.store(create=False) as opened:  # replays the journal the backup carries
         replayed = opened.recovery.repaired
     report = CheckReport()
     with held_graphs(c) as (names, db, graphs):
-        check_graphs(names, db, graphs, report, repair=False)
-        check_sets(db.conn, report)
+        check_all(names, db, graphs, report, repair=False)
     click.echo(
         f"restored {manifest['records']} record(s) at generation {manifest['generation']}"
         f" into {c.settings.store_path} ({replayed} graph(s) brought up to that generation)"
@@ -238,3 +249,26 @@ def store_optimize(c: Ctx, vacuum: bool, as_json: bool) -> None:
         return
     for line in report.lines():
         click.echo(line)
+
+
+@store.command("reindex")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@pass_ctx
+def store_reindex(c: Ctx, as_json: bool) -> None:
+    """Rebuild the side indexes from the state database: the OAI-PMH set index and set
+    sizes, and the search index of the dashboard.
+
+    It takes the writer lock (the set index is in the state database). Serving goes on; a
+    search while the search index is rebuilt may see part of the records."""
+    from aggregator.serve.dashboard.search_upkeep import rebuild_search
+    from aggregator.store.check import rebuild_sets
+
+    with c.store(create=False) as opened:
+        sets = rebuild_sets(opened.db)
+        search = rebuild_search(opened.path, opened.db.conn)
+    result = {"set_index_records": sets, "search_index_records": search}
+    if as_json:
+        click.echo(json.dumps(result, indent=2))
+        return
+    click.echo(f"set index: rebuilt from {sets} record(s)")
+    click.echo(f"search index: rebuilt from {search} record(s)")

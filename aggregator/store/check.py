@@ -206,13 +206,13 @@ def check_sets(conn: sqlite3.Connection, report: CheckReport) -> list[int]:
     return bad
 
 
-def repair_sets(db: StateDB, bad: list[int], report: CheckReport) -> None:
-    """Give the records of ``bad`` their set rows again and count every set afresh, in one
-    transaction of the writer's connection."""
+def _put_sets(db: StateDB, ids: list[int]) -> None:
+    """Give the records of ``ids`` their set rows again (a withdrawn one keeps the theme sets
+    it had), in one transaction of the writer's connection; rows of no record go."""
     with db.serial:
         db.begin()
         try:
-            for rid in bad:
+            for rid in ids:
                 row = db.conn.execute(
                     "SELECT source, status, themes, modified FROM records WHERE id = ?", (rid,)
                 ).fetchone()
@@ -221,15 +221,46 @@ def repair_sets(db: StateDB, bad: list[int], report: CheckReport) -> None:
                     continue
                 source, status, themes, modified = row
                 db.sets.put(rid, source, status, themes or "", modified)
-            db.sets.flush_rows()
+            db.commit()
+        except BaseException:
+            db.rollback()
+            raise
+
+
+def _count_sets(db: StateDB) -> None:
+    with db.serial:
+        db.begin()
+        try:
             db.sets.count_all()
             db.commit()
         except BaseException:
             db.rollback()
             raise
+
+
+def repair_sets(db: StateDB, bad: list[int], report: CheckReport) -> None:
+    """Rebuild the set rows of the records of ``bad`` and count every set afresh."""
+    for start in range(0, len(bad), CHUNK):
+        _put_sets(db, bad[start : start + CHUNK])
+    _count_sets(db)
     fixed = sum(1 for f in report.findings if f.kind in (SETS, SET_COUNTS))
     if fixed:
         report.repaired[SETS] = fixed
+
+
+def rebuild_sets(db: StateDB) -> int:
+    """Rebuild the whole set index from the records, a chunk of records per transaction
+    (each keeps ``set_counts`` in step), then count every set afresh; returns the records."""
+    done = 0
+    for rows in _rows(db):
+        _put_sets(db, [row.id for row in rows])
+        done += len(rows)
+    strays = db.conn.execute(
+        "SELECT DISTINCT record_id FROM record_sets WHERE record_id NOT IN (SELECT id FROM records)"
+    ).fetchall()
+    _put_sets(db, [int(r[0]) for r in strays])
+    _count_sets(db)
+    return done
 
 
 def pending_marks(conn: sqlite3.Connection) -> int:
