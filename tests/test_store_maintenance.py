@@ -237,7 +237,7 @@ def break_store(store_path: Path) -> dict[str, str]:
 def test_check_finds_each_disagreement_and_repair_fixes_it(harvested: Harvested) -> None:
     code, out = cli(harvested.config, "store", "check")
     assert code == 0, out
-    assert "graphs, records and the set index agree" in out
+    assert "graphs, records, the set index and the search index agree" in out
     broken = break_store(harvested.store_path)
     code, out = cli(harvested.config, "store", "check", "--json")
     assert code == 1, out
@@ -344,7 +344,7 @@ def test_backup_while_harvesting_restores_a_generation_the_store_had(tmp_path: P
     code, out = cli(config2, "store", "restore", str(tmp_path / "backup"))
     assert code == 0, out
     assert f"at generation {taken['generation']}" in out
-    assert "graphs, records and the set index agree" in out
+    assert "graphs, records, the set index and the search index agree" in out
     with RecordStore(restored / "store", BASE) as back:
         assert_consistent(back)  # every graph equals its record's state, nothing pending
         assert back.db.generation() == taken["generation"]

@@ -100,16 +100,18 @@ def store_stats(c: Ctx, as_json: bool) -> None:
     "--repair",
     is_flag=True,
     help="Rewrite the graphs that differ from the state database, drop orphan graphs,"
-    " rebuild wrong set rows.",
+    " rebuild wrong set rows and a search index that disagrees.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @pass_ctx
 def store_check(c: Ctx, repair: bool, as_json: bool) -> None:
-    """Check that graphs, catalogue records and the set index agree with the state database.
+    """Check that graphs, catalogue records, the set index and the search index agree with
+    the state database.
 
     Every record must have its named graph with the content the state database holds for
     it (a withdrawn or rejected record: its catalogue record only), no graph may belong to
-    no record, and the OAI-PMH set index must match the records. Exit code 1 when something
+    no record, and the OAI-PMH set index and the search index (up to its watermark) must
+    match the records. Exit code 1 when something
     disagrees (0 once --repair fixed it). The live graph store admits one process, so this
     takes the writer lock (and refuses, naming the holder, while a harvest runs); --repair
     publishes a snapshot for the readers when it is done."""

@@ -15,7 +15,9 @@ protocol loads). What is checked:
 - no named graph belongs to no record (an orphan): the graphs are the records' and the quality
   measurements' (``quality/...`` of an active record, ``quality/metrics``);
 - the set index (``record_sets``, ``set_counts``) says what the records' sources and themes
-  say.
+  say (a record withdrawn by a deleted header has no themes in its row any more: the theme
+  sets it was in are kept as they are, and cannot be rebuilt);
+- the search index: ``serve/dashboard/search_upkeep.py`` (the command puts them together).
 
 Everything goes through :class:`~aggregator.store.graphs.GraphBackend` (SPARQL, ``replace``,
 ``remove``) and the state database, so a remote backend is checked the same way. Records are
@@ -87,7 +89,7 @@ class CheckReport:
         for kind, n in sorted(self.repaired.items()):
             yield f"repaired {n}: {kind}"
         if not self.findings:
-            yield "graphs, records and the set index agree"
+            yield "graphs, records, the set index and the search index agree"
         elif not self.repaired:
             yield (
                 f"{len(self.findings)} disagreement(s): run `aggregator store check --repair`"
