@@ -323,6 +323,7 @@ def test_backup_while_harvesting_restores_a_generation_the_store_had(tmp_path: P
                 assert time.monotonic() < deadline, "the harvest did not start"
                 time.sleep(0.02)
             code, out = cli(config, "store", "backup", str(tmp_path / "backup"), "--json")
+            during = stats_json(config)  # stats, too, reads beside the harvest
             still_harvesting = thread.is_alive()
         finally:
             thread.join(300)
@@ -336,6 +337,7 @@ def test_backup_while_harvesting_restores_a_generation_the_store_had(tmp_path: P
     # every batch of the harvest added LIVE_BATCH records and counted one generation
     assert end - start == LIVE_RECORDS // LIVE_BATCH
     assert taken["records"] == LIVE_BATCH * (taken["generation"] - start)
+    assert taken["records"] <= during["record_count"] < LIVE_RECORDS
 
     restored = tmp_path / "restored"
     restored.mkdir()
@@ -369,6 +371,20 @@ def test_backup_and_restore_refuse_folders_in_use(harvested: Harvested, tmp_path
     assert code == 1
     assert "is not empty: restore into an empty folder" in out
     assert sorted(p.name for p in harvested.store_path.iterdir()) == before
+    # a quiet store: the snapshot is at the state's generation, nothing is replayed
+    assert json.loads((tmp_path / "b" / "backup.json").read_text(encoding="utf-8"))[
+        "snapshot_generation"
+    ] == generation(harvested.store_path / "state.sqlite3")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "aggregator.toml").write_text(
+        harvested.config.read_text(encoding="utf-8"), encoding="utf-8"
+    )
+    code, out = cli(elsewhere / "aggregator.toml", "store", "restore", str(tmp_path / "b"))
+    assert code == 0, out
+    assert "(0 graph(s) brought up to that generation)" in out
+    with RecordStore(elsewhere / "store", BASE) as back:
+        assert_consistent(back)
 
 
 # -- optimize -------------------------------------------------------------------------------
