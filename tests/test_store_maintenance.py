@@ -228,7 +228,7 @@ def break_store(store_path: Path) -> dict[str, str]:
     return {
         "missing graph": active[0],
         "graph differs": active[1],
-        "withdrawn record still holds its dataset": withdrawn,
+        "withdrawn record still in the graph store": withdrawn,
         "orphan graph": ghost,
         "set index": active[3],
     }

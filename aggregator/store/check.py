@@ -40,7 +40,7 @@ CHUNK = 500
 
 MISSING = "missing graph"
 DIFFERENT = "graph differs"
-INACTIVE = "withdrawn record still holds its dataset"
+INACTIVE = "withdrawn record still in the graph store"
 ORPHAN = "orphan graph"
 SETS = "set index"
 SET_COUNTS = "set count"
@@ -131,25 +131,29 @@ def check_graphs(
         by_iri = {row.record_iri: row for row in rows}
         kept.update(by_iri)
         stale = stale_contents(graphs, [_content(names, db, row) for row in rows])
-        for content in stale:
-            row = by_iri[content.graph_iri]
-            if content.graph_iri not in held:
-                kind, detail = MISSING, f"the {row.status} record {row.local_id!r} has no graph"
-            elif row.status != "active":
-                kind, detail = INACTIVE, f"{row.status}: the graph holds more than its record"
-            else:
-                kind, detail = DIFFERENT, f"not the stored content of {row.local_id!r}"
-            report.findings.append(Finding(kind, content.graph_iri, detail))
+        found = [_graph_finding(by_iri[c.graph_iri], c.graph_iri in held) for c in stale]
+        report.findings += found
         if repair and stale:
             graphs.replace(stale)
-            for content in stale:
-                kind = next(f.kind for f in report.findings if f.subject == content.graph_iri)
-                report.repaired[kind] = report.repaired.get(kind, 0) + 1
+            for finding in found:
+                report.repaired[finding.kind] = report.repaired.get(finding.kind, 0) + 1
     orphans = sorted(g for g in held - kept if not _measurement(names, db, g))
     report.findings += [Finding(ORPHAN, g, "no record has this graph") for g in orphans]
     if repair and orphans:
         graphs.remove(orphans)
         report.repaired[ORPHAN] = len(orphans)
+
+
+def _graph_finding(row: RecordRow, exists: bool) -> Finding:
+    if not exists:
+        return Finding(
+            MISSING, row.record_iri, f"the {row.status} record {row.local_id!r} has no graph"
+        )
+    if row.status != "active":
+        return Finding(
+            INACTIVE, row.record_iri, f"{row.status}: its graph is not its catalogue record alone"
+        )
+    return Finding(DIFFERENT, row.record_iri, f"not the stored content of {row.local_id!r}")
 
 
 def _measurement(names: StoreNames, db: StateDB, graph: str) -> bool:
