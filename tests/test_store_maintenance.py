@@ -28,6 +28,7 @@ from aggregator.demo.peers.sample_data import generate_dataset, generate_identif
 from aggregator.demo.peers.server import PeerServer
 from aggregator.jobs.pipeline import RunOptions, run_source
 from aggregator.net.client import HttpClient
+from aggregator.schedule.book import Book
 from aggregator.serve.dashboard.search import SearchIndex
 from aggregator.store.records import RecordStore
 
@@ -363,6 +364,9 @@ def test_backup_and_restore_refuse_folders_in_use(harvested: Harvested, tmp_path
     code, out = cli(harvested.config, "store", "backup", str(busy))
     assert code == 1
     assert "is not empty: back up into a new or empty folder" in out
+    book = Book(harvested.store_path)  # the scheduler's due times go with the backup
+    book.conn.execute("INSERT INTO requests (source, full, requested) VALUES ('portal', 1, 'now')")
+    book.close()
     code, out = cli(harvested.config, "store", "backup", str(tmp_path / "b"))
     assert code == 0, out
     assert f"backed up {ACTIVE + WITHDRAWN + REJECTED} record(s)" in out
@@ -385,6 +389,9 @@ def test_backup_and_restore_refuse_folders_in_use(harvested: Harvested, tmp_path
     assert "(0 graph(s) brought up to that generation)" in out
     with RecordStore(elsewhere / "store", BASE) as back:
         assert_consistent(back)
+    assert rows(elsewhere / "store" / "schedule.sqlite3", "SELECT source FROM requests") == [
+        ("portal",)
+    ]
 
 
 # -- optimize -------------------------------------------------------------------------------

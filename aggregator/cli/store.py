@@ -188,14 +188,16 @@ def store_backup(c: Ctx, directory: Path, as_json: bool) -> None:
 
     with c.reader() as reader:  # a store of this schema version, or a clear error
         path = reader.path
+    from aggregator.schedule.book import BOOK_FILE
+
     try:
-        report = backup_store(path, directory)
+        report = backup_store(path, directory, [BOOK_FILE])
     except StoreError:
         if snapshot_shelf(path).current is not None:
             raise
         with c.store(create=False):  # no snapshot yet: a writer publishes one when it opens
             pass
-        report = backup_store(path, directory)
+        report = backup_store(path, directory, [BOOK_FILE])
     if as_json:
         click.echo(json.dumps(report.as_dict(), indent=2))
         return
@@ -212,9 +214,10 @@ def store_restore(c: Ctx, directory: Path) -> None:
     """Restore a backup made by `aggregator store backup` into the configured store folder,
     which must be empty or not exist yet; then check the restored store (exit code 1 when
     the check finds a disagreement)."""
+    from aggregator.schedule.book import BOOK_FILE
     from aggregator.store.backup import restore_files
 
-    manifest = restore_files(directory, c.settings.store_path)
+    manifest = restore_files(directory, c.settings.store_path, [BOOK_FILE])
     with c.store(create=False) as opened:  # replays the journal the backup carries
         replayed = opened.recovery.repaired
     report = CheckReport()

@@ -1,7 +1,9 @@
 """Consistent online backups of a store, and their restore (``aggregator store backup|restore``).
 
 A backup is a folder: ``state.sqlite3`` (SQLite's online backup API), ``graphs/`` (a copy of
-a readers' snapshot of the graph store, ``snapshots.py``) and ``backup.json`` (what it holds).
+a readers' snapshot of the graph store, ``snapshots.py``), the scheduler's book when there is
+one, and ``backup.json`` (what it holds). The search index is not copied: the first search
+builds it again.
 It is taken as a reader, with no lock on the store, so a harvest and the serving processes go
 on (only the snapshot is kept from collection while it is copied):
 
@@ -30,6 +32,7 @@ from __future__ import annotations
 import json
 import shutil
 import sqlite3
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -65,9 +68,23 @@ def _size(folder: Path) -> int:
     return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
 
 
-def backup_store(store_path: Path, target: Path) -> BackupReport:
+def _copy_database(source: Path, target: Path) -> None:
+    """An SQLite file of the store that lives beside the state (the scheduler's book), copied
+    through the backup API: consistent in itself."""
+    src = sqlite3.connect(f"file:{source}?mode=ro", uri=True)
+    dst = sqlite3.connect(target)
+    try:
+        src.execute("PRAGMA busy_timeout = 10000")
+        src.backup(dst)
+    finally:
+        dst.close()
+        src.close()
+
+
+def backup_store(store_path: Path, target: Path, databases: Sequence[str] = ()) -> BackupReport:
     """Copy the store at ``store_path`` into the empty folder ``target``, consistently,
-    beside whatever writes or reads it."""
+    beside whatever writes or reads it. ``databases``: other SQLite files of the store
+    folder to copy too (the scheduler's book), each consistent in itself."""
     if not _empty(target):
         raise StoreError(f"{target} is not empty: back up into a new or empty folder")
     source = sqlite3.connect(f"file:{store_path / STATE}?mode=ro", uri=True, isolation_level=None)
@@ -106,6 +123,9 @@ def backup_store(store_path: Path, target: Path) -> BackupReport:
                 copy.close()
     finally:
         source.close()
+    for name in databases:
+        if (store_path / name).is_file():
+            _copy_database(store_path / name, target / name)
     report = BackupReport(
         str(target),
         generation,
@@ -118,7 +138,7 @@ def backup_store(store_path: Path, target: Path) -> BackupReport:
     return report
 
 
-def restore_files(backup: Path, store_path: Path) -> dict[str, Any]:
+def restore_files(backup: Path, store_path: Path, databases: Sequence[str] = ()) -> dict[str, Any]:
     """Copy a backup's files into the empty store folder ``store_path``; returns its
     manifest. The store is consistent once a writer opened it (the journal replay)."""
     manifest_path = backup / MANIFEST
@@ -132,5 +152,8 @@ def restore_files(backup: Path, store_path: Path) -> dict[str, Any]:
     store_path.mkdir(parents=True, exist_ok=True)
     shutil.copy2(backup / STATE, store_path / STATE)
     shutil.copytree(backup / GRAPHS, store_path / GRAPHS)
+    for name in databases:
+        if (backup / name).is_file():
+            shutil.copy2(backup / name, store_path / name)
     manifest: dict[str, Any] = json.loads(manifest_path.read_text(encoding="utf-8"))
     return manifest
