@@ -432,3 +432,42 @@ def test_aggregator_map_on_a_failed_answer_says_what_ckan_said(tmp_path: Path) -
 def test_golden_packages_conform_to_the_official_shapes(name: str) -> None:
     for mapped in map_json(load(name), name):
         assert official_violations(mapped.ntriples) == [], mapped.local_id
+
+
+# --- source -------------------------------------------------------------------------------------
+
+PROV_DERIVED = "http://www.w3.org/ns/prov#wasDerivedFrom"
+
+
+def test_a_source_url_is_a_derivation_and_a_related_resource() -> None:
+    """ckanext-dcat's ``source`` (a URL no record describes) is not dct:source, whose DCAT-AP
+    3.0.1 range is a described dcat:Dataset: prov:wasDerivedFrom and dct:relation keep it."""
+    from aggregator.mapping.ranges import complete_ranges
+
+    url = NamedNode("https://water.example.eu/data/wfd-reports")
+    mapped = complete_ranges(one(package(source=[url.value])))
+    dataset = NamedNode(mapped.dataset_iri)
+    assert objects(mapped, dataset, PROV_DERIVED) == [url]
+    assert objects(mapped, dataset, DCT + "relation") == [url]
+    assert objects(mapped, dataset, DCT + "source") == []
+    assert [t for t in triples(mapped) if t.subject == url] == []  # nothing said about it
+    (finding,) = [f for f in mapped.findings if f.rule == "ckan-source-as-derivation"]
+    assert f"<{url.value}>" in finding.message and finding.severity is Severity.INFO
+    assert official_violations(mapped.ntriples) == []
+
+
+def test_a_source_text_is_a_provenance_statement() -> None:
+    from aggregator.mapping.ranges import complete_ranges
+
+    text = "Water Framework Directive reporting, 3rd cycle"
+    mapped = complete_ranges(one(package(extras=[{"key": "source", "value": text}])))
+    dataset = NamedNode(mapped.dataset_iri)
+    assert objects(mapped, dataset, PROV_DERIVED) == []
+    (statement,) = objects(mapped, dataset, DCT + "provenance")
+    assert objects(mapped, statement, RDF_TYPE) == [NamedNode(DCT + "ProvenanceStatement")]
+    assert objects(mapped, statement, "http://www.w3.org/2000/01/rdf-schema#label") == [
+        Literal(text)
+    ]
+    (finding,) = [f for f in mapped.findings if f.rule == "ckan-source-as-derivation"]
+    assert repr(text) in finding.message
+    assert official_violations(mapped.ntriples) == []

@@ -277,17 +277,53 @@ def test_valid_input_stays_valid(name: str) -> None:
             for f in r.findings
             if f.severity is Severity.VIOLATION
         ]
-        # Known gap of the dcat mapper, seen since the class ranges are checked: the data
-        # service's dcat:servesDataset links to the blank node of a dataset that another record
-        # describes (under the IRI minted for it), so the link dangles in the service's record
-        # and has no class there (the official shapes fail it too).
-        known = {
-            (
-                "https://opendata.region.example.eu/api/air",
-                "http://www.w3.org/ns/dcat#servesDataset",
-            )
-        }
-        assert set(found) <= known, found
+        assert found == []
+
+
+SERVICE_AND_BLANK_DATASET = b"""
+@prefix dcat: <http://www.w3.org/ns/dcat#> .
+@prefix dct:  <http://purl.org/dc/terms/> .
+<https://geo.example.eu/catalogue> a dcat:Catalog ;
+    dct:title "Geodata catalogue"@en ; dct:description "Geodata of the region."@en ;
+    dcat:dataset _:parcels ; dcat:service <https://geo.example.eu/ogc/features> .
+_:parcels a dcat:Dataset ;
+    dct:identifier "cadastral-parcels" ;
+    dct:title "Cadastral parcels"@en ;
+    dct:description "Parcel boundaries of the land register."@en ;
+    dcat:distribution [ a dcat:Distribution ;
+        dcat:accessURL <https://geo.example.eu/ogc/features/collections/parcels> ] .
+<https://geo.example.eu/ogc/features> a dcat:DataService ;
+    dct:title "Parcels feature service"@en ;
+    dcat:endpointURL <https://geo.example.eu/ogc/features> ;
+    dcat:servesDataset _:parcels .
+"""
+MINTED = "https://agg.example.org/dataset/golden/cadastral-parcels"
+SERVICE = "https://geo.example.eu/ogc/features"
+
+
+def test_a_served_blank_node_dataset_is_linked_by_its_minted_iri(mapper: DcatMapper) -> None:
+    """A service's dcat:servesDataset naming a blank-node dataset names the IRI minted for that
+    dataset, in the service's record as in the catalogue's list: the link no longer dangles."""
+    raw = record("geo.ttl", SERVICE_AND_BLANK_DATASET, "text/turtle")
+    records = {m.dataset_iri: m for m in mapper.map(raw, CTX)}
+    assert set(records) == {MINTED, SERVICE}
+    served = f"<{SERVICE}> <http://www.w3.org/ns/dcat#servesDataset> <{MINTED}> .\n".encode()
+    assert served in records[SERVICE].ntriples
+    assert b"servesDataset> _:" not in records[SERVICE].ntriples
+    listed = f"<http://www.w3.org/ns/dcat#dataset> <{MINTED}> .".encode()
+    assert listed in records[MINTED].catalog_ntriples
+    identifier = f'<{MINTED}> <http://purl.org/dc/terms/identifier> "cadastral-parcels" .'
+    assert identifier.encode() in records[MINTED].ntriples
+
+
+def test_a_served_blank_node_dataset_conforms_to_the_official_shapes(mapper: DcatMapper) -> None:
+    from official_shapes import official_violations
+
+    raw = record("geo.ttl", SERVICE_AND_BLANK_DATASET, "text/turtle")
+    for m in mapper.map(raw, CTX):
+        # the link to a dataset another record describes is not counted (cross-record); a
+        # blank node was counted: it is no IRI another record can describe
+        assert official_violations(complete_ranges(m).ntriples) == [], m.dataset_iri
 
 
 @pytest.mark.parametrize("name", DOCS)

@@ -173,6 +173,25 @@ class StoreNames:
             lines += flag_ntriples(rec, w.dataset_iri, w.findings)
         return ("\n".join(lines) + "\n").encode()
 
+    def graph_content(
+        self,
+        w: RecordWrite | RecordRow,
+        record_id: int,
+        existed: bool,
+        ntriples: bytes,
+        catalog: bytes,
+    ) -> GraphContent:
+        """What the record's named graph holds: its catalogue record and, while it is
+        active, its dataset description and the source's catalogue facts."""
+        parts = [(self.catalog_record_ntriples(w), f"r{record_id}m")]
+        prepared = b""
+        if w.status == "active":
+            if isinstance(w, RecordWrite) and w.nquads:
+                prepared = w.nquads  # built by the worker for this very record IRI
+            else:
+                parts += [(ntriples, f"r{record_id}d"), (catalog, f"r{record_id}c")]
+        return GraphContent(w.record_iri, tuple(parts), existed, prepared)
+
 
 class StoreReads(StoreNames):
     """What every command reads from the state database, writer or reader alike."""
@@ -293,23 +312,6 @@ class RecordStore(StoreReads):
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _graph_content(
-        self,
-        w: RecordWrite | RecordRow,
-        record_id: int,
-        existed: bool,
-        ntriples: bytes,
-        catalog: bytes,
-    ) -> GraphContent:
-        parts = [(self.catalog_record_ntriples(w), f"r{record_id}m")]
-        prepared = b""
-        if w.status == "active":
-            if isinstance(w, RecordWrite) and w.nquads:
-                prepared = w.nquads  # built by the worker for this very record IRI
-            else:
-                parts += [(ntriples, f"r{record_id}d"), (catalog, f"r{record_id}c")]
-        return GraphContent(w.record_iri, tuple(parts), existed, prepared)
-
     # -- writes -----------------------------------------------------------------------------
     def write(
         self,
@@ -358,7 +360,7 @@ class RecordStore(StoreReads):
                 raise
             if writes:
                 contents = [
-                    self._graph_content(w, rid, w.existed, w.ntriples, w.catalog_ntriples)
+                    self.graph_content(w, rid, w.existed, w.ntriples, w.catalog_ntriples)
                     for w, rid in zip(writes, ids, strict=True)
                 ]
                 self._applier.submit(contents, ids, generation)
@@ -432,7 +434,7 @@ class RecordStore(StoreReads):
             contents = []
             for row in rows:
                 nt, cat = self.db.graph_bytes(row.id)
-                contents.append(self._graph_content(row, row.id, True, nt, cat))
+                contents.append(self.graph_content(row, row.id, True, nt, cat))
             stale = stale_contents(self.graphs, contents)
             if stale:
                 self.graphs.replace(stale)

@@ -32,7 +32,7 @@ import logging
 import os
 import shutil
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -103,6 +103,28 @@ class SnapshotShelf:
             os.replace(tmp, self.root / CURRENT)
             self._collect(name)
             return path
+
+    @contextlib.contextmanager
+    def pinned(self, while_locked: Callable[[], None] = lambda: None) -> Iterator[Path | None]:
+        """The current snapshot (None before the first), kept from collection as a reader
+        keeps it (a shared flock on its lock file) until the block ends. ``while_locked`` runs
+        under the shelf lock, where no snapshot is being published: what it reads of the
+        state database cannot be older than the snapshot (``store/backup.py``)."""
+        fd = -1
+        with self._locked():
+            name = self.current
+            if name is not None:
+                try:
+                    fd = os.open(self.root / f"{name}.lock", os.O_RDONLY)
+                    fcntl.flock(fd, fcntl.LOCK_SH)
+                except FileNotFoundError:
+                    name = None
+            while_locked()
+        try:
+            yield self.root / name if name is not None else None
+        finally:
+            if fd >= 0:
+                os.close(fd)
 
     def has_readers(self) -> bool:
         """Whether some process has a snapshot of this shelf open (holds its shared flock)."""

@@ -38,7 +38,7 @@ Steps (docs/mappings/dcat.md describes them for metadata specialists):
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from pathlib import Path
 
@@ -213,16 +213,19 @@ def _document_findings(doc: Document, parsed: ParsedDocument) -> list[Finding]:
     return findings
 
 
-def _replace(quads: Iterable[Quad], old: BlankNode, new: NamedNode) -> list[Quad]:
+def _replace(quads: Iterable[Quad], iris: Mapping[BlankNode, NamedNode]) -> list[Quad]:
+    """``quads`` with each blank-node dataset of ``iris`` replaced by the IRI minted for it (as
+    subject of its own description, as object of a link from another: a service's
+    ``dcat:servesDataset``, a catalogue's ``dcat:dataset``)."""
     out = []
     for quad in quads:
         subject, obj = quad.subject, quad.object
-        if subject == old or obj == old:
-            out.append(
-                Quad(new if subject == old else subject, quad.predicate, new if obj == old else obj)
-            )
-        else:
+        new_subject = iris.get(subject) if isinstance(subject, BlankNode) else None
+        new_object = iris.get(obj) if isinstance(obj, BlankNode) else None
+        if new_subject is None and new_object is None:
             out.append(quad)
+        else:
+            out.append(Quad(new_subject or subject, quad.predicate, new_object or obj))
     return out
 
 
@@ -250,11 +253,15 @@ class DcatMapper(Mapper):
             )
         single = not raw.is_collection and len(doc.datasets) == 1
         catalog_cache: dict[object, tuple[list[Quad], list[Finding]]] = {}
-        minted: set[str] = set()
+        # Every blank-node dataset gets its IRI before any description is written, so that a
+        # link to it from another description (a data service's dcat:servesDataset) names the
+        # same IRI as the dataset's own record instead of a dangling blank node.
+        minted = self._mint_all(raw, ctx, doc, single)
+        iris = {node: iri for node, (iri, _, _) in minted.items()}
         results = []
         budget = MAX_AMPLIFICATION * len(quads) + AMPLIFICATION_SLACK
         for node in doc.datasets:
-            mapped = self._map_one(raw, ctx, doc, node, single, catalog_cache, minted)
+            mapped = self._map_one(raw, doc, node, single, catalog_cache, minted, iris)
             budget -= mapped.ntriples.count(b"\n") + mapped.catalog_ntriples.count(b"\n")
             if budget < 0:
                 raise MappingError(
@@ -276,26 +283,39 @@ class DcatMapper(Mapper):
 
     # --- one dataset ------------------------------------------------------------------------
 
+    def _mint_all(
+        self, raw: RawRecord, ctx: MappingContext, doc: Document, single: bool
+    ) -> dict[BlankNode, tuple[NamedNode, list[Quad], Finding]]:
+        """The IRI (with its dct:identifier, if added, and finding) of each blank-node dataset,
+        in document order (which decides which of two datasets with one key gets the hash)."""
+        out: dict[BlankNode, tuple[NamedNode, list[Quad], Finding]] = {}
+        taken: set[str] = set()
+        for node in doc.datasets:
+            if isinstance(node, BlankNode):
+                out[node] = self._mint(raw, ctx, node, doc.closure(node), single, taken)
+        return out
+
     def _map_one(
         self,
         raw: RawRecord,
-        ctx: MappingContext,
         doc: Document,
         node: Node,
         single: bool,
         catalog_cache: dict[object, tuple[list[Quad], list[Finding]]],
-        minted: set[str],
+        minted: Mapping[BlankNode, tuple[NamedNode, list[Quad], Finding]],
+        iris: Mapping[BlankNode, NamedNode],
     ) -> MappedDataset:
         quads = doc.closure(node)
         records = self._records_about(doc, node)
         findings: list[Finding] = []
         if isinstance(node, BlankNode):
-            iri, extra, finding = self._mint(raw, ctx, node, quads, single, minted)
-            quads = _replace(quads, node, iri) + extra
-            records = _replace(records, node, iri)
+            iri, extra, finding = minted[node]
             findings.append(finding)
         else:
-            iri = node
+            iri, extra = node, []
+        if iris:  # links to blank-node datasets (its own node among them) follow their IRIs
+            quads = _replace(quads, iris) + extra
+            records = _replace(records, iris)
         quads, trace, ground = self.rules.apply_split(quads, index=doc)
         findings.extend(findings_from(trace, self.rules))
         if not _titled(doc, node):
@@ -312,9 +332,7 @@ class DcatMapper(Mapper):
         catalog_quads, catalog_findings = self._catalog_facts(doc, node, catalog_cache)
         links = doc.links_to.get(node)
         if links:  # the catalogue's own dcat:dataset / dcat:record triple naming this dataset
-            catalog_quads = catalog_quads + (
-                _replace(links, node, iri) if isinstance(node, BlankNode) else links
-            )
+            catalog_quads = catalog_quads + (_replace(links, iris) if iris else links)
         record_quads, record_trace, record_ground = (
             self.rules.apply_split(records) if records else ([], [], [])
         )

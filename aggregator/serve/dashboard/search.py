@@ -276,6 +276,31 @@ class SearchIndex:
             if len(batch) < BATCH:
                 return done
 
+    def rebuild(self, state: sqlite3.Connection) -> int:
+        """Index every record again (``store reindex``): emptied in one transaction, then
+        caught up as a new index is (a search meanwhile may see part of the records)."""
+        conn = self._conn()
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            for table in ("docs", "fts", "record_facets", "facet_values"):
+                conn.execute(f"DELETE FROM {table}")
+            conn.execute("DELETE FROM meta WHERE key = 'watermark'")
+            conn.execute(
+                "INSERT INTO meta VALUES ('build', '1')"
+                " ON CONFLICT (key) DO UPDATE SET value = value + 1"
+            )
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        return self.catch_up(state)
+
+    def close(self) -> None:  # this thread's connection
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is not None:
+            conn.close()
+            self._local.conn = None
+
     @staticmethod
     def _drop(conn: sqlite3.Connection, rid: int) -> None:
         conn.execute("DELETE FROM fts WHERE rowid = ?", (rid,))
@@ -409,7 +434,9 @@ class SearchIndex:
     def _whole_counts(self, conn: sqlite3.Connection) -> Whole:
         """(watermark, documents, facet counts by id, facet names by id) of the whole index,
         kept until it changes."""
-        mark = conn.execute("SELECT value FROM meta WHERE key = 'watermark'").fetchone()
+        mark = conn.execute(  # a rebuild (``store reindex``) counts a build of its own
+            "SELECT group_concat(key || value) FROM meta WHERE key IN ('watermark', 'build')"
+        ).fetchone()
         cached = self._whole
         if cached is None or cached[0] != mark:
             total = int(conn.execute("SELECT count(*) FROM docs").fetchone()[0])
