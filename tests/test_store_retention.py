@@ -38,7 +38,7 @@ from aggregator.schedule.runner import StoreJobs
 from aggregator.schedule.scheduler import PRUNE, Scheduler
 from aggregator.schedule.status import request_harvest
 from aggregator.store.records import RecordStore
-from aggregator.store.retention import PruneReport, prune
+from aggregator.store.retention import PruneReport, give_back, prune
 
 BASE = "http://127.0.0.1:8000/"
 T0 = datetime(2024, 3, 1, tzinfo=UTC)
@@ -466,3 +466,21 @@ def test_retention_defaults() -> None:
     assert RetentionSettings() == RetentionSettings(
         versions=5, job_days=90.0, interval=86400.0, batch=500
     )
+
+
+def test_giving_pages_back_frees_as_many_as_asked_in_one_transaction(tmp_path: Path) -> None:
+    """``PRAGMA incremental_vacuum(N)`` through Python's ``execute`` frees one page, not N: a
+    prune gave a big store's space back one transaction per page."""
+    conn = sqlite3.connect(tmp_path / "s.sqlite3", isolation_level=None)
+    conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
+    conn.execute("VACUUM")
+    conn.execute("CREATE TABLE t (x BLOB)")
+    conn.executemany("INSERT INTO t VALUES (?)", [(b"x" * 2000,) for _ in range(400)])
+    conn.execute("DELETE FROM t")
+    free = conn.execute("PRAGMA freelist_count").fetchone()[0]
+    assert free > 150
+    conn.execute("BEGIN IMMEDIATE")
+    assert give_back(conn, 100) == 100
+    conn.execute("COMMIT")
+    assert conn.execute("PRAGMA freelist_count").fetchone()[0] == free - 100
+    conn.close()

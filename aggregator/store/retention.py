@@ -305,9 +305,20 @@ def _delete(
         done["payloads"] += len(gone)
         report.payload_bytes += sum(int(r[0]) for r in gone)
     if report.auto_vacuum == "incremental":
-        while _pragma(conn, "freelist_count"):
+        while free := _pragma(conn, "freelist_count"):
             with _transaction(conn, report, stop):
-                conn.execute(f"PRAGMA incremental_vacuum({_VACUUM_STEP})").fetchall()
+                give_back(conn, min(free, _VACUUM_STEP))
+
+
+def give_back(conn: sqlite3.Connection, pages: int) -> int:
+    """Give ``pages`` free pages back to the file system, inside the caller's transaction;
+    returns how many went. ``PRAGMA incremental_vacuum(N)`` frees one page per step of the
+    statement, and Python's ``execute`` steps a statement that returns no row once, whatever
+    N (``executescript`` would step it to the end, but commits the transaction first)."""
+    before = _pragma(conn, "freelist_count")
+    for _ in range(pages):
+        conn.execute("PRAGMA incremental_vacuum(1)")
+    return before - _pragma(conn, "freelist_count")
 
 
 class _Stopped(Exception):
