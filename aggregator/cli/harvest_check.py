@@ -3,8 +3,8 @@ runs, step by step, with the harvest's decision.
 
 The chain is built by the configuration's own code (``config/validation_chain.py``,
 ``config/profiles.py``) and run by the harvest's own per-record function
-(:func:`aggregator.jobs.processing.check_record`); the decision is the lifecycle's
-(:func:`aggregator.jobs.processing.decide`). Nothing here validates or decides by itself: it
+(:func:`aggregator.jobs.processing.check_record`); the verdict is the harvest's
+(:func:`aggregator.validate.policy.decide`). Nothing here validates or decides by itself: it
 chooses the chain and prints what the harvest's code found.
 """
 
