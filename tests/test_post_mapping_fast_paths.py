@@ -7,7 +7,11 @@
   settles a statement that the full rules would change: on the demo records of every format,
   and on the same records with some of their types and labels taken away, the step gives the
   same bytes and findings with the pre-check as with every range statement parsed and run
-  through the rules.
+  through the rules; the lines it split to read the record, handed to ``merge_lines``, give
+  what splitting the text again gives;
+* the categorisation's reading of the statements it needs (one pattern over the text) gives
+  what parsing the whole record gives, on the same records and on text that quotes a
+  predicate inside a literal.
 """
 
 from __future__ import annotations
@@ -18,10 +22,11 @@ from pathlib import Path
 
 import pytest
 
+from aggregator.config.categorisation import CategorisationConfig
 from aggregator.core.models import MappedDataset, RawRecord, content_hash
 from aggregator.demo.peers.gemini_samples import generate_gemini_record
 from aggregator.demo.peers.sample_data import generate_dataset
-from aggregator.mapping import ranges
+from aggregator.mapping import base, categorisation, ranges
 from aggregator.mapping.base import MappingContext, merge_lines
 from aggregator.plugin import mappers
 
@@ -52,6 +57,9 @@ def test_merge_lines_equals_sorting_the_set(
     data: bytes, removed: set[bytes], added: list[bytes]
 ) -> None:
     assert merge_lines(data, removed, added) == _set_sorted(data, removed, added)
+    lines = data.splitlines()  # the range step hands over the lines it has split already
+    assert merge_lines(data, removed, added, lines) == _set_sorted(data, removed, added)
+    assert lines == data.splitlines()  # copied, not changed
 
 
 def _demo_datasets() -> dict[str, list[MappedDataset]]:
@@ -121,5 +129,75 @@ def test_range_pre_check_settles_only_what_the_rules_leave_alone(
     monkeypatch.setattr(ranges._Lines, "settled", lambda *args: False)
     full = [ranges.complete_ranges(ds) for ds in cases]
     for ds, quick, slow in zip(cases, fast, full, strict=True):
+        assert quick == slow, ds.dataset_iri
+        assert (quick is ds) == (slow is ds), ds.dataset_iri
+
+
+def _cases() -> list[MappedDataset]:
+    rng = random.Random(31)
+    datasets = [ds for found in _demo_datasets().values() for ds in found]
+    return [*datasets, *(_stripped(ds, rng, share) for ds in datasets for share in (0.3, 1.0))]
+
+
+def test_range_step_merges_into_its_split_lines_as_into_the_text(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    cases = _cases()
+    fast = [ranges.complete_ranges(ds) for ds in cases]
+    assert sum(out is not ds for out, ds in zip(fast, cases, strict=True)) > len(cases) // 2
+
+    def split_again(
+        data: bytes, removed: set[bytes], added: list[bytes], lines: object = None
+    ) -> bytes:
+        return base.merge_lines(data, removed, added)
+
+    monkeypatch.setattr(ranges, "merge_lines", split_again)
+    for ds, quick in zip(cases, fast, strict=True):
+        assert quick == ranges.complete_ranges(ds), ds.dataset_iri
+
+
+def test_range_step_reads_a_raw_carriage_return_as_before() -> None:
+    """A text with a raw CR (not canonical N-Triples) is read line by line at LF, as before
+    the lines were kept, and merged by splitting the text again."""
+    data = (
+        b"<https://x.example/d> <http://purl.org/dc/terms/license> <https://x.example/l> .\n"
+        b'<https://x.example/d> <http://purl.org/dc/terms/title> "a\rb" .\n'
+    )
+    table = ranges.load_ranges()
+    read = ranges._Read(data, table)
+    assert read.lines is None and len(read.links) == 1
+    out, notes = ranges._complete(data, table)
+    assert out is not None and "range-class-added" in notes
+    assert out == _set_sorted(
+        data,
+        set(),
+        [b"<https://x.example/l> " + TYPE + b" <http://purl.org/dc/terms/LicenseDocument> ."],
+    )
+
+
+QUOTING = (
+    b'<https://x.example/d> <http://purl.org/dc/terms/description> "see '
+    b'<http://www.w3.org/ns/dcat#keyword> and <http://purl.org/dc/terms/subject> "@en .\n'
+)
+
+
+def _with_keyword(ds: MappedDataset, keyword: str) -> bytes:
+    line = f'<{ds.dataset_iri}> <http://www.w3.org/ns/dcat#keyword> "{keyword}"@en .'
+    return merge_lines(ds.ntriples, set(), [line.encode()])
+
+
+@pytest.mark.parametrize("keywords", [True, False])
+def test_categorisation_reads_what_parsing_the_whole_record_reads(
+    monkeypatch: pytest.MonkeyPatch, keywords: bool
+) -> None:
+    config = CategorisationConfig(keywords=keywords)
+    cases = _cases()
+    cases += [replace(ds, ntriples=QUOTING + ds.ntriples) for ds in cases[:20]]
+    cases += [replace(ds, ntriples=_with_keyword(ds, "farming")) for ds in cases[:20]]
+    fast = [categorisation.categorise(ds, config) for ds in cases]
+    assert any(out is not ds for out, ds in zip(fast, cases, strict=True))
+    monkeypatch.setattr(categorisation, "_statements_read", lambda data: data)
+    for ds, quick in zip(cases, fast, strict=True):
+        slow = categorisation.categorise(ds, config)
         assert quick == slow, ds.dataset_iri
         assert (quick is ds) == (slow is ds), ds.dataset_iri

@@ -75,14 +75,20 @@ def canonical_ntriples(triples: Iterable[Triple | Quad]) -> bytes:
     return b"\n".join(lines) + b"\n" if lines else b""
 
 
-def merge_lines(data: bytes, removed: set[bytes], added: Iterable[bytes]) -> bytes:
+def merge_lines(
+    data: bytes,
+    removed: set[bytes],
+    added: Iterable[bytes],
+    lines: list[bytes] | None = None,
+) -> bytes:
     """The lines of canonical N-Triples ``data`` less ``removed``, plus ``added``, sorted and
     each once: what a step after the mapper that adds or removes statements without a blank
     node hands on (equal graphs, equal bytes). A mapper's canonical lines are sorted and unique
     already (checked: one C-level pass), so the few added lines are put in their places by
     bisection; other text is sorted as a set (sorting the set of every line cost more than the
-    rest of such a step: docs/benchmarks.md#issue-30)."""
-    lines = data.splitlines()
+    rest of such a step: docs/benchmarks.md#issue-30). ``lines``: ``data.splitlines()`` when
+    the caller has split it already (copied, not changed)."""
+    lines = data.splitlines() if lines is None else list(lines)
     if not all(map(operator.lt, lines, islice(lines, 1, None))):
         merged = set(lines)
         merged.difference_update(removed)

@@ -21,6 +21,7 @@ without canonicalising again.
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from functools import lru_cache
 
@@ -44,24 +45,30 @@ _NEEDLES = (b"#theme>", b"/subject>", b"/topicCategory>", b"#keyword>")
 # whole graph and looking at every triple in Python (docs/benchmarks.md#mapping). A literal
 # that happens to hold such text brings its statement along, which the predicate checks
 # below then ignore.
-_READ = tuple(
-    b" <" + p.encode() + b"> "
-    for p in sorted({*CATEGORY_PROPERTIES, KEYWORD, *NAME_PROPERTIES, IN_SCHEME})
+_READ = re.compile(
+    b" <(?:"
+    + b"|".join(
+        re.escape(p.encode())
+        for p in sorted({*CATEGORY_PROPERTIES, KEYWORD, *NAME_PROPERTIES, IN_SCHEME})
+    )
+    + b")> "
 )
 
 
 def _statements_read(data: bytes) -> bytes:
-    """The lines of ``data`` that may state one of the predicates categorisation reads."""
-    starts: dict[int, int] = {}
-    for needle in _READ:
-        at = data.find(needle)
-        while at != -1:
-            start = data.rfind(b"\n", 0, at) + 1
-            end = data.find(b"\n", at)
-            end = len(data) if end == -1 else end
-            starts[start] = end
-            at = data.find(needle, end)
-    return b"\n".join(data[start:end] for start, end in sorted(starts.items()))
+    """The lines of ``data`` that may state one of the predicates categorisation reads, in
+    their order. One scan with one pattern (its literal prefix ``" <http://"`` is searched in
+    C): half the cost of one ``find`` loop per predicate (docs/benchmarks.md#issue-30)."""
+    lines = []
+    last = -1  # the end of the last line taken: a line is taken once
+    for match in _READ.finditer(data):
+        start = data.rfind(b"\n", 0, match.start()) + 1
+        if start <= last:
+            continue
+        end = data.find(b"\n", match.end())
+        last = end = len(data) if end == -1 else end
+        lines.append(data[start:end])
+    return b"\n".join(lines)
 
 
 def _line(triple: Triple) -> bytes:

@@ -72,6 +72,15 @@ class Range:
 
 
 @dataclass(frozen=True, slots=True)
+class LineKind:
+    """What a statement of one predicate tells the range step (see :class:`RangeTable`)."""
+
+    required: str | None  # the property, when a described row requires it
+    link: bool  # a range property: the statement may have to be parsed
+    label: str | None  # the property, when it is a label property the step reads
+
+
+@dataclass(frozen=True, slots=True)
 class RangeTable:
     """The compiled table: rows by property, and what to look for in N-Triples lines."""
 
@@ -88,6 +97,9 @@ class RangeTable:
     #: ``<P>`` -> P of the label properties (their statements are parsed only for values the
     #: step works on)
     label_tokens: Mapping[bytes, str]
+    #: ``<P>`` -> what a line of P tells the step, for the three maps above in one lookup
+    #: (a record's lines are read one by one: one lookup each is cheaper than three)
+    line_kinds: Mapping[bytes, LineKind] = field(default_factory=dict)
 
     #: the CURIE of each property, class and label property of the table
     curies: Mapping[str, str] = field(default_factory=dict)
@@ -211,7 +223,18 @@ def compile_ranges(data: Mapping[str, Any], vocabularies: Mapping[str, Vocabular
         {f"<{p}>".encode(): tuple(rows) for p, rows in by_property.items()},
         {f"<{p}>".encode(): p for p in labels},
     )
-    return replace(table, curies=MappingProxyType({t: table.curie(t) for t in terms}))
+    kinds = {
+        token: LineKind(
+            table.required_tokens.get(token),
+            token in table.by_property_token,
+            table.label_tokens.get(token),
+        )
+        for token in {*table.required_tokens, *table.by_property_token, *table.label_tokens}
+        if token != f"<{RDF_TYPE}>".encode()  # read as a type, whatever else it is
+    }
+    return replace(
+        table, curies=MappingProxyType({t: table.curie(t) for t in terms}), line_kinds=kinds
+    )
 
 
 @lru_cache(maxsize=4)

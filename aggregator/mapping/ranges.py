@@ -68,35 +68,37 @@ class _Lines:
     """One pass over the lines of a record, by predicate (the token between the first two
     spaces): what the step reads from the text alone, and the lines it may have to parse."""
 
-    __slots__ = ("has", "labelled", "labels", "links", "types")
+    __slots__ = ("has", "labelled", "labels", "lines", "links", "types")
 
     def __init__(self, data: bytes, table: RangeTable) -> None:
-        links, labels, required = table.by_property_token, table.label_tokens, table.required_tokens
+        kinds = table.line_kinds
         self.links: list[tuple[bytes, bytes, bytes, bytes]] = []  # line, subject, p, object
         self.labels: list[tuple[bytes, bytes]] = []  # line, subject: literal-valued labels
         self.types: dict[bytes, set[str]] = {}  # subject token -> class IRIs
         self.has: dict[bytes, set[str]] = {}  # subject token -> required properties it has
         self.labelled: dict[bytes, set[str]] = {}  # subject token -> label properties
-        types, has, labelled = self.types, self.has, self.labelled
-        for line in data.split(b"\n"):
+        types, has, labelled, links = self.types, self.has, self.labelled, self.links
+        # ``data.splitlines()`` (kept: a change is merged into these lines, not split again),
+        # which splits canonical N-Triples where ``split(b"\n")`` does: a raw CR is escaped
+        # there; a text that has one is read by LF alone, as before, and split again to merge
+        self.lines: list[bytes] | None = None if b"\r" in data else data.splitlines()
+        for line in data.split(b"\n") if self.lines is None else self.lines:
             parts = line.split(b" ", 2)  # subject, predicate, the rest (cheaper than a regex)
             if len(parts) != 3:
                 continue
             subject, predicate, rest = parts
-            if predicate == _TYPE_TOKEN:
-                if rest[:1] == b"<":
+            kind = kinds.get(predicate)  # one lookup: most lines are of a predicate read here
+            if kind is None:
+                if predicate == _TYPE_TOKEN and rest[:1] == b"<":
                     types.setdefault(subject, set()).add(rest[1 : rest.rfind(b">")].decode())
                 continue
-            name = required.get(predicate)
-            if name is not None:
-                has.setdefault(subject, set()).add(name)
-            if predicate in links:
-                self.links.append((line, subject, predicate, rest[: rest.rfind(b" ")]))
-                continue
-            name = labels.get(predicate)
-            if name is not None and rest[:1] == b'"':
+            if kind.required is not None:
+                has.setdefault(subject, set()).add(kind.required)
+            if kind.link:
+                links.append((line, subject, predicate, rest[: rest.rfind(b" ")]))
+            elif kind.label is not None and rest[:1] == b'"':
                 self.labels.append((line, subject))
-                labelled.setdefault(subject, set()).add(name)
+                labelled.setdefault(subject, set()).add(kind.label)
 
     def settled(
         self, link: tuple[bytes, bytes, bytes, bytes], table: RangeTable, data: bytes
@@ -159,7 +161,7 @@ class _Read:
 
     def __init__(self, data: bytes, table: RangeTable) -> None:
         text = _Lines(data, table)
-        self.types, self.has = text.types, text.has
+        self.types, self.has, self.lines = text.types, text.has, text.lines
         self.labels: dict[object, dict[str, list[Literal]]] = {}
         self.links: list[tuple[Triple, tuple[Range, ...]]] = []
         open_links = [link for link in text.links if not text.settled(link, table, data)]
@@ -253,7 +255,7 @@ def _complete(data: bytes, table: RangeTable) -> tuple[bytes | None, dict[str, l
         for (cls, prop), count in Counter(change.typed).items():
             text = f"{curie(cls)} ({curie(prop)})"
             change.notes.setdefault("range-class-added", []).extend([text] * count)
-    return _rewritten(data, change), change.notes
+    return _rewritten(data, change, read.lines), change.notes
 
 
 def _value(link: Triple, row: Range, read: _Read, change: _Rewrite, data: bytes) -> None:
@@ -425,12 +427,13 @@ def _own_labels(data: bytes) -> bool:
     return at != -1 and not data.startswith(b"c14n", at + 2)
 
 
-def _rewritten(data: bytes, change: _Rewrite) -> bytes:
+def _rewritten(data: bytes, change: _Rewrite, lines: list[bytes] | None = None) -> bytes:
     """The graph less the removed, plus the added statements, in the canonical form every
     mapper hands over (:func:`aggregator.mapping.base.canonical_ntriples`): equal graphs give
     equal bytes, here and in another aggregator that harvests us. Without a blank node in what
-    changed, the sorted lines are merged as they are (the labels cannot change); otherwise the
-    graph is canonicalised again (RDFC-1.0), since a blank node's label depends on what it says
+    changed, the sorted lines are merged as they are (the labels cannot change; ``lines``:
+    ``data.splitlines()``, when the caller has it); otherwise the graph is canonicalised again
+    (RDFC-1.0), since a blank node's label depends on what it says
     (unless the mapper labels its blank nodes its own way, :func:`_own_labels`).
     """
     touched = (*change.added, *change.removed)
@@ -439,7 +442,7 @@ def _rewritten(data: bytes, change: _Rewrite) -> bytes:
     )
     if not blank or _own_labels(data):
         return merge_lines(
-            data, {_line(t) for t in change.removed}, [_line(t) for t in change.added]
+            data, {_line(t) for t in change.removed}, [_line(t) for t in change.added], lines
         )
     removed = change.removed
     quads: Iterable[Quad] = parse(
