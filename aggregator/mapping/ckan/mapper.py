@@ -141,6 +141,18 @@ def load_table(path: Path = DEFAULT_TABLE_PATH) -> CkanTable:
     )
 
 
+def _row_value(fields: Mapping[str, Any], row: FieldRow, filled: set[str]) -> Any:
+    """The value a table row maps from the package's (or resource's) fields: its field, or the
+    ``_translated`` form of a text field; None when there is none or when the row is a fallback
+    for a property another row already gave a value."""
+    value = fields.get(row.field)
+    if value is None and row.kind == "text":
+        value = fields.get(f"{row.field}_translated")
+    if row.fallback and row.key in filled:
+        return None
+    return value
+
+
 def _extra_value(text: Any) -> Any:
     """An extra's value: JSON lists/objects (as ckanext-dcat stores them) are decoded."""
     if isinstance(text, str) and text[:1] in "[{":
@@ -205,10 +217,8 @@ class CkanMapper(Mapper):
         findings: list[Finding] = []
         filled: set[str] = set()  # the properties a row gave a value (for the fallbacks)
         for row in self.table.dataset:
-            value = fields.get(row.field)
-            if value is None and row.kind == "text":
-                value = fields.get(f"{row.field}_translated")
-            if value is None or (row.fallback and row.key in filled):
+            value = _row_value(fields, row, filled)
+            if value is None:
                 continue
             before = len(g.quads)
             if row.kind == "resources":
@@ -369,10 +379,8 @@ class CkanMapper(Mapper):
         unmapped.update(f"resources.{k}" for k in fields if k not in table.known_distribution)
         filled: set[str] = set()
         for row in table.distribution:
-            value = fields.get(row.field)
-            if value is None and row.kind == "text":
-                value = fields.get(f"{row.field}_translated")
-            if value is None or (row.fallback and row.key in filled):
+            value = _row_value(fields, row, filled)
+            if value is None:
                 continue
             before = len(g.quads)
             if row.kind == "text":
