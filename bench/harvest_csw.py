@@ -30,6 +30,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from _common import descendants, process_cpu, process_table
+
 from aggregator.config import (
     HarvestSettings,
     HttpSettings,
@@ -67,32 +69,6 @@ def cpu_seconds() -> float:
     return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
 
 
-def _proc_stats() -> dict[int, tuple[int, float]]:
-    """pid -> (parent pid, CPU seconds) of every process now running (Linux /proc)."""
-    tick = os.sysconf("SC_CLK_TCK")
-    stats: dict[int, tuple[int, float]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        stats[int(entry)] = (int(fields[1]), (int(fields[11]) + int(fields[12])) / tick)
-    return stats
-
-
-def process_cpu(pid: int) -> float:
-    """CPU seconds one running process has used (0 once it has gone)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 class WorkerCpu(threading.Thread):
     """CPU seconds of this process's descendants (the forkserver's mapping workers, which
     RUSAGE_CHILDREN never sees: their parent is the forkserver), the peer's excepted: the
@@ -109,16 +85,7 @@ class WorkerCpu(threading.Thread):
         self.stop = threading.Event()
 
     def _walk(self) -> None:
-        stats = _proc_stats()
-        mine = {os.getpid()}
-        changed = True
-        while changed:
-            changed = False
-            for pid, (ppid, _) in stats.items():
-                if ppid in mine and pid not in mine and pid != self.exclude:
-                    mine.add(pid)
-                    changed = True
-        self.known = mine - {os.getpid()}
+        self.known = descendants(os.getpid(), process_table(), {self.exclude})
         self.walked = time.monotonic()
 
     def sample(self, walk: bool = False) -> None:

@@ -27,6 +27,8 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from _common import thread_times
+
 from aggregator.config import HarvestSettings, HttpSettings, Settings, SourceConfig
 from aggregator.jobs.pipeline import RunOptions, run_source
 from aggregator.net.client import HttpClient
@@ -74,21 +76,6 @@ def _proc_stats(pid: int) -> tuple[float, int]:
     return cpu, peak
 
 
-def _thread_times() -> dict[int, tuple[str, float]]:
-    """{thread id: (name, CPU seconds)} of this process's live threads."""
-    ticks = os.sysconf("SC_CLK_TCK")
-    out: dict[int, tuple[str, float]] = {}
-    for task in Path("/proc/self/task").iterdir():
-        try:
-            name = (task / "comm").read_text().strip()
-            fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        name = name.rstrip("0123456789:-_ ") or name
-        out[int(task.name)] = (name, (int(fields[11]) + int(fields[12])) / ticks)
-    return out
-
-
 def rss_mb() -> tuple[int, int]:
     own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
     children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024
@@ -109,7 +96,7 @@ class RssSampler(threading.Thread):
 
     def thread_cpu(self) -> dict[str, float]:
         """CPU seconds summed by thread name, over every thread seen so far."""
-        self.threads.update(_thread_times())
+        self.threads.update(thread_times())
         by_name: dict[str, float] = {}
         for name, cpu in self.threads.values():
             by_name[name] = by_name.get(name, 0.0) + cpu
@@ -117,7 +104,7 @@ class RssSampler(threading.Thread):
 
     def run(self) -> None:
         while not self.stop.wait(0.5):
-            self.threads.update(_thread_times())
+            self.threads.update(thread_times())
             with open("/proc/self/statm") as fh:
                 pages = int(fh.read().split()[1])
             self.samples.append((time.monotonic() - self.t0, pages * 4096 // 2**20))

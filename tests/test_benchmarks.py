@@ -7,12 +7,14 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 pytestmark = pytest.mark.slow
 
 BENCH = Path(__file__).resolve().parent.parent / "bench"
+PHASES = ("first", "unchanged", "changed")
 
 
 def run(script: str, *args: str, timeout: float = 300) -> str:
@@ -141,3 +143,40 @@ def test_dashboard_search_benchmark() -> None:
     )
     assert figures["records"] == 300 and figures["quality datasets"] == 300
     assert figures["first catch-up records/s"] > 0  # type: ignore[operator]
+
+
+def test_million_benchmark(tmp_path: Path) -> None:
+    """bench/million.py at 250 records: the three peers, the three harvests into one store,
+    ``aggregator serve``; every figure present and the counts those of the generation."""
+    out = run("million.py", "--records", "250", "--repeats", "2", "--dir", str(tmp_path))
+    figures: dict[str, Any] = last_json(out)
+    per_kind = {"oai": 125, "csw": 75, "ckan": 50}  # 50/30/20 %
+    changed = {"oai": 2, "csw": 1, "ckan": 1}  # every 100th record: numbers 0 and 100
+    names = {"oai": "portal-oai", "csw": "geo-csw", "ckan": "city-ckan"}
+    assert figures["records"] == 250 and figures["per_kind"] == per_kind
+    for kind, n in per_kind.items():
+        counters = {p: figures[p]["sources"][names[kind]]["counters"] for p in PHASES}
+        assert counters["first"] == {"added": n}
+        assert counters["unchanged"] == {"skipped": n}
+        assert counters["changed"] == {"updated": changed[kind], "skipped": n - changed[kind]}
+    for phase in PHASES:
+        assert figures[phase]["records_per_s"] > 0
+        assert figures[phase]["cpu_us_per_record_total"] > 0
+        assert len(figures[phase]["rss_mb_at_25_50_75_100"]) == 4
+    assert figures["first"]["cpu_us_per_record"]["mapping + validation workers"] > 0
+    assert 0 < figures["peak_rss_mb"] < 2000
+    disk = figures["disk"]
+    assert disk["records"] == 250 and disk["bytes_per_record"] > 0
+    assert disk["bytes_per_record_by_part"]["graph store"] > 0
+    serve = figures["serve"]
+    assert serve["oai_walk"]["records"] == 250 and serve["oai_walk"]["pages"] == 3
+    assert set(serve["oai_page_ms"]) == {"0%", "50%", "99%"}
+    assert set(serve["sparql_ms"]) >= {"by_publisher", "by_theme", "by_format", "point"}
+    assert serve["sparql_ms"]["by_theme"]["groups"] > 1
+    assert set(serve["dashboard_ms"]) == {"overview", "search_page", "keyword_search"}
+    assert serve["keyword_hits"] > 0
+    assert set(figures["targets"]) == {
+        "first_harvest_minutes_at_1M", "peak_rss_mb", "unchanged_records_per_s",
+        "oai_page_ms_worst", "keyword_search_ms", "point_query_ms", "group_by_ms_worst",
+    }  # fmt: skip
+    assert "(target < 60)" in out

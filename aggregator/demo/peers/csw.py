@@ -58,11 +58,23 @@ def item_of(internal_id: str, document: bytes) -> CswItem:
 
 
 class GeneratedCatalogue(Sequence[CswItem]):
-    """``count`` generated records (:func:`generate_gemini_record`), made when asked for."""
+    """``count`` generated records (:func:`generate_gemini_record`), made when asked for.
+    ``revisions``: the revision of each record, asked each time it is made (default: all
+    ``revision``), so that a benchmark can change some records between two harvests."""
 
-    def __init__(self, count: int, revision: int = 0) -> None:
+    def __init__(
+        self, count: int, revision: int = 0, revisions: Callable[[int], int] | None = None
+    ) -> None:
         self.size = count
         self.revision = revision
+        self.revisions = revisions
+
+    def matching(self, types: tuple[str, ...], since: str | None) -> Sequence[int] | None:
+        """The indexes a query selects, without making a record, where that needs none:
+        every generated record is a dataset (None: the caller looks at each record)."""
+        if types and "dataset" not in types:
+            return range(0)
+        return range(self.size) if since is None else None
 
     def __len__(self) -> int:
         return self.size
@@ -76,7 +88,8 @@ class GeneratedCatalogue(Sequence[CswItem]):
             return [self[i] for i in range(*index.indices(self.size))]
         if not 0 <= index < self.size:
             raise IndexError(index)
-        return item_of(f"gen-{index}", generate_gemini_record(index, self.revision))
+        revision = self.revision if self.revisions is None else self.revisions(index)
+        return item_of(f"gen-{index}", generate_gemini_record(index, revision))
 
 
 @dataclass(slots=True)
@@ -119,7 +132,7 @@ class CswPeer:
         self.requests: Counter[str] = Counter()
         self.bindings_seen: Counter[str] = Counter()
         self._lock = threading.Lock()
-        self._cache: dict[tuple[tuple[str, ...], str | None], list[int]] = {}
+        self._cache: dict[tuple[tuple[str, ...], str | None], Sequence[int]] = {}
         self._by_id: dict[str, int] | None = None
 
     @classmethod
@@ -202,10 +215,12 @@ class CswPeer:
             + "</ows:OperationsMetadata></csw:Capabilities>"
         ).encode()
 
-    def _matching(self, q: _Query) -> list[int]:
+    def _matching(self, q: _Query) -> Sequence[int]:
         key = (() if q.identifiers else q.types, None if q.identifiers else q.since)
         with self._lock:
             found = self._cache.get(key)
+        if found is None and isinstance(self.items, GeneratedCatalogue):
+            found = self.items.matching(*key)  # at 300,000 records, making each costs minutes
         if found is None:
             found = [
                 n
