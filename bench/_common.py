@@ -87,7 +87,7 @@ class GroupSampler(threading.Thread):
     starts a new phase: its samples are kept apart, as (seconds into the phase, MB)."""
 
     def __init__(self, exclude: Iterable[int] = (), interval: float = 0.5) -> None:
-        super().__init__(daemon=True)
+        super().__init__(daemon=True, name="bench-sampler")  # its CPU: the measuring's
         self.exclude = set(exclude)
         self.interval = interval
         self.stop = threading.Event()

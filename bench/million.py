@@ -140,7 +140,7 @@ def run_phase(
     per = 1e6 / total
     stages: dict[str, float] = {"mapping + validation workers": 0.0}
     for tname, cpu in threads.items():
-        stage = STAGES.get(tname, "rocksdb" if tname.startswith("rocksdb") else "other threads")
+        stage = STAGES.get(tname, "rocksdb" if tname.startswith("rocksdb") else tname)
         stages[stage] = stages.get(stage, 0.0) + (cpu - threads0.get(tname, 0.0)) * per
     # threads that ended since their last sample (the listing's last half second)
     stages["threads ended between samples"] = own * per - sum(stages.values())
@@ -204,21 +204,34 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--change-step", type=int, default=100, help="change every Nth record")
     ap.add_argument("--workers", type=int, default=1, help="mapping processes per source")
     ap.add_argument("--repeats", type=int, default=20, help="requests per latency figure")
-    ap.add_argument("--dir", type=Path, default=None, help="work folder (default: temporary)")
+    ap.add_argument(
+        "--dir", type=Path, default=None,
+        help="work folder (default: temporary); its peers/ files of records are reused",
+    )  # fmt: skip
+    ap.add_argument(
+        "--peer-generates", action="store_true",
+        help="the peers make each record when a page asks for it (their CPU shares the cores"
+        " with the harvest) instead of before the clock, into files of their own",
+    )  # fmt: skip
     args = ap.parse_args(argv)
     counts = split(args.records, [float(x) for x in args.mix.split(",")])
     tmp = None if args.dir else tempfile.TemporaryDirectory(prefix="million-")
     folder = args.dir or Path(tmp.name)  # type: ignore[union-attr]
     folder.mkdir(parents=True, exist_ok=True)
     if (folder / "store").exists():
-        raise SystemExit(f"{folder / 'store'} exists: the run needs a fresh store")
+        raise SystemExit(f"{folder / 'store'} exists: remove it, the run needs a fresh store")
     from aggregator.config.loading import load_settings
     from aggregator.store.optimize import optimize_store
     from aggregator.store.records import RecordStore
 
-    peers = Peers(counts, args.change_step)
+    t0 = time.perf_counter()
+    peers = Peers(counts, args.change_step, None if args.peer_generates else folder / "peers")
     results: dict[str, Any] = {"records": args.records, "per_kind": counts}
     results.update(change_step=args.change_step, workers=args.workers)
+    results["peers_ready_seconds"] = round(time.perf_counter() - t0, 1)
+    results["peers_generate"] = args.peer_generates
+    print(f"peers ready in {results['peers_ready_seconds']} s (records made before the clock:"
+          f" {not args.peer_generates})", flush=True)  # fmt: skip
     wrong: list[str] = []
     try:
         settings = load_settings(write_config(folder, peers, counts, args.workers))

@@ -59,15 +59,15 @@ def item_of(internal_id: str, document: bytes) -> CswItem:
 
 class GeneratedCatalogue(Sequence[CswItem]):
     """``count`` generated records (:func:`generate_gemini_record`), made when asked for.
-    ``revisions``: the revision of each record, asked each time it is made (default: all
-    ``revision``), so that a benchmark can change some records between two harvests."""
+    ``make``: how record ``i`` is made instead (a benchmark's, which changes some records
+    between two harvests or reads them from where it made them before the clock)."""
 
     def __init__(
-        self, count: int, revision: int = 0, revisions: Callable[[int], int] | None = None
+        self, count: int, revision: int = 0, make: Callable[[int], CswItem] | None = None
     ) -> None:
         self.size = count
         self.revision = revision
-        self.revisions = revisions
+        self.make = make
 
     def matching(self, types: tuple[str, ...], since: str | None) -> Sequence[int] | None:
         """The indexes a query selects, without making a record, where that needs none:
@@ -88,8 +88,9 @@ class GeneratedCatalogue(Sequence[CswItem]):
             return [self[i] for i in range(*index.indices(self.size))]
         if not 0 <= index < self.size:
             raise IndexError(index)
-        revision = self.revision if self.revisions is None else self.revisions(index)
-        return item_of(f"gen-{index}", generate_gemini_record(index, revision))
+        if self.make is not None:
+            return self.make(index)
+        return item_of(f"gen-{index}", generate_gemini_record(index, self.revision))
 
 
 @dataclass(slots=True)
