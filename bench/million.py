@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sqlite3
 import sys
 import tempfile
@@ -44,9 +45,12 @@ STAGES = {
     "harvest-listing": "harvest listing",
     "oai-pmh-pages": "harvest listing",
     "graph-applier": "graph applier",
+    # native threads the OS names after the process: the graph store's bulk-load helpers
+    "python": "unnamed native threads (graph store bulk load)",
+    "python3": "unnamed native threads (graph store bulk load)",
 }
 TARGETS: dict[str, tuple[str, float, str]] = {  # figure -> (comparison, bound, what it means)
-    "first_harvest_minutes_at_1M": ("<", 60, "first harvest of 1M records, minutes"),
+    "first_harvest_minutes_at_1M": ("<", 60, "first harvest of 1M, minutes (linear from N)"),
     "peak_rss_mb": ("<", 500, "peak RSS of the harvesting process group, MB"),
     "unchanged_records_per_s": (">=", 5000, "unchanged re-harvest, records/s"),
     "oai_page_ms_worst": ("<", 50, "OAI-PMH page of 100 at any depth, p50 ms"),
@@ -74,6 +78,8 @@ def write_config(folder: Path, peers: Peers, counts: dict[str, int], workers: in
         '[store]\npath = "store"\nbase_iri = "http://127.0.0.1:8000/"\n',
         "[http]\nallow_private = true\ntimeout = 300\n",
         f"[harvest]\nworkers = {workers}\n",
+        # a group-by over a million datasets may take longer than the default 30 s: measured
+        "[serve]\nsparql_timeout = 600\n",
     ]
     for kind, n in counts.items():
         if n:
@@ -186,14 +192,15 @@ def verdicts(results: dict[str, Any]) -> dict[str, dict[str, Any]]:
         "keyword_search_ms": serve["dashboard_ms"]["keyword_search"]["p50_ms"],
         "point_query_ms": serve["sparql_ms"]["point"]["p50_ms"],
         "group_by_ms_worst": max(
-            v["p50_ms"] for k, v in serve["sparql_ms"].items() if k.startswith("by_")
+            v.get("p50_ms", math.inf) for k, v in serve["sparql_ms"].items() if k.startswith("by_")
         ),
     }
     out = {}
     for key, (op, bound, _) in TARGETS.items():
         value = figures[key]
         met = value < bound if op == "<" else value >= bound
-        out[key] = {"figure": round(value, 2), "target": f"{op} {bound}", "met": met}
+        shown = round(value, 2) if math.isfinite(value) else None  # None: a query failed
+        out[key] = {"figure": shown, "target": f"{op} {bound}", "met": met}
     return out
 
 
@@ -272,7 +279,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         results["targets"] = verdicts(results)
         for key, v in results["targets"].items():
             met = "met" if v["met"] else "MISSED"
-            print(f"  {TARGETS[key][2]:<48} {v['figure']:>10} (target {v['target']}): {met}")
+            print(f"  {TARGETS[key][2]:<48} {v['figure']!s:>10} (target {v['target']}): {met}")
         print(json.dumps(results))
         return results
     finally:
