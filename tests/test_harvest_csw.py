@@ -12,7 +12,7 @@ from aggregator.config import HttpSettings, SourceConfig
 from aggregator.core.errors import ConfigError, HarvestError, TransportError
 from aggregator.core.models import RawRecord
 from aggregator.core.xml import parse_xml
-from aggregator.demo.peers.csw import CswPeer
+from aggregator.demo.peers.csw import CswFaults, CswItem, CswPeer, GeneratedCatalogue, item_of
 from aggregator.demo.peers.gemini_samples import bundled_gemini_records, generate_gemini_record
 from aggregator.demo.peers.server import PeerServer
 from aggregator.harvest.base import HarvestRequest, Listing
@@ -371,3 +371,29 @@ def test_identifiers_mode_asks_the_store_once_per_batch(
     records = list(CswHarvester(source, http.session(source)).list_records(request, Listing(False)))
     assert all(r.payload_omitted and r.payload == b"" for r in records) and len(records) == N
     assert asked == [4, 4, 2, 4, 4, 2, 3]  # pages of 10, 10, 3 in batches of 4
+
+
+def test_a_generated_catalogue_pages_without_making_every_record(http: HttpClient) -> None:
+    """The peer of ``bench/million.py`` serves 300,000 generated records: a page of a full
+    listing makes the records on it, not the whole catalogue first (which took minutes)."""
+    made: list[int] = []
+
+    def make(i: int) -> CswItem:
+        made.append(i)
+        return item_of(f"gen-{i}", generate_gemini_record(i))
+
+    peer = CswPeer(GeneratedCatalogue(300_000, make=make), CswFaults(max_record_default=10))
+    with PeerServer(peer) as running:
+        source = SourceConfig(
+            name="csw", type="csw", url=running.url + "csw", format="iso19139",
+            options={"mode": "full", "page_size": 10},
+        )  # fmt: skip
+        listing = Listing(incremental=False)
+        records = CswHarvester(source, http.session(source)).list_records(
+            HarvestRequest(full=True, checkpoint=None), listing
+        )
+        first = [next(records) for _ in range(15)]  # two pages (and one fetched ahead)
+        records.close()
+    assert [r.local_id for r in first] == expected_ids(15)
+    assert listing.expected_total == 300_000
+    assert 20 <= len(made) <= 40 and max(made) < 40
