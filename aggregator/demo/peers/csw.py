@@ -221,7 +221,7 @@ class CswPeer:
         with self._lock:
             found = self._cache.get(key)
         if found is None and isinstance(self.items, GeneratedCatalogue):
-            found = self.items.matching(*key)  # at 300,000 records, making each costs minutes
+            found = self.items.matching(*key)  # none made (bench/million.py)
         if found is None:
             found = [
                 n
