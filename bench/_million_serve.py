@@ -40,6 +40,9 @@ GROUP_BY = {
     " ?d a dcat:Dataset ; dct:publisher ?group } GROUP BY ?group",
 }
 POINT = "SELECT ?p ?o WHERE {{ <{}> ?p ?o }}"
+#: seconds a request may take: the first search page catches the index up with every record
+#: (about 1 ms per record measured at 10,000, docs/benchmarks.md#the-1m-run-issue-31)
+TIMEOUT = 3 * 3600
 KEYWORD = "quality"  # in the titles of air quality records (OAI-PMH and CSW)
 
 
@@ -48,7 +51,7 @@ class Client:
 
     def __init__(self, port: int) -> None:
         self.port = port
-        self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
+        self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=TIMEOUT)
 
     def get(self, path: str, accept: str = "*/*") -> bytes:
         try:
@@ -56,7 +59,7 @@ class Client:
             resp = self.conn.getresponse()
         except (OSError, http.client.HTTPException):
             self.conn.close()
-            self.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=600)
+            self.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=TIMEOUT)
             raise
         body = resp.read()
         if resp.status != 200:
