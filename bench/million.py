@@ -45,6 +45,7 @@ STAGES = {
     "main": "store writer (main thread: batches, state DB, job flow)",
     "harvest-listing": "harvest listing",
     "oai-pmh-pages": "harvest listing",
+    "csw-page-ahead": "harvest listing",
     "graph-applier": "graph applier",
     # native threads the OS names after the process: the graph store's bulk-load helpers
     "python": "unnamed native threads (graph store bulk load)",
