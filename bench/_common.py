@@ -19,12 +19,13 @@ TICK = os.sysconf("SC_CLK_TCK")
 PAGE = os.sysconf("SC_PAGE_SIZE")
 
 
-def thread_times() -> dict[int, tuple[str, float]]:
-    """{thread id: (name, CPU seconds)} of this process's live threads. A Python thread goes
+def thread_times() -> dict[tuple[int, int], tuple[str, float]]:
+    """{(thread id, start time): (name, CPU seconds)} of this process's live threads (the
+    start time tells a thread from an earlier one that had its id). A Python thread goes
     by its Python name (3.11 gives the OS none: ``harvest-listing``, ``graph-applier``), the
     main thread as ``main``, a native one by its OS name (``rocksdb:low``); a trailing number
     is dropped (``ThreadPoolExecutor-0_1`` -> ``ThreadPoolExecutor``)."""
-    out: dict[int, tuple[str, float]] = {}
+    out: dict[tuple[int, int], tuple[str, float]] = {}
     main = os.getpid()
     named = {t.native_id: t.name for t in threading.enumerate() if t.native_id is not None}
     for task in Path("/proc/self/task").iterdir():
@@ -35,7 +36,7 @@ def thread_times() -> dict[int, tuple[str, float]]:
         except OSError:
             continue
         name = "main" if tid == main else name.rstrip("0123456789:-_ ") or name
-        out[tid] = (name, (int(fields[11]) + int(fields[12])) / TICK)
+        out[tid, int(fields[19])] = (name, (int(fields[11]) + int(fields[12])) / TICK)
     return out
 
 
@@ -96,7 +97,7 @@ class GroupSampler(threading.Thread):
         self.phase: list[tuple[float, float]] = []
         self.phase_t0 = time.monotonic()
         self.children_cpu: dict[int, float] = {}  # pid -> CPU seconds last seen
-        self.threads: dict[int, tuple[str, float]] = {}  # thread id -> (name, CPU) last seen
+        self.threads: dict[tuple[int, int], tuple[str, float]] = {}  # -> (name, CPU) last seen
 
     def sample(self) -> None:
         me = os.getpid()

@@ -90,7 +90,7 @@ class RssSampler(threading.Thread):
     def __init__(self) -> None:
         super().__init__(daemon=True)
         self.samples: list[tuple[float, int]] = []
-        self.threads: dict[int, tuple[str, float]] = {}
+        self.threads: dict[tuple[int, int], tuple[str, float]] = {}
         self.stop = threading.Event()
         self.t0 = time.monotonic()
 
