@@ -12,19 +12,36 @@
   when at least ``VACUUM_FREE`` of its pages are free, or when asked.
 
 Sizes before and after come from ``store_stats``.
+
+After a large harvest (:func:`optimize_after_job`: a job that wrote at least ``[harvest]
+optimize_after`` records and at least ``optimize_share`` of the records the store holds) the
+job runs the same compaction itself, without a ``VACUUM`` (a rewrite of the file, which would
+hold the other jobs' commits that long) and measuring only the files' total (``dbstat`` reads
+every page): RocksDB's compaction of a bulk load is then done before the job's snapshot is
+published, so the snapshot shares its files with the live store instead of keeping the
+pre-compaction ones alone, and the write-ahead log of the state database is truncated.
 """
 
 from __future__ import annotations
 
+import logging
+import sqlite3
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from aggregator.store.graphs import OxigraphGraphs
 from aggregator.store.records import RecordStore
-from aggregator.store.stats import PARTS, human, store_stats
+from aggregator.store.stats import PARTS, disk_total, human, store_stats
 
+log = logging.getLogger(__name__)
 VACUUM_FREE = 0.10  # a VACUUM rewrites the file: worth it when this share of pages is free
+#: a snapshot holding alone more than this share of the graph store's bytes, and more than
+#: STALE_SNAPSHOT_FLOOR bytes (below, a new generation is more churn than it gives back), is
+#: replaced at a job's end
+STALE_SNAPSHOT = 0.10
+STALE_SNAPSHOT_FLOOR = 32 * 2**20
 
 
 @dataclass
@@ -52,14 +69,14 @@ class OptimizeReport:
         yield f"  {'total':<32} {human(total_before):>10} {human(total_after):>10}"
 
 
-def _sqlite(store: RecordStore, vacuum: bool) -> list[str]:
+def _sqlite(store: RecordStore, vacuum: bool, rewrite: bool = True) -> list[str]:
     conn = store.db.conn
     steps = []
     with store.db.serial:  # no job of this process writes meanwhile
         pages = int(conn.execute("PRAGMA page_count").fetchone()[0])
         free = int(conn.execute("PRAGMA freelist_count").fetchone()[0])
         incremental = int(conn.execute("PRAGMA auto_vacuum").fetchone()[0]) == 2
-        if vacuum or (not incremental and pages and free / pages >= VACUUM_FREE):
+        if vacuum or (rewrite and not incremental and pages and free / pages >= VACUUM_FREE):
             conn.execute("PRAGMA auto_vacuum = INCREMENTAL")  # takes effect with the VACUUM
             conn.execute("VACUUM")
             steps.append(f"state database: VACUUM ({free} of {pages} page(s) were free)")
@@ -87,3 +104,66 @@ def optimize_store(store: RecordStore, *, vacuum: bool = False) -> OptimizeRepor
         store.shelf.collect()
     report.after = store_stats(store.path, store.db.conn).parts
     return report
+
+
+def due(written: int, held: int, *, after: int, share: float) -> bool:
+    """Whether a job that wrote ``written`` records into a store holding ``held`` is a large
+    harvest: at least ``after`` records (0: never) and at least ``share`` of the store (a
+    daily 1 % of a million records is not, the first harvest of a source is)."""
+    return after > 0 and written >= after and written >= share * held
+
+
+def optimize_after_job(
+    store: RecordStore, written: int, *, after: int, share: float
+) -> dict[str, Any] | None:
+    """Compact ``store`` when a job that wrote ``written`` records was a large harvest; return
+    what it did for the job's facts (None when it was not due). A failure is logged and
+    reported, not raised: the job's records are stored whatever happens here."""
+    held = int(store.db.conn.execute("SELECT count(*) FROM records").fetchone()[0])
+    if not due(written, held, after=after, share=share):
+        return None
+    started = time.perf_counter()
+    before = disk_total(store.path)
+    try:
+        store.sync()
+        if isinstance(store.graphs, OxigraphGraphs):
+            store.graphs.store.optimize()
+            store.graphs_changed()  # the job's snapshot is taken again, after the compaction
+        _sqlite(store, vacuum=False, rewrite=False)
+        if store.shelf is not None:
+            store.shelf.collect()
+    except (OSError, sqlite3.Error) as err:
+        log.warning("the compaction after this harvest failed: %s", err)
+        return {"written": written, "error": str(err)}
+    facts = {
+        "written": written,
+        "seconds": round(time.perf_counter() - started, 1),
+        "bytes_before": before,
+        "bytes_after": disk_total(store.path),
+    }
+    log.info(
+        "compacted the store after %d record(s) written in %.1f s: %s -> %s",
+        written,
+        facts["seconds"],
+        human(before),
+        human(facts["bytes_after"]),
+    )
+    return facts
+
+
+def release_stale_snapshot(store: RecordStore) -> int:
+    """Publish a fresh snapshot when the current one holds alone more than
+    :data:`STALE_SNAPSHOT` of the graph store and :data:`STALE_SNAPSHOT_FLOOR` (RocksDB compacted files away after it was
+    published: a job's background compactions outlive its last publish); the old one goes
+    as soon as no reader has it open. Run at each job's end; returns the bytes the stale
+    snapshot held alone (0 when it was not replaced)."""
+    shelf = store.shelf
+    if shelf is None or not isinstance(store.graphs, OxigraphGraphs):
+        return 0
+    alone = shelf.held_alone()
+    if alone <= max(STALE_SNAPSHOT * disk_total(store.path / "graphs"), STALE_SNAPSHOT_FLOOR):
+        return 0
+    store.graphs_changed()  # a generation of its own, as a compaction by `store optimize`
+    shelf.collect()
+    log.info("published a fresh snapshot: the last one held %s alone", human(alone))
+    return alone

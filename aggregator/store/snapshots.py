@@ -126,6 +126,23 @@ class SnapshotShelf:
             if fd >= 0:
                 os.close(fd)
 
+    def held_alone(self) -> int:
+        """Bytes of the current snapshot's files that nothing else links (``st_nlink`` 1):
+        files the live store has compacted away since the snapshot was published (and the
+        checkpoint's own small manifest and options), freed only with the snapshot."""
+        name = self.current
+        if name is None:
+            return 0
+        alone = 0
+        for entry in (self.root / name).glob("*"):
+            try:
+                st = entry.stat(follow_symlinks=False)
+            except FileNotFoundError:  # collected meanwhile
+                continue
+            if st.st_nlink == 1:
+                alone += st.st_blocks * 512
+        return alone
+
     def has_readers(self) -> bool:
         """Whether some process has a snapshot of this shelf open (holds its shared flock)."""
         for lock_path in self.root.glob(f"{_PREFIX}*.lock"):
