@@ -153,10 +153,10 @@ def optimize_after_job(
 
 def release_stale_snapshot(store: RecordStore) -> int:
     """Publish a fresh snapshot when the current one holds alone more than
-    :data:`STALE_SNAPSHOT` of the graph store and :data:`STALE_SNAPSHOT_FLOOR` (RocksDB compacted files away after it was
-    published: a job's background compactions outlive its last publish); the old one goes
-    as soon as no reader has it open. Run at each job's end; returns the bytes the stale
-    snapshot held alone (0 when it was not replaced)."""
+    :data:`STALE_SNAPSHOT` of the graph store and :data:`STALE_SNAPSHOT_FLOOR` (RocksDB
+    compacted files away after it was published: a job's background compactions outlive its
+    last publish); the old one goes as soon as no reader has it open. Run at each job's
+    end; returns the bytes the stale snapshot held alone (0 when it was not replaced)."""
     shelf = store.shelf
     if shelf is None or not isinstance(store.graphs, OxigraphGraphs):
         return 0
