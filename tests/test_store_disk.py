@@ -232,3 +232,37 @@ def test_a_job_end_replaces_a_snapshot_that_holds_compacted_files_alone(
     conn = sqlite3.connect(store_path / "state.sqlite3")
     assert conn.execute("SELECT count(*) FROM records").fetchone()[0] == RECORDS
     conn.close()
+
+
+def test_optimize_packs_the_graph_serialisations_an_older_store_kept_as_they_are(
+    peer: tuple[str, MemoryItems], tmp_path: Path
+) -> None:
+    url, _ = peer
+    store_path = tmp_path / "store"
+    with RecordStore(store_path, BASE) as store:
+        harvest(settings_for(store_path, url), store)
+    state = sqlite3.connect(store_path / "state.sqlite3")
+    packed = dict(state.execute("SELECT id, ntriples FROM records WHERE ntriples IS NOT NULL"))
+    with state:  # as stores before issue 31 kept them: the N-Triples as they are
+        state.executemany(
+            "UPDATE records SET ntriples = ? WHERE id = ?",
+            [(unpack_graph(blob), rid) for rid, blob in packed.items()],
+        )
+    state.close()
+    config = write_config(tmp_path, url)
+    code, out = cli(config, "store", "optimize", "--json")
+    assert code == 0, out
+    report = json.loads(out)
+    assert f"graph serialisations of {RECORDS} record(s) packed" in " ".join(report["steps"])
+    assert report["after"]["state: records"] < report["before"]["state: records"]
+    state = sqlite3.connect(store_path / "state.sqlite3")
+    now = dict(state.execute("SELECT id, ntriples FROM records WHERE ntriples IS NOT NULL"))
+    state.close()
+    assert {rid: unpack_graph(blob) for rid, blob in now.items()} == {
+        rid: unpack_graph(blob) for rid, blob in packed.items()
+    }
+    assert all(blob[:4] == ZSTD_MAGIC for blob in now.values())
+    code, out = cli(config, "store", "check")
+    assert code == 0, out
+    code, out = cli(config, "store", "optimize", "--json")  # nothing left to pack
+    assert "packed" not in " ".join(json.loads(out)["steps"])

@@ -5,7 +5,9 @@
   files compaction replaced, so the compaction counts as a generation of its own
   (``RecordStore.graphs_changed``): a new snapshot is published and the old one, with the only
   links to the replaced files, goes as soon as no reader has it open.
-- The state database: the write-ahead log is checkpointed and truncated; ``PRAGMA optimize``
+- The state database: graph serialisations an older store kept as they are (before issue 31)
+  are packed (``packing.pack_graph``), 500 rows per transaction; the write-ahead log is
+  checkpointed and truncated; ``PRAGMA optimize``
   runs ``ANALYZE`` on the tables whose statistics would change a plan; free pages go back
   to the file system, by ``incremental_vacuum`` where the file has incremental auto-vacuum,
   else by a ``VACUUM`` (a rewrite of the file, which also switches incremental auto-vacuum on)
@@ -32,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aggregator.store.graphs import OxigraphGraphs
+from aggregator.store.packing import ZSTD_MAGIC, pack_graph, unpack_graph
 from aggregator.store.records import RecordStore
 from aggregator.store.stats import PARTS, disk_total, human, store_stats
 
@@ -91,6 +94,41 @@ def _sqlite(store: RecordStore, vacuum: bool, rewrite: bool = True) -> list[str]
     return steps
 
 
+REPACK_BATCH = 500  # rows per transaction when graph serialisations are packed
+
+
+def _repack_graphs(store: RecordStore) -> int:
+    """Pack the graph serialisations kept as they are (N-Triples, or zlib streams of older
+    stores); the same bytes once unpacked, so graphs, journal and generation are untouched.
+    Returns the rows packed."""
+    db, done, after = store.db, 0, 0
+    query = (
+        "SELECT id, ntriples, catalog_ntriples FROM records WHERE id > :after"
+        " AND (substr(ntriples, 1, 4) != :magic OR substr(catalog_ntriples, 1, 4) != :magic)"
+        " ORDER BY id LIMIT :batch"
+    )
+    while True:
+        args = {"after": after, "magic": ZSTD_MAGIC, "batch": REPACK_BATCH}
+        rows = db.conn.execute(query, args).fetchall()
+        if not rows:
+            return done
+        packed = [
+            (pack_graph(unpack_graph(nt)) or None, pack_graph(unpack_graph(cat)) or None, rid)
+            for rid, nt, cat in rows
+        ]
+        db.begin()
+        try:
+            db.conn.executemany(
+                "UPDATE records SET ntriples = ?, catalog_ntriples = ? WHERE id = ?", packed
+            )
+            db.commit()
+        except BaseException:
+            db.rollback()
+            raise
+        done += len(rows)
+        after = rows[-1][0]
+
+
 def optimize_store(store: RecordStore, *, vacuum: bool = False) -> OptimizeReport:
     """Compact the graph store and the state database of ``store`` (held as its writer)."""
     store.sync()  # nothing of ours is on its way to the graph store
@@ -99,6 +137,9 @@ def optimize_store(store: RecordStore, *, vacuum: bool = False) -> OptimizeRepor
         store.graphs.store.optimize()
         report.steps.append("graph store: compacted")
         store.graphs_changed()  # a new snapshot: the old one held the replaced files
+    repacked = _repack_graphs(store)
+    if repacked:
+        report.steps.append(f"state database: graph serialisations of {repacked} record(s) packed")
     report.steps += _sqlite(store, vacuum)
     if store.shelf is not None:
         store.shelf.collect()
