@@ -80,7 +80,8 @@ def store_prune(c: Ctx, dry_run: bool, as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @pass_ctx
 def store_stats(c: Ctx, as_json: bool) -> None:
-    """Records by source and status, and the size on disk of each part of the store.
+    """Records by source and status, and the size on disk of each part of the store, in all
+    and per record.
 
     Read-only: it takes no lock and runs beside a harvest or serving. The snapshots' part is
     what they hold alone (files the live graph store has compacted away since)."""
@@ -241,10 +242,11 @@ def store_optimize(c: Ctx, vacuum: bool, as_json: bool) -> None:
     """Compact the graph store and the state database, and say what each part takes before
     and after.
 
-    Run it after large harvests: bulk loads leave files for compaction and the write-ahead
-    logs grow. It takes the writer lock (it refuses, naming the holder, while a harvest
-    runs); serving goes on, and the readers move to a fresh snapshot, so the files the
-    compaction replaced are freed."""
+    A job that wrote [harvest] optimize_after records (and optimize_share of the store) does
+    this at its end, without the VACUUM; run it after a prune, or once on a store made
+    before graph serialisations were kept packed (it packs them). It takes the writer lock
+    (it refuses, naming the holder, while a harvest runs); serving goes on, and the readers
+    move to a fresh snapshot, so the files the compaction replaced are freed."""
     from aggregator.store.optimize import optimize_store
 
     with c.store(create=False) as opened:
