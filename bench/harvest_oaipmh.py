@@ -179,7 +179,7 @@ def main() -> None:
         harvest=HarvestSettings(
             workers=args.workers,
             batch_size=args.batch_size,
-            optimize_after=0 if args.no_settle else HarvestSettings.optimize_after,
+            optimize_after=0 if args.no_settle else HarvestSettings().optimize_after,
         ),
         sources={"bench": source},
     )
