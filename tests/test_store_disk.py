@@ -28,9 +28,11 @@ from aggregator.demo.peers.server import PeerServer
 from aggregator.jobs.pipeline import RunOptions, run_source
 from aggregator.net.client import HttpClient
 from aggregator.store import optimize
+from aggregator.store import state as state_module
 from aggregator.store.journal import JobRow
 from aggregator.store.packing import ZSTD_MAGIC, unpack_graph
 from aggregator.store.records import RecordStore
+from aggregator.store.state import StateDB
 
 BASE = "http://agg.example.org/"
 T0 = datetime(2024, 3, 1, tzinfo=UTC)
@@ -266,3 +268,32 @@ def test_optimize_packs_the_graph_serialisations_an_older_store_kept_as_they_are
     assert code == 0, out
     code, out = cli(config, "store", "optimize", "--json")  # nothing left to pack
     assert "packed" not in " ".join(json.loads(out)["steps"])
+
+
+# -- the state database's write-ahead log -----------------------------------------------------
+def test_the_write_ahead_log_file_is_cut_back_once_readers_let_it_start_over(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(state_module, "WAL_SIZE_LIMIT", 256 * 1024)
+    path = tmp_path / "state.sqlite3"
+    db = StateDB(path)
+    wal = tmp_path / "state.sqlite3-wal"
+    reader = sqlite3.connect(f"file:{path}?mode=ro", uri=True, isolation_level=None)
+    reader.execute("BEGIN")
+    reader.execute("SELECT count(*) FROM records").fetchone()  # holds the state it read
+
+    def write(n: int, start: int) -> None:
+        for i in range(start, start + n):
+            db.begin()
+            db.put_payload(os.urandom(8192), "application/octet-stream")
+            db.set_meta("i", str(i))
+            db.commit()
+
+    write(400, 0)  # ~3 MB the log cannot give back while the reader holds its state
+    assert os.path.getsize(wal) > 2 * 2**20
+    reader.execute("COMMIT")
+    reader.close()
+    db.conn.execute("PRAGMA wal_checkpoint(PASSIVE)")  # as the automatic checkpoint does
+    write(2, 400)  # the log starts over: the file is cut back to the limit
+    assert os.path.getsize(wal) <= 256 * 1024
+    db.close()
