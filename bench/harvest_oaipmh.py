@@ -236,7 +236,9 @@ def main() -> None:
                     print(
                         f"the job compacted the store in {compacted['seconds']} s:"
                         f" {compacted['bytes_before'] // 2**20} ->"
-                        f" {compacted['bytes_after'] // 2**20} MB"
+                        f" {compacted['bytes_after'] // 2**20} MB (the graph store"
+                        f" {compacted['graph_store_before'] // 2**20} ->"
+                        f" {compacted['graph_store_after'] // 2**20} MB)"
                     )
                 elif name == "first" and not args.no_settle:
                     t1 = time.perf_counter()

@@ -164,7 +164,7 @@ def optimize_after_job(
     if not due(written, held, after=after, share=share):
         return None
     started = time.perf_counter()
-    before = disk_total(store.path)
+    before, graphs_before = disk_total(store.path), disk_total(store.path / "graphs")
     try:
         store.sync()
         if isinstance(store.graphs, OxigraphGraphs):
@@ -181,6 +181,8 @@ def optimize_after_job(
         "seconds": round(time.perf_counter() - started, 1),
         "bytes_before": before,
         "bytes_after": disk_total(store.path),
+        "graph_store_before": graphs_before,
+        "graph_store_after": disk_total(store.path / "graphs"),
     }
     log.info(
         "compacted the store after %d record(s) written in %.1f s: %s -> %s",
