@@ -40,11 +40,6 @@ from aggregator.store.stats import PARTS, disk_total, human, store_stats
 
 log = logging.getLogger(__name__)
 VACUUM_FREE = 0.10  # a VACUUM rewrites the file: worth it when this share of pages is free
-#: a snapshot holding alone more than this share of the graph store's bytes, and more than
-#: STALE_SNAPSHOT_FLOOR bytes (below, a new generation is more churn than it gives back), is
-#: replaced at a job's end
-STALE_SNAPSHOT = 0.10
-STALE_SNAPSHOT_FLOOR = 32 * 2**20
 
 
 @dataclass
@@ -195,16 +190,15 @@ def optimize_after_job(
 
 
 def release_stale_snapshot(store: RecordStore) -> int:
-    """Publish a fresh snapshot when the current one holds alone more than
-    :data:`STALE_SNAPSHOT` of the graph store and :data:`STALE_SNAPSHOT_FLOOR` (RocksDB
-    compacted files away after it was published: a job's background compactions outlive its
-    last publish); the old one goes as soon as no reader has it open. Run at each job's
-    end; returns the bytes the stale snapshot held alone (0 when it was not replaced)."""
+    """Publish a fresh snapshot when the current one is stale (``SnapshotShelf.stale``:
+    RocksDB compacted files away after it was published, as a job's background compactions
+    outlive its last publish); the old one goes as soon as no reader has it open. Run at
+    each job's end; returns the bytes the stale snapshot held alone (0: not replaced)."""
     shelf = store.shelf
     if shelf is None or not isinstance(store.graphs, OxigraphGraphs):
         return 0
-    alone = shelf.held_alone()
-    if alone <= max(STALE_SNAPSHOT * disk_total(store.path / "graphs"), STALE_SNAPSHOT_FLOOR):
+    alone = shelf.stale(store.path / "graphs")
+    if not alone:
         return 0
     store.graphs_changed()  # a generation of its own, as a compaction by `store optimize`
     shelf.collect()

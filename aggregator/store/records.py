@@ -297,6 +297,14 @@ class RecordStore(StoreReads):
 
     def close(self) -> None:
         try:
+            shelf = self.shelf
+            # compactions since the last snapshot: the next reader starts from a fresh one
+            if (
+                shelf is not None
+                and self._applier.failed is None
+                and shelf.stale(self.path / "graphs")
+            ):
+                self.graphs_changed()
             self._applier.stop()
             if self._applier.failed is None:
                 self._publish(self._applier.applied)
