@@ -34,6 +34,7 @@ generation they show. :class:`ReadOnlyStore` is the readers' view: SQLite read-o
 from __future__ import annotations
 
 import logging
+import sqlite3
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -297,14 +298,7 @@ class RecordStore(StoreReads):
 
     def close(self) -> None:
         try:
-            shelf = self.shelf
-            # compactions since the last snapshot: the next reader starts from a fresh one
-            if (
-                shelf is not None
-                and self._applier.failed is None
-                and shelf.stale(self.path / "graphs")
-            ):
-                self.graphs_changed()
+            self._release_stale_snapshot()
             self._applier.stop()
             if self._applier.failed is None:
                 self._publish(self._applier.applied)
@@ -313,6 +307,19 @@ class RecordStore(StoreReads):
             self.db.close()
             self._stamper.close()
             self._writer.release()
+
+    def _release_stale_snapshot(self) -> None:
+        """Compactions since the last snapshot left it holding files alone: publish a fresh
+        one, so the next reader starts from it and the old one goes (``SnapshotShelf.stale``).
+        A failure is logged: the store closes whatever happens."""
+        shelf = self.shelf
+        if shelf is None or self._applier.failed is not None:
+            return
+        try:
+            if shelf.stale(self.path / "graphs"):
+                self.graphs_changed()
+        except (OSError, sqlite3.Error) as err:
+            log.error("could not replace the stale snapshot of the graph store: %s", err)
 
     def __enter__(self) -> RecordStore:
         return self
