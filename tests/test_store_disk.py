@@ -27,7 +27,7 @@ from aggregator.demo.peers.sample_data import generate_dataset, generate_identif
 from aggregator.demo.peers.server import PeerServer
 from aggregator.jobs.pipeline import RunOptions, run_source
 from aggregator.net.client import HttpClient
-from aggregator.store import snapshots
+from aggregator.store import optimize, snapshots
 from aggregator.store import state as state_module
 from aggregator.store.journal import JobRow
 from aggregator.store.packing import ZSTD_MAGIC, unpack_graph
@@ -331,3 +331,39 @@ def test_the_write_ahead_log_file_is_cut_back_once_readers_let_it_start_over(
     write(2, 400)  # the log starts over: the file is cut back to the limit
     assert os.path.getsize(wal) <= 256 * 1024
     db.close()
+
+
+# -- the graph store's write-ahead logs ----------------------------------------------------------
+def graph_logs(store_path: Path) -> int:
+    return sum(f.stat().st_size for f in (store_path / "graphs").glob("*.log"))
+
+
+def test_a_job_end_drops_the_write_ahead_logs_the_open_graph_store_kept(
+    peer: tuple[str, MemoryItems], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """RocksDB keeps the logs of graph replacements while the store is open, flushed or not:
+    a long-lived writer (serve's scheduler) kept them for ever."""
+    monkeypatch.setattr(optimize, "GRAPH_LOGS_FLOOR", 0)  # a store of kilobytes
+    url, items = peer
+    store_path = tmp_path / "store"
+    settings = settings_for(store_path, url, optimize_after=0)  # no compaction by jobs
+    with RecordStore(store_path, BASE) as store:
+        harvest(settings, store)
+        monkeypatch.setattr(optimize, "GRAPH_LOGS_SHARE", 1e9)  # kept, to see them grow
+        items.put(*(item(i, day=1) for i in range(RECORDS)))
+        job = harvest(settings, store)  # every record's graph replaced
+        assert job.counters["updated"] == RECORDS
+        kept = graph_logs(store_path)
+        store.graphs.store.flush()  # type: ignore[attr-defined]
+        assert graph_logs(store_path) == kept > 0  # a flush does not drop them
+        monkeypatch.setattr(optimize, "GRAPH_LOGS_SHARE", 0.0)
+        items.put(*(item(i, day=2) for i in range(3)))
+        job = harvest(settings, store)
+        facts = job_facts(store, job)
+        assert facts["graph_logs_released"] >= kept
+        assert graph_logs(store_path) < kept
+        # the reopened graph store goes on taking writes, and agrees with the state
+        items.put(*(item(i, day=3) for i in range(2)))
+        job = harvest(settings, store)
+        assert job.counters["updated"] == 2
+        assert_consistent(store)

@@ -36,7 +36,11 @@ from aggregator.jobs.processing import build_chain, mapping_context
 from aggregator.net.client import HttpClient, HttpSession
 from aggregator.plugin import harvesters
 from aggregator.store.journal import Heartbeat, JobLog, JobRow
-from aggregator.store.optimize import optimize_after_job, release_stale_snapshot
+from aggregator.store.optimize import (
+    optimize_after_job,
+    release_graph_logs,
+    release_stale_snapshot,
+)
 from aggregator.store.records import RecordStore
 
 log = logging.getLogger(__name__)
@@ -216,8 +220,14 @@ def _upkeep(store: RecordStore, job: JobLog, settings: Settings) -> dict[str, An
         )
         if compacted is not None:
             return {"optimized": compacted}
+        facts: dict[str, Any] = {}
+        logs = release_graph_logs(store)
+        if logs:
+            facts["graph_logs_released"] = logs
         released = release_stale_snapshot(store)
-        return {"stale_snapshot_released": released} if released else {}
+        if released:
+            facts["stale_snapshot_released"] = released
+        return facts
     except Exception as err:  # the store's own failure is the job's message already
         log.warning("store upkeep after job %s failed: %s", job.id, err)
         return {"upkeep_error": f"{type(err).__name__}: {err}"}

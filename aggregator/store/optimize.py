@@ -26,6 +26,7 @@ pre-compaction ones alone, and the write-ahead log of the state database is trun
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import sqlite3
 import time
@@ -130,7 +131,8 @@ def optimize_store(store: RecordStore, *, vacuum: bool = False) -> OptimizeRepor
     report = OptimizeReport(store_stats(store.path, store.db.conn).parts)
     if isinstance(store.graphs, OxigraphGraphs):
         store.graphs.store.optimize()
-        report.steps.append("graph store: compacted")
+        store.reopen_graphs()
+        report.steps.append("graph store: compacted, its write-ahead logs dropped")
         store.graphs_changed()  # a new snapshot: the old one held the replaced files
     repacked = _repack_graphs(store)
     if repacked:
@@ -164,6 +166,7 @@ def optimize_after_job(
         store.sync()
         if isinstance(store.graphs, OxigraphGraphs):
             store.graphs.store.optimize()
+            store.reopen_graphs()  # RocksDB drops the write-ahead logs it kept
             store.graphs_changed()  # the job's snapshot is taken again, after the compaction
         _sqlite(store, vacuum=False, rewrite=False)
         if store.shelf is not None:
@@ -204,3 +207,33 @@ def release_stale_snapshot(store: RecordStore) -> int:
     shelf.collect()
     log.info("published a fresh snapshot: the last one held %s alone", human(alone))
     return alone
+
+
+#: the graph store's write-ahead logs are dropped at a job's end (by reopening it) when they
+#: take more than this share of the graph store and GRAPH_LOGS_FLOOR bytes
+GRAPH_LOGS_SHARE = 0.10
+GRAPH_LOGS_FLOOR = 64 * 2**20
+
+
+def graph_logs(store: RecordStore) -> int:
+    """Bytes of the write-ahead logs (``*.log``) in the embedded graph store's folder."""
+    total = 0
+    for log_file in (store.path / "graphs").glob("*.log"):
+        with contextlib.suppress(FileNotFoundError):
+            total += log_file.stat().st_blocks * 512
+    return total
+
+
+def release_graph_logs(store: RecordStore) -> int:
+    """Reopen the graph store when its write-ahead logs have grown past
+    :data:`GRAPH_LOGS_SHARE` of it and :data:`GRAPH_LOGS_FLOOR` (``RecordStore.reopen_graphs``);
+    returns the bytes the logs took (0: left as they were). Run at each job's end."""
+    if not isinstance(store.graphs, OxigraphGraphs):
+        return 0
+    logs = graph_logs(store)
+    limit = max(GRAPH_LOGS_SHARE * disk_total(store.path / "graphs"), GRAPH_LOGS_FLOOR)
+    if logs <= limit:
+        return 0
+    store.reopen_graphs()
+    log.info("dropped %s of the graph store's write-ahead logs", human(logs))
+    return logs

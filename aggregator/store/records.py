@@ -415,6 +415,22 @@ class RecordStore(StoreReads):
             self._applier.submit([], [], generation)
         self.sync()
 
+    def reopen_graphs(self) -> None:
+        """Close the embedded graph store and open it again. RocksDB keeps the write-ahead
+        logs of graph replacements (``remove_graph`` of an updated record) for as long as it
+        is open, flushes or not, and drops them when it opens (docs/benchmarks.md#issue-31-disk:
+        148 MB after 6,000 updates): a long-lived writer (``serve``'s scheduler) would keep
+        them for ever. Under the applier's ``loading`` lock, so no batch is being loaded and
+        no snapshot taken meanwhile (nothing else of the writer's process uses the live graph
+        store; readers read snapshots)."""
+        graphs = self.graphs
+        if not isinstance(graphs, OxigraphGraphs):
+            return
+        self.sync()
+        with self._applier.loading:
+            del graphs.store  # the only reference: RocksDB closes, and its lock goes with it
+            graphs.store = OxigraphGraphs(self.path / "graphs").store
+
     def _nobody_reads(self) -> bool:
         """Whether the graph store may be loaded in gathered batches: an embedded store whose
         snapshots nobody reads now (a reader is given each batch as it is loaded)."""
