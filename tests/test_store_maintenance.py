@@ -218,6 +218,9 @@ def break_store(store_path: Path) -> dict[str, str]:
         store.add(
             Quad(NamedNode("http://x/s"), NamedNode("http://x/p"), Literal("o"), NamedNode(ghost))
         )
+        # a shared statement lost from the shared graph (as a lost load would leave it)
+        shared = NamedNode(f"{BASE}shared")
+        store.remove(next(iter(store.quads_for_pattern(None, None, None, shared))))
         store.flush()
     finally:
         del store
@@ -225,6 +228,11 @@ def break_store(store_path: Path) -> dict[str, str]:
     with conn:
         rid = conn.execute("SELECT id FROM records WHERE record_iri = ?", (active[3],)).fetchone()
         conn.execute("DELETE FROM record_sets WHERE record_id = ?", rid)
+        # ... and a count that says one more record states a statement than do
+        conn.execute(
+            "UPDATE shared_triples SET refs = refs + 1"
+            " WHERE triple = (SELECT max(triple) FROM shared_triples)"
+        )
     conn.close()
     return {
         "missing graph": active[0],
@@ -232,6 +240,8 @@ def break_store(store_path: Path) -> dict[str, str]:
         "withdrawn record still in the graph store": withdrawn,
         "orphan graph": ghost,
         "set index": active[3],
+        "shared graph": "1 statement(s)",
+        "shared statement counts": "1 statement(s)",
     }
 
 

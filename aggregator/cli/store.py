@@ -16,7 +16,8 @@ from aggregator.cli.context import Ctx, pass_ctx
 from aggregator.store.check import CheckReport
 from aggregator.store.graphs import GraphBackend, OxigraphGraphs
 from aggregator.store.migrations import LATEST
-from aggregator.store.records import StoreNames, snapshot_shelf
+from aggregator.store.names import StoreNames
+from aggregator.store.records import snapshot_shelf
 from aggregator.store.state import StateDB
 from aggregator.store.stats import human
 from aggregator.store.writer_lock import WriterLock
@@ -140,8 +141,10 @@ def check_all(
     """The graphs, the set index and the search index against the state database."""
     from aggregator.serve.dashboard.search_upkeep import SEARCH, check_search, rebuild_search
     from aggregator.store.check import SET_COUNTS, SETS, check_graphs, check_sets, repair_sets
+    from aggregator.store.shared_check import check_shared
 
     check_graphs(names, db, graphs, report, repair=repair)
+    check_shared(names, db, graphs, report, repair=repair)
     bad = check_sets(db.conn, report)
     search = check_search(names.path, db.conn)
     report.findings += search
