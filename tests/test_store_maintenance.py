@@ -490,6 +490,8 @@ def test_reindex_rebuilds_the_set_and_search_indexes(harvested: Harvested, tmp_p
             "DELETE FROM record_sets WHERE record_id = ? AND set_spec LIKE 'source%'", (gone,)
         )
         conn.execute("UPDATE set_counts SET n = n + 7 WHERE set_spec = 'source'")
+        shared_before = conn.execute("SELECT triple, refs FROM shared_triples").fetchall()
+        conn.execute("UPDATE shared_triples SET refs = refs + 2")  # counts a side index holds
     conn.close()
     assert searched(path, state, "") != want
     code, out = cli(harvested.config, "store", "check", "--json")
@@ -504,10 +506,13 @@ def test_reindex_rebuilds_the_set_and_search_indexes(harvested: Harvested, tmp_p
         f"{BASE}record/portal/{record_key(state, rid)}" for rid in (active[1], gone)
     }
     assert {"source", "source:portal"} <= by_kind.pop("set count")  # and the lost themes'
+    assert by_kind.pop("shared statement counts") == {f"{len(shared_before)} statement(s)"}
     assert not by_kind
     code, out = cli(harvested.config, "store", "reindex")
     assert code == 0, out
     assert f"search index: rebuilt from {ACTIVE + WITHDRAWN + REJECTED} record(s)" in out
+    assert f"shared statements: {len(shared_before)} counted afresh (corrected" in out
+    assert rows(state, "SELECT triple, refs FROM shared_triples") == shared_before
     assert rows(state, "SELECT * FROM record_sets ORDER BY record_id, set_spec") == sets_before
     assert rows(state, "SELECT * FROM set_counts ORDER BY set_spec") == counts_before
     assert searched(path, state, "") == want
