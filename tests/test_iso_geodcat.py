@@ -37,7 +37,7 @@ TOOLS = DEV_SET.parent.parent / "tools"
 #: the share of the reference output reproduced on the development set when this was written
 #: (54.8 % before issue 30, 84.8 % after its first round); the rest is named in
 #: docs/mappings/iso19139.md
-COVERAGE_FLOOR = 90.0
+COVERAGE_FLOOR = 91.0
 
 NS = (
     'xmlns:gmd="http://www.isotc211.org/2005/gmd" xmlns:gco="http://www.isotc211.org/2005/gco" '
