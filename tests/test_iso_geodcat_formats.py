@@ -20,6 +20,7 @@ from aggregator.mapping.iso19139 import IsoMapper
 CTX = MappingContext(base_iri="https://agg.example.org/", source="geo")
 DS = URIRef("https://agg.example.org/dataset/geo/rec-0003")
 FILE_TYPE = "http://publications.europa.eu/resource/authority/file-type/"
+VCARD = rdflib.Namespace("http://www.w3.org/2006/vcard/ns#")
 GML, KML, SHP = (URIRef(FILE_TYPE + t) for t in ("GML", "KML", "SHP"))
 ORDER = URIRef("https://orders.example.org/portal?item=coast")
 NS = (
@@ -265,3 +266,22 @@ def test_two_records_citing_one_thesaurus_keep_each_citation_whole(mapper: IsoMa
         "2021-06-30",
     }
     assert all(len(set(union.objects(s, DCTERMS.modified))) == 1 for s in schemes)
+
+
+def test_a_telephone_extension_is_an_rfc_3966_extension_not_more_digits(
+    mapper: IsoMapper,
+) -> None:
+    """ "+44 115 936 3100 Ex:3499" (as the BGS records write it) is the number with extension
+    3499, ``tel:+441159363100;ext=3499``; its digits run together are another number."""
+    contact = f"""<gmd:pointOfContact><gmd:CI_ResponsibleParty>
+      <gmd:organisationName>{cs("Coastal Survey")}</gmd:organisationName>
+      <gmd:contactInfo><gmd:CI_Contact><gmd:phone><gmd:CI_Telephone>
+        <gmd:voice>{cs("+44 115 936 3100 Ex:3499")}</gmd:voice>
+      </gmd:CI_Telephone></gmd:phone></gmd:CI_Contact></gmd:contactInfo>
+      <gmd:role><gmd:CI_RoleCode codeList="x" codeListValue="pointOfContact"/></gmd:role>
+    </gmd:CI_ResponsibleParty></gmd:pointOfContact>"""
+    mapped = _map(mapper, ONE_LINK.replace("</gmd:abstract>", "</gmd:abstract>" + contact))
+    g = _graph(mapped)
+    card = g.value(DS, DCAT.contactPoint)
+    assert set(g.objects(card, VCARD.hasTelephone)) == {URIRef("tel:+441159363100;ext=3499")}
+    assert official_violations(mapped.ntriples + mapped.catalog_ntriples) == []
