@@ -263,7 +263,9 @@ def test_what_a_record_owns_and_what_it_shares() -> None:
         f'<http://e/theme> {p} "plain" .\n'  # shared
         f"<http://e/agent> {p} _:b0 .\n"  # a blank object: the record's own
         f'_:b0 {p} "x" .\n'  # a blank subject: the record's own
-        f'<http://e/agent> {p} "2"^^<http://www.w3.org/2001/XMLSchema#int> .\n'  # typed: own
+        # a typed literal: shared, in the form Oxigraph stores it (xsd:int is stored as
+        # xsd:integer): so "2"^^xsd:int and "2"^^xsd:integer count as one statement
+        f'<http://e/agent> {p} "2"^^<http://www.w3.org/2001/XMLSchema#int> .\n'
         f'<http://e/agent> {p} "a \\"quoted\\"^^<x> string" .\n'  # a plain string: shared
     ).encode()
     out = split(nt, (rec, ds))
@@ -271,10 +273,11 @@ def test_what_a_record_owns_and_what_it_shares() -> None:
         f"<http://e/theme> {p} <http://e/scheme>",
         f'<http://e/theme> {p} "Environment"@en-GB',
         f'<http://e/theme> {p} "plain"',
+        f'<http://e/agent> {p} "2"^^<http://www.w3.org/2001/XMLSchema#integer>',
         f'<http://e/agent> {p} "a \\"quoted\\"^^<x> string"',
     ]
     owned = out.owned.decode()
-    assert owned.count(" .\n") == 7
+    assert owned.count(" .\n") == 6
     assert "theme" not in owned
     # nothing shared: the text as it was
     only = f'<{ds}> {p} "t" .\n'.encode()
@@ -346,3 +349,49 @@ def test_the_dashboard_examples_answer_over_the_shared_graph(harvested: Harveste
                 assert endpoint.select(query), title
     finally:
         endpoint.served.stop()
+
+
+def test_typed_literals_about_shared_resources_count_as_the_store_holds_them(
+    tmp_path: Path,
+) -> None:
+    """Two records give a specification's date and size, one as xsd:int, the other as
+    xsd:integer (one stored statement: Oxigraph normalises the datatype): the default graph
+    holds each once, and withdrawing one record keeps what the other still states."""
+    spec = "<http://data.europa.eu/eli/reg/2010/1089>"
+    xsd = "http://www.w3.org/2001/XMLSchema#"
+
+    def record(local_id: str, int_type: str) -> bytes:
+        lines = [
+            f"<http://example.org/ds/{local_id}> <http://purl.org/dc/terms/conformsTo> {spec}",
+            f'{spec} <http://purl.org/dc/terms/issued> "2010-12-08"^^<{xsd}date>',
+            f'{spec} <http://example.org/size> "1089"^^<{xsd}{int_type}>',
+        ]
+        return "".join(line + " .\n" for line in lines).encode()
+
+    count = "SELECT (COUNT(*) AS ?n) WHERE { ?s ?p ?o }"
+    distinct = "SELECT (COUNT(*) AS ?n) WHERE { SELECT DISTINCT ?s ?p ?o WHERE { ?s ?p ?o } }"
+    with RecordStore(tmp_path / "s", "http://agg.example/") as store:
+        job = store.jobs.start("src", full=True)
+        store.write(
+            job,
+            [
+                _write(store, "src", "a", record("a", "int"), False),
+                _write(store, "src", "b", record("b", "integer"), False),
+            ],
+        )
+        store.sync()
+
+        def n(query: str) -> int:
+            return int(next(iter(store.graphs.query(query)))["n"].value)  # type: ignore[arg-type,index,union-attr]
+
+        assert n(count) == n(distinct)
+        size = f'ASK {{ {spec} <http://example.org/size> "1089"^^<{xsd}integer> }}'
+        store.write(job, [_write(store, "src", "a", b"", True)])  # a withdrawn
+        store.sync()
+        assert store.graphs.query(size)  # b still states it
+        assert n(count) == n(distinct)
+        assert_consistent(store)
+        store.write(job, [_write(store, "src", "b", b"", True)])
+        store.sync()
+        assert not store.graphs.query(size)
+        assert_consistent(store)

@@ -12,12 +12,12 @@ state database (the ``shared_triples`` table):
 - **owned** by a record: statements whose subject is its catalogue record, its dataset (the
   primary topic) or one of that dataset's distributions, or a blank node (blank nodes are
   the record's own: two records' blank nodes are never the same node, so their statements
-  are never the same statement); statements whose object is a blank node; statements whose
-  object is a typed literal (Oxigraph normalises some datatypes on insert,
-  ``../shared/stack-facts.md``, so two texts could be one stored statement: counting them
-  apart could remove a statement another record still states).
+  are never the same statement); statements whose object is a blank node.
 - **shared**: every other statement, i.e. about an IRI the record does not own, with an IRI
-  or a plain or language-tagged string as its object.
+  or a literal as its object. A typed literal is counted in the form Oxigraph stores it
+  (:func:`as_stored`: it normalises some datatypes on insert, ``../shared/stack-facts.md``,
+  so two texts can be one stored statement; counted apart, one could be removed while the
+  other is still stated).
 
 Every statement of the union is then in exactly one graph once (each owned one is only in
 its record's graph; each shared one only in the shared graph), so the union default graph is
@@ -39,6 +39,9 @@ import sqlite3
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
+
+from pyoxigraph import RdfFormat, Store
 
 from aggregator.store.graphs import statements
 from aggregator.store.packing import unpack_graph
@@ -53,15 +56,28 @@ def shared_graph_iri(base_iri: str) -> str:
     return f"{base_iri}shared"
 
 
-def _shareable_object(statement: bytes) -> bool:
-    """Whether the object of an N-Triples statement (without " .") is an IRI or a plain or
-    language-tagged string: not a blank node, not a typed literal."""
+def _object_kind(statement: bytes) -> str:
+    """What the object of an N-Triples statement (without " .") is: "plain" (an IRI, a plain
+    or a language-tagged string), "typed" (a typed literal) or "blank" (a blank node)."""
     if statement.endswith(b'"'):
-        return True
-    if statement.endswith(b">"):
-        return b'"' not in statement  # IRIs hold no '"': a typed literal's object if one does
+        return "plain"
+    if statement.endswith(b">"):  # IRIs hold no '"': a typed literal's object if one does
+        return "typed" if b'"' in statement else "plain"
     quote = statement.rfind(b'"@')
-    return quote != -1 and _LANG_TAIL.fullmatch(statement, quote) is not None
+    return "plain" if quote != -1 and _LANG_TAIL.fullmatch(statement, quote) else "blank"
+
+
+@lru_cache(maxsize=1 << 14)
+def as_stored(statement: bytes) -> bytes:
+    """A statement with a typed literal as Oxigraph stores it: it normalises values on insert
+    (``"1"^^xsd:int`` comes back ``"1"^^xsd:integer``, ``"01"^^xsd:integer`` as ``"1"``), so
+    two texts can be one stored statement; counted by their stored form, they are counted as
+    one. Cached: such statements (a specification's date, a catalogue's) repeat across
+    records."""
+    probe = Store()
+    probe.load(statement + b" .\n", format=RdfFormat.N_TRIPLES)
+    (quad,) = list(probe)
+    return f"{quad.subject} {quad.predicate} {quad.object}".encode()
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,13 +103,11 @@ def split(ntriples: bytes, own: Iterable[str]) -> Split:
     kept: list[bytes] = []
     shared: list[bytes] = []
     for line in lines:
-        if (
-            line.startswith(b"<")
-            and _shareable_object(line)
-            and line[: line.find(b"> ") + 1] not in owned_subjects
-        ):
-            shared.append(line)
-            continue
+        if line.startswith(b"<") and line[: line.find(b"> ") + 1] not in owned_subjects:
+            kind = _object_kind(line)
+            if kind != "blank":
+                shared.append(line if kind == "plain" else as_stored(line))
+                continue
         kept.append(line)
     if not shared:
         return Split(ntriples, ())
