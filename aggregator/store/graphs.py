@@ -74,6 +74,16 @@ class GraphContent:
     nquads: bytes = b""  # more content, already as N-Quads in this graph (prepared elsewhere)
 
 
+def lines_to_nquads(lines: list[bytes], scope: str, graph_iri: str) -> bytes:
+    """Statements (without " .") as N-Quads in ``graph_iri``, blank node labels scoped."""
+    if not lines:
+        return b""
+    suffix = b" <" + graph_iri.encode() + b"> .\n"
+    if any(b"_:" in line for line in lines):
+        lines = _scoped(lines, scope)
+    return suffix.join(lines) + suffix
+
+
 def to_nquads(content: GraphContent) -> bytes:
     """N-Triples parts -> N-Quads in ``graph_iri`` with blank nodes scoped per part: the
     statements are split once, the few with a "_:" scoped, and all joined again with the

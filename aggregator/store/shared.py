@@ -36,10 +36,12 @@ from __future__ import annotations
 
 import re
 import sqlite3
+from bisect import bisect_left
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
+from itertools import pairwise
 
 from pyoxigraph import RdfFormat, Store
 
@@ -88,27 +90,65 @@ class Split:
     shared: tuple[bytes, ...]  # statements without " ." (the keys of ``shared_triples``)
 
 
+def _blocks(lines: list[bytes]) -> list[tuple[bytes, int, int]]:
+    """(subject, start, end) of each run of statements about one IRI subject, in order; the
+    statements about blank nodes (after every IRI subject's, sorted) are not in any. For
+    sorted statements only: a subject's statements are found by bisection."""
+    out = []
+    i, n = 0, len(lines)
+    while i < n and lines[i].startswith(b"<"):
+        line = lines[i]
+        subject = line[: line.find(b"> ") + 1]
+        end = bisect_left(lines, subject + b" \xff", i)
+        out.append((subject, i, end))
+        i = end
+    return out
+
+
+def split_lines(lines: list[bytes], own: Iterable[str]) -> tuple[list[bytes], list[bytes]]:
+    """Statements (without " .") split into the owned and the shared ones; ``own``: the IRIs
+    the record owns besides its distributions (its catalogue record, its dataset).
+
+    Mapped graphs are canonical N-Triples, sorted, so a subject's statements are together:
+    the statements of an owned subject are taken as one slice, and only those of other
+    subjects are looked at one by one. Unsorted input is taken line by line."""
+    owned = {b"<" + iri.encode() + b">" for iri in own if iri}
+    if all(a <= b for a, b in pairwise(lines)):
+        blocks = _blocks(lines)
+        about_blank = lines[blocks[-1][2] if blocks else 0 :]  # they sort after the IRIs
+    else:
+        blocks = [
+            (line[: line.find(b"> ") + 1], i, i + 1)
+            for i, line in enumerate(lines)
+            if line.startswith(b"<")
+        ]
+        about_blank = [line for line in lines if not line.startswith(b"<")]
+    for subject, start, end in blocks:
+        if subject in owned:
+            for line in lines[start:end]:
+                pos = line.find(_DISTRIBUTION)
+                if pos != -1 and line.endswith(b">"):
+                    owned.add(line[pos + len(_DISTRIBUTION) - 1 :])
+    kept: list[bytes] = list(about_blank)  # statements about blank nodes: the record's own
+    shared: list[bytes] = []
+    for subject, start, end in blocks:
+        if subject in owned:
+            kept += lines[start:end]
+            continue
+        for statement in lines[start:end]:
+            kind = _object_kind(statement)
+            if kind == "blank":
+                kept.append(statement)
+            else:
+                shared.append(statement if kind == "plain" else as_stored(statement))
+    return kept, shared
+
+
 def split(ntriples: bytes, own: Iterable[str]) -> Split:
-    """Split a record's N-Triples into owned and shared statements; ``own``: the IRIs the
-    record owns besides its distributions (its catalogue record, its dataset)."""
+    """Split a record's N-Triples into owned and shared statements (:func:`split_lines`)."""
     if not ntriples:
         return Split(b"", ())
-    lines = statements(ntriples)
-    owned_subjects = {b"<" + iri.encode() + b">" for iri in own if iri}
-    if _DISTRIBUTION in ntriples:
-        for line in lines:
-            pos = line.find(_DISTRIBUTION)
-            if pos != -1 and line[:pos] in owned_subjects and line.endswith(b">"):
-                owned_subjects.add(line[pos + len(_DISTRIBUTION) - 1 :])
-    kept: list[bytes] = []
-    shared: list[bytes] = []
-    for line in lines:
-        if line.startswith(b"<") and line[: line.find(b"> ") + 1] not in owned_subjects:
-            kind = _object_kind(line)
-            if kind != "blank":
-                shared.append(line if kind == "plain" else as_stored(line))
-                continue
-        kept.append(line)
+    kept, shared = split_lines(statements(ntriples), own)
     if not shared:
         return Split(ntriples, ())
     owned = b" .\n".join(kept) + b" .\n" if kept else b""
