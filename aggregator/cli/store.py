@@ -16,7 +16,8 @@ from aggregator.cli.context import Ctx, pass_ctx
 from aggregator.store.check import CheckReport
 from aggregator.store.graphs import GraphBackend, OxigraphGraphs
 from aggregator.store.migrations import LATEST
-from aggregator.store.records import StoreNames, snapshot_shelf
+from aggregator.store.names import StoreNames
+from aggregator.store.records import snapshot_shelf
 from aggregator.store.state import StateDB
 from aggregator.store.stats import human
 from aggregator.store.writer_lock import WriterLock
@@ -141,8 +142,10 @@ def check_all(
     """The graphs, the set index and the search index against the state database."""
     from aggregator.serve.dashboard.search_upkeep import SEARCH, check_search, rebuild_search
     from aggregator.store.check import SET_COUNTS, SETS, check_graphs, check_sets, repair_sets
+    from aggregator.store.shared_check import check_shared
 
     check_graphs(names, db, graphs, report, repair=repair)
+    check_shared(names, db, graphs, report, repair=repair)
     bad = check_sets(db.conn, report)
     search = check_search(names.path, db.conn)
     report.findings += search
@@ -263,19 +266,33 @@ def store_optimize(c: Ctx, vacuum: bool, as_json: bool) -> None:
 @pass_ctx
 def store_reindex(c: Ctx, as_json: bool) -> None:
     """Rebuild the side indexes from the state database: the OAI-PMH set index and set
-    sizes, and the search index of the dashboard.
+    sizes, the search index of the dashboard, and the counts of the shared statements with
+    the shared graph (recounted from the records; the graph brought to the counts).
 
     It takes the writer lock (the set index is in the state database). Serving goes on; a
     search while the search index is rebuilt may see part of the records."""
     from aggregator.serve.dashboard.search_upkeep import rebuild_search
-    from aggregator.store.check import rebuild_sets
+    from aggregator.store.check import CheckReport, rebuild_sets
+    from aggregator.store.shared import SharedCounts
+    from aggregator.store.shared_check import check_shared
 
     with c.store(create=False) as opened:
         sets = rebuild_sets(opened.db)
         search = rebuild_search(opened.path, opened.db.conn)
-    result = {"set_index_records": sets, "search_index_records": search}
+        report = CheckReport()
+        check_shared(opened, opened.db, opened.graphs, report, repair=True)
+        opened.graphs_changed()  # readers see the shared graph as rebuilt
+        shared = SharedCounts(opened.db.conn).count()
+    result = {
+        "set_index_records": sets,
+        "search_index_records": search,
+        "shared_statements": shared,
+        "shared_statements_corrected": bool(report.findings),
+    }
     if as_json:
         click.echo(json.dumps(result, indent=2))
         return
     click.echo(f"set index: rebuilt from {sets} record(s)")
     click.echo(f"search index: rebuilt from {search} record(s)")
+    fixed = "corrected" if report.findings else "agreed"
+    click.echo(f"shared statements: {shared} counted afresh ({fixed} with the records)")

@@ -99,6 +99,7 @@ class RecordWrite:
     packed_ntriples: bytes = b""  # stored forms prepared by the worker (else packed here)
     packed_catalog: bytes = b""
     nquads: bytes = b""  # dataset + catalogue facts as N-Quads in record_iri, prepared
+    shared: bytes = b""  # with nquads: the statements it leaves to the shared graph (shared.py)
     # ``modified`` is replaced by the commit's stamp (``commit_barrier.py``): set for every
     # write that changes what readers see (new, changed, withdrawn, status changed)
     modified_at_commit: bool = False
