@@ -157,6 +157,13 @@ def test_stats_gives_the_bytes_per_record_of_each_part(
     for part, size in report["parts"].items():
         assert per_record[part] == pytest.approx(size / RECORDS, abs=0.1), part
     assert sum(per_record.values()) == pytest.approx(report["bytes_per_record"], abs=1)
+    # the records' part: their rows, the set index, the journal, the shared statements' counts
+    state = sqlite3.connect(f"file:{tmp_path / 'store' / 'state.sqlite3'}?mode=ro", uri=True)
+    tables = ("records", "record_sets", "set_counts", "journal", "shared_triples")
+    marks = ",".join("?" * len(tables))
+    pages = state.execute(f"SELECT sum(pgsize) FROM dbstat WHERE name IN ({marks})", tables)
+    assert report["parts"]["state: records"] == pages.fetchone()[0]
+    state.close()
     code, text = cli(config, "store", "stats")
     assert code == 0, text
     lines = text.splitlines()

@@ -33,7 +33,7 @@ PARTS = (
     "scheduler and other files",
 )
 _PAYLOAD_TABLES = {"payloads", "record_payloads", "source_versions", "rejections"}
-_RECORD_TABLES = {"records", "record_sets", "set_counts", "journal"}
+_RECORD_TABLES = {"records", "record_sets", "set_counts", "journal", "shared_triples"}
 
 
 @dataclass
