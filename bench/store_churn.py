@@ -25,7 +25,7 @@ from aggregator.demo.peers.sample_data import generate_dataset, generate_identif
 from aggregator.demo.peers.server import PeerServer
 from aggregator.jobs.pipeline import RunOptions, run_source
 from aggregator.net.client import HttpClient
-from aggregator.store.optimize import optimize_store
+from aggregator.store.optimize import graph_logs, optimize_store
 from aggregator.store.records import RecordStore
 from aggregator.store.stats import disk_total
 
@@ -69,7 +69,8 @@ def main() -> None:
                     upkeep = {k: v for k, v in job.listing.items() if k in UPKEEP}
                     counts = {k: v for k, v in job.counters.items() if v}
                     print(
-                        f"day {day}: {counts}; graph store {disk_total(root / 'graphs') // mb} MB,"
+                        f"day {day}: {counts}; graph store {disk_total(root / 'graphs') // mb} MB"
+                        f" (write-ahead logs {graph_logs(store) // mb} MB),"
                         f" store {disk_total(root) // mb} MB; upkeep {upkeep}"
                     )
                 started = time.perf_counter()
