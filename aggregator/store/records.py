@@ -305,9 +305,9 @@ class RecordStore(StoreReads):
         logs of graph replacements (``remove_graph`` of an updated record) for as long as it
         is open, flushes or not, and drops them when it opens (docs/benchmarks.md#issue-31-disk:
         36-148 MB after 3,000 updates): a long-lived writer (``serve``'s scheduler) would keep
-        them as long as it runs. Under the applier's ``loading`` lock, so no batch is being loaded and
-        no snapshot taken meanwhile (nothing else of the writer's process uses the live graph
-        store; readers read snapshots)."""
+        them as long as it runs. Under the applier's ``loading`` lock, so no batch is being
+        loaded and no snapshot taken meanwhile (nothing else of the writer's process uses the
+        live graph store; readers read snapshots)."""
         graphs = self.graphs
         if not isinstance(graphs, OxigraphGraphs):
             return
