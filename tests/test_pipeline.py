@@ -453,7 +453,9 @@ def test_a_journal_of_an_older_store_is_replayed_and_its_sequence_started(env: E
     graphs.remove([graph_iri])  # the crash came before this record's graph was loaded
     graphs.close()
     env.store = RecordStore(env.settings.store_path, BASE)
-    assert (env.store.recovery.pending, env.store.recovery.repaired) == (3, 1)
+    # the 3 moved marks, and every other active record, marked by migration 5 for the split
+    # of the shared statements: all compared, one repaired (its graphs were split already)
+    assert (env.store.recovery.pending, env.store.recovery.repaired) == (25, 1)
     assert_consistent(env.store)
     indexes = {
         r[0] for r in env.store.db.conn.execute("SELECT name FROM sqlite_master WHERE type='index'")
@@ -631,9 +633,11 @@ def test_batches_are_gathered_into_bulk_loads(env: Env, gather: int | None, load
     calls: list[int] = []
 
     class Counted(OxigraphGraphs):
-        def replace(self, contents: Sequence[GraphContent]) -> None:
+        def replace(
+            self, contents: Sequence[GraphContent], added: bytes = b"", removed: bytes = b""
+        ) -> None:
             calls.append(len(contents))
-            super().replace(contents)
+            super().replace(contents, added, removed)
 
     env.store.close()
     extra = {} if gather is None else {"gather_records": gather}
