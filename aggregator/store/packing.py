@@ -42,8 +42,8 @@ def unpack(data: bytes | None) -> bytes:
     return zlib.decompress(data)
 
 
-#: zstd level 1 with the same small match tables: a record's N-Triples (~14 KB) go to ~1.9 KB
-#: (~7x) for ~25 us in the mapping worker, read back in ~16 us (docs/benchmarks.md, issue 31)
+#: zstd level 1 with the same small match tables: what a record's N-Triples shrink to, and
+#: what it costs the mapping worker and each read, is in docs/benchmarks.md#issue-31-disk
 GRAPH_PARAMS = zstandard.ZstdCompressionParameters.from_level(1, hash_log=12, chain_log=12)
 
 

@@ -1,4 +1,4 @@
-"""Distributions, licences and access rights, and the service-only parts of ISO 19139.
+"""Distributions and the service-only parts of ISO 19139.
 
 * Transfer options (``gmd:MD_DigitalTransferOptions/gmd:onLine/gmd:CI_OnlineResource``): the
   CI_OnLineFunctionCode (``[online-function]``) decides whether a link is a distribution
@@ -7,11 +7,8 @@
   distribution its file type and a ``dcat:accessService``; otherwise the record's one
   ``gmd:distributionFormat`` gives ``dct:format`` (EU file type, IANA media type or a labelled
   node).
-* Constraints: ``gmd:useConstraints`` -> licence (a known licence IRI, else a
-  ``dct:LicenseDocument`` with the text), ``gmd:accessConstraints`` -> ``dct:accessRights``
-  (the first linked value, such as the INSPIRE LimitationsOnPublicAccess anchor, else a
-  ``dct:RightsStatement``), ``gmd:useLimitation`` -> ``dct:rights``. Licence, rights and access
-  rights go on each distribution (and on a service), access rights also on the resource.
+* Licence, rights and access rights (``_rights.py``) go on each distribution (and on a
+  service), access rights also on the resource.
 * Services: ``srv:operatesOn`` -> ``dcat:servesDataset``, connect points and transfer options ->
   ``dcat:endpointURL`` (GetCapabilities links also ``dcat:endpointDescription``),
   ``srv:serviceTypeVersion`` -> ``dct:conformsTo`` a ``dct:Standard`` with ``owl:versionInfo``.
@@ -20,16 +17,16 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from functools import lru_cache
 from urllib.parse import parse_qs, urlsplit
 
 from lxml import etree
 
-from aggregator.core.vocab import DCAT, DCT, FOAF, RDFS, XSD
+from aggregator.core.vocab import DCAT, DCT, FOAF, XSD
 from aggregator.mapping.base import MappingContext, mint_iri
 from aggregator.mapping.iso19139._parts import OWL, P, State
+from aggregator.mapping.iso19139._rights import ACCESS_RIGHTS, LABEL, LICENSE, RIGHTS, Rights
 from aggregator.mapping.iso19139._table import format_key
 from aggregator.mapping.iso19139._xml import (
     GCO,
@@ -38,14 +35,12 @@ from aggregator.mapping.iso19139._xml import (
     XLINK_HREF,
     Node,
     Out,
-    anchor_href,
     child,
     children,
     elements,
     first_under,
     is_iri,
     lit,
-    localname,
     named,
     plain,
     typed_lit,
@@ -69,16 +64,10 @@ D = {
     )
 }
 FORMAT = named(DCT + "format")
-LICENSE = named(DCT + "license")
-RIGHTS = named(DCT + "rights")
-ACCESS_RIGHTS = named(DCT + "accessRights")
-LICENSE_DOCUMENT = named(DCT + "LicenseDocument")
-RIGHTS_STATEMENT = named(DCT + "RightsStatement")
 MEDIA_TYPE_OR_EXTENT = named(DCT + "MediaTypeOrExtent")
 STANDARD = named(DCT + "Standard")
 PAGE = named(FOAF + "page")
 DOCUMENT = named(FOAF + "Document")
-LABEL = named(RDFS + "label")
 VERSION_INFO = named(OWL + "versionInfo")
 IANA = "https://www.iana.org/assignments/media-types/"
 SERVICE_PROTOCOL = named("http://data.europa.eu/930/serviceProtocol")
@@ -95,10 +84,6 @@ NAME = GMD + "name"
 DESCRIPTION = GMD + "description"
 FUNCTION = GMD + "function"
 FUNCTION_CODE = GMD + "CI_OnLineFunctionCode"
-USE_LIMITATION = GMD + "useLimitation"
-ACCESS_CONSTRAINTS = GMD + "accessConstraints"
-OTHER_CONSTRAINTS = GMD + "otherConstraints"
-_CONSTRAINT_PARTS = frozenset((USE_LIMITATION, ACCESS_CONSTRAINTS, OTHER_CONSTRAINTS))
 DISTRIBUTION = GMD + "MD_Distribution"
 DISTRIBUTOR = GMD + "MD_Distributor"
 _DISTRIBUTION_FORMATS = "gmd:distributionFormat/gmd:MD_Format/gmd:name"
@@ -110,85 +95,6 @@ _ONLINE = (
     "gmd:distributionInfo/gmd:MD_Distribution//gmd:MD_DigitalTransferOptions/"
     "gmd:onLine/gmd:CI_OnlineResource"
 )
-
-
-@dataclass
-class Rights:
-    """The constraints of a record, mapped once and shared by its distributions."""
-
-    licence: Node | None = None
-    rights: Node | None = None
-    access: Node | None = None
-
-
-def _statement(state: State, cls: str, el: etree._Element) -> Node | None:
-    lits = state.texts.literals(el)
-    if not lits:
-        return None
-    node = state.out.typed(cls)
-    state.out.add_all(node, LABEL, lits)
-    state.out.add_all(node, P["description"], lits)  # GeoDCAT-AP's property for the text
-    return node
-
-
-def _more_rights(state: State, found: Rights, el: etree._Element) -> None:
-    """The texts of ``el`` as labels of the record's one ``dct:rights`` statement (DCAT-AP 3
-    allows one per distribution): use limitations and the constraints beyond the licence and
-    the access rights."""
-    lits = state.texts.literals(el)
-    if not lits:
-        return
-    if found.rights is None:
-        found.rights = state.out.typed(RIGHTS_STATEMENT)
-    state.out.add_all(found.rights, LABEL, lits)
-    state.out.add_all(found.rights, P["description"], lits)
-
-
-def constraints(state: State, ident: etree._Element) -> Rights:
-    found = Rights()
-    access: list[etree._Element] = []  # the otherConstraints of the access constraints
-    for c in elements("gmd:resourceConstraints/*", ident):
-        parts = children(c, _CONSTRAINT_PARTS)
-        for lim in parts.get(USE_LIMITATION, ()):
-            _more_rights(state, found, lim)
-        if localname(c) != "MD_LegalConstraints":
-            continue
-        is_access = ACCESS_CONSTRAINTS in parts
-        for other in parts.get(OTHER_CONSTRAINTS, ()):
-            if is_access:
-                access.append(other)
-                continue
-            if found.licence is not None:
-                _more_rights(state, found, other)
-                continue
-            href = anchor_href(other)
-            probe = f"{href} {plain(other)}".casefold()
-            licence = next((x for match, x in state.table.licences if match in probe), "")
-            if licence:
-                found.licence = named(licence)
-            elif href and is_iri(href):
-                found.licence = named(href)
-            else:
-                found.licence = _statement(state, LICENSE_DOCUMENT, other)
-    _access_rights(state, found, access)
-    return found
-
-
-def _access_rights(state: State, found: Rights, others: list[etree._Element]) -> None:
-    """The access rights: the first access constraint that links its value (the INSPIRE
-    LimitationsOnPublicAccess anchor, a controlled value DCAT-AP 3 prefers), else the first
-    text as a ``dct:RightsStatement``; every other text becomes a label of the ``dct:rights``
-    statement (one ``dct:accessRights`` is allowed), so nothing is lost."""
-    anchored = [o for o in others if is_iri(anchor_href(o))]
-    for other in anchored + [o for o in others if o not in anchored]:
-        if found.access is None:
-            href = anchor_href(other)
-            found.access = (
-                named(href) if is_iri(href) else _statement(state, RIGHTS_STATEMENT, other)
-            )
-            if found.access is not None:
-                continue
-        _more_rights(state, found, other)
 
 
 #: a distribution format: (``dct:format``, an EU file type), (``dcat:mediaType``, an IANA media
@@ -507,12 +413,3 @@ def service(
 def first_local(ident: etree._Element, name: str) -> etree._Element | None:
     found = elements(f"srv:{name}", ident)
     return found[0] if found else None
-
-
-def service_rights(state: State, subject: Node, rights: Rights) -> None:
-    if rights.licence is not None:
-        state.out.add(subject, LICENSE, rights.licence)
-    if rights.rights is not None:  # use limitations: dct:rights of a dcat:Resource
-        state.out.add(subject, RIGHTS, rights.rights)
-    if rights.access is not None:
-        state.out.add(subject, ACCESS_RIGHTS, rights.access)

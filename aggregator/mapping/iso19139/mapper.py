@@ -42,12 +42,7 @@ from aggregator.mapping.base import (
     mint_iri,
 )
 from aggregator.mapping.iso19139._agents import Agents
-from aggregator.mapping.iso19139._distribution import (
-    constraints,
-    distributions,
-    service,
-    service_rights,
-)
+from aggregator.mapping.iso19139._distribution import distributions, service
 from aggregator.mapping.iso19139._keywords import eu_themes, keywords
 from aggregator.mapping.iso19139._parts import (
     P,
@@ -59,6 +54,7 @@ from aggregator.mapping.iso19139._parts import (
 )
 from aggregator.mapping.iso19139._quality import conformity, lineage, resolution
 from aggregator.mapping.iso19139._ranges import type_iri_values
+from aggregator.mapping.iso19139._rights import constraints, service_rights
 from aggregator.mapping.iso19139._table import RESOURCE_KINDS, ElementRule, IsoTable, load_table
 from aggregator.mapping.iso19139._xml import (
     Node,
