@@ -14,7 +14,7 @@ After the format mapping, whatever the format, and before any graph validator:
 :func:`finish_mapped`, so what a publisher sees on the command line is what the aggregator
 stores.
 
-The content hash (SHA-256 of the N-Triples, ~50 us for a 17 KB ISO record here) is computed
+The content hash (a SHA-256 of the whole N-Triples, dear next to adding a few lines) is computed
 once, by the last step, rather than by each step that changes the text: an ISO record is
 changed by the categorisation and by the range step both (docs/benchmarks.md#issue-30).
 """
