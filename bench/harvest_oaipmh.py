@@ -30,6 +30,7 @@ from typing import Any
 from aggregator.config import HarvestSettings, HttpSettings, Settings, SourceConfig
 from aggregator.jobs.pipeline import RunOptions, run_source
 from aggregator.net.client import HttpClient
+from aggregator.store.optimize import optimize_store
 from aggregator.store.records import RecordStore
 
 
@@ -155,7 +156,8 @@ def main() -> None:
         "--no-settle",
         action="store_true",
         help="re-harvest at once, while the store still compacts the first harvest's writes"
-        " (by default the store is compacted first, as it is a day later in production)",
+        " (by default the store is compacted first: by the first job itself when it wrote"
+        " [harvest] optimize_after records, else as `aggregator store optimize` does)",
     )
     args = ap.parse_args()
 
@@ -174,7 +176,11 @@ def main() -> None:
         store_path=workdir / "store",
         base_iri="http://127.0.0.1:8000/",
         http=HttpSettings(allow_private=True, timeout=120),
-        harvest=HarvestSettings(workers=args.workers, batch_size=args.batch_size),
+        harvest=HarvestSettings(
+            workers=args.workers,
+            batch_size=args.batch_size,
+            optimize_after=0 if args.no_settle else HarvestSettings().optimize_after,
+        ),
         sources={"bench": source},
     )
     http = HttpClient(settings.http)
@@ -224,9 +230,19 @@ def main() -> None:
                     f" {counts}  CPU/record: harvester {cpu[0]} us, workers {cpu[1]} us"
                 )
                 print(f"{'':10} harvester threads, CPU us/record: {threads}")
-                if name == "first" and not args.no_settle:
+                compacted = job.listing.get("optimized")
+                if compacted:  # the job compacted the store at its end (a large harvest)
+                    results["compaction_seconds"] = compacted["seconds"]
+                    print(
+                        f"the job compacted the store in {compacted['seconds']} s:"
+                        f" {compacted['bytes_before'] // 2**20} ->"
+                        f" {compacted['bytes_after'] // 2**20} MB (the graph store"
+                        f" {compacted['graph_store_before'] // 2**20} ->"
+                        f" {compacted['graph_store_after'] // 2**20} MB)"
+                    )
+                elif name == "first" and not args.no_settle:
                     t1 = time.perf_counter()
-                    store.graphs.store.optimize()  # type: ignore[attr-defined]
+                    optimize_store(store)
                     results["compaction_seconds"] = round(time.perf_counter() - t1, 1)
                     print(f"compacted the store in {results['compaction_seconds']} s")
         own, _ = rss_mb()

@@ -60,14 +60,16 @@ class KillBetweenGraphWrites:
         self.marker.write_text("timeout: the next write of the record never came")
         os._exit(3)
 
-    def replace(self, contents: Sequence[GraphContent]) -> None:
+    def replace(
+        self, contents: Sequence[GraphContent], added: bytes = b"", removed: bytes = b""
+    ) -> None:
         if self.armed:
             self.marker.write_text("killed before the graph write of the next batch")
             os.kill(os.getpid(), signal.SIGKILL)
         if any(c.graph_iri == self.graph_iri for c in contents):
             self._wait_for_next_write()
             self.armed = True
-        self.inner.replace(contents)
+        self.inner.replace(contents, added, removed)
 
     def remove(self, graph_iris: Sequence[str]) -> None:
         self.inner.remove(graph_iris)

@@ -37,6 +37,8 @@ def test_defaults_and_paths_relative_to_the_file(tmp_path: Path) -> None:
         ("[http]\ntimout = 3\n", "unknown key"),
         ("[store]\nbase_iri = 'urn:x'\n", "base_iri"),
         ("[harvest]\nwithdraw_brake = 2.0\n", "withdraw_brake"),
+        ("[harvest]\noptimize_share = 1.5\n", "harvest.optimize_share = 1.5: must be at most 1"),
+        ("[harvest]\noptimize_after = -1\n", "harvest.optimize_after = -1: must be at least 0"),
         ("[sources.A]\ntype = 'oai-pmh'\nurl = 'http://e.org/'\n", "name must match"),
         ("[sources.a]\nurl = 'http://e.org/'\n", "'type' is required"),
         ("[sources.a]\ntype = 'oai-pmh'\nurl = 'http://e.org/'\nformat = 'x'\n", "unknown format"),

@@ -134,7 +134,7 @@ def test_kill_between_the_graph_writes_of_one_record_written_in_consecutive_batc
     leave the second batch's mark on the record, so that opening the store repairs it."""
     from aggregator.demo.peers.oaipmh_items import MemoryItems, OaiItem
     from aggregator.demo.peers.sample_data import generate_identifier
-    from aggregator.store.records import StoreNames
+    from aggregator.store.names import StoreNames
 
     def item(i: int, revision: int = 0, when: datetime | None = None) -> OaiItem:
         stamp = when or datetime(2024, 1, 1, tzinfo=UTC) + timedelta(minutes=i)

@@ -35,9 +35,9 @@ EU = "http://publications.europa.eu/resource/authority/"
 EPSG = "http://www.opengis.net/def/crs/EPSG/0"
 TOOLS = DEV_SET.parent.parent / "tools"
 #: the share of the reference output reproduced on the development set when this was written
-#: (54.8 % before issue 30, 84.8 % after its first round); the rest is named in
-#: docs/mappings/iso19139.md
-COVERAGE_FLOOR = 90.0
+#: (54.8 % before issue 30, 84.8 % after its first round, 90.0 % after its second); the rest
+#: is named, pair by pair, in docs/mappings/iso19139.md
+COVERAGE_FLOOR = 90.9
 
 NS = (
     'xmlns:gmd="http://www.isotc211.org/2005/gmd" xmlns:gco="http://www.isotc211.org/2005/gco" '

@@ -174,23 +174,29 @@ def svc(mapper: IsoMapper) -> rdflib.Graph:
 # -- themes -----------------------------------------------------------------------------------
 
 
-def test_keywords_of_a_thesaurus_without_iri_are_minted_concepts_of_a_minted_scheme(
+def test_keywords_of_a_thesaurus_without_iri_are_minted_concepts_of_its_cited_scheme(
     g: rdflib.Graph, mapper: IsoMapper
 ) -> None:
-    scheme = URIRef(mint_iri(CTX, "concept-scheme", "shoreline survey keywords"))
     erosion = URIRef(mint_iri(CTX, "concept", "shoreline survey keywords\ncoastal erosion"))
     defences = URIRef(mint_iri(CTX, "concept", "shoreline survey keywords\nsea defences"))
     assert {erosion, defences} <= set(g.objects(DS, DCAT.theme))
+    # the scheme is the record's citation of the thesaurus, a blank node with its title and
+    # date (as GeoDCAT-AP and the SEMIC transformation write it), one for the group
+    scheme = g.value(erosion, SKOS.inScheme)
+    assert isinstance(scheme, rdflib.BNode)
     assert set(g.predicate_objects(erosion)) == {
         (RDF.type, SKOS.Concept),
         (SKOS.prefLabel, Literal("Coastal  erosion", lang="en")),
         (SKOS.inScheme, scheme),
     }
+    assert set(g.objects(defences, SKOS.inScheme)) == {scheme}
     assert set(g.predicate_objects(scheme)) == {
         (RDF.type, SKOS.ConceptScheme),
         (DCTERMS.title, Literal("Shoreline Survey Keywords", lang="en")),
         (DCTERMS.modified, Literal("2019-04-02", datatype=XSD.date)),
     }
+    # no scheme IRI is minted under the source's base any more
+    assert not [s for s in g.subjects() if "concept-scheme" in str(s)]
     # still keywords too, and no finding: each keyword named a concept
     assert (DS, DCAT.keyword, Literal("Sea defences", lang="en")) in g
     mapped = _map(mapper, DATASET)

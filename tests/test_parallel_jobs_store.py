@@ -7,6 +7,7 @@ from __future__ import annotations
 import gc
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from pyoxigraph import Store
@@ -59,9 +60,11 @@ class SlowGraphs(OxigraphGraphs):
     """The embedded graph store, slow to load (a busy disk): widens the time in which other
     jobs commit batches that the graph store does not hold yet."""
 
-    def replace(self, contents: list[GraphContent]) -> None:  # type: ignore[override]
+    def replace(
+        self, contents: Sequence[GraphContent], added: bytes = b"", removed: bytes = b""
+    ) -> None:
         time.sleep(0.01)
-        super().replace(contents)
+        super().replace(contents, added, removed)
 
 
 def test_a_record_is_stamped_when_its_batch_commits(tmp_path: Path) -> None:

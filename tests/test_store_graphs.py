@@ -100,13 +100,17 @@ def test_gathered_batches_load_each_record_at_its_last_content() -> None:
 
     first = [content("http://e/x", "x1", False), content("http://e/y", "y1", True)]
     second = [content("http://e/x", "x2", True), content("http://e/z", "z2", False)]
-    out = merged([(first, [1, 2], 7), (second, [1, 3], 8)])
+    out = merged([(first, [1, 2], 7, b""), (second, [1, 3], 8, b"")])
     assert sorted((c.graph_iri, c.parts[0][0].decode().split('"')[1], c.existed) for c in out) == [
         ("http://e/x", "x2", True),
         ("http://e/y", "y1", True),
         ("http://e/z", "z2", False),
     ]
     again = [content("http://e/y", "y2", False)]  # cannot come after a write, but is kept safe
-    (y,) = [c for c in merged([(first, [1, 2], 7), (again, [2], 8)]) if c.graph_iri == "http://e/y"]
+    (y,) = [
+        c
+        for c in merged([(first, [1, 2], 7, b""), (again, [2], 8, b"")])
+        if c.graph_iri == "http://e/y"
+    ]
     assert y.existed and b"y2" in y.parts[0][0]
-    assert merged([(first, [1, 2], 7)]) is first
+    assert merged([(first, [1, 2], 7, b"")]) is first

@@ -218,6 +218,9 @@ def break_store(store_path: Path) -> dict[str, str]:
         store.add(
             Quad(NamedNode("http://x/s"), NamedNode("http://x/p"), Literal("o"), NamedNode(ghost))
         )
+        # a shared statement lost from the shared graph (as a lost load would leave it)
+        shared = NamedNode(f"{BASE}shared")
+        store.remove(next(iter(store.quads_for_pattern(None, None, None, shared))))
         store.flush()
     finally:
         del store
@@ -225,6 +228,11 @@ def break_store(store_path: Path) -> dict[str, str]:
     with conn:
         rid = conn.execute("SELECT id FROM records WHERE record_iri = ?", (active[3],)).fetchone()
         conn.execute("DELETE FROM record_sets WHERE record_id = ?", rid)
+        # ... and a count that says one more record states a statement than do
+        conn.execute(
+            "UPDATE shared_triples SET refs = refs + 1"
+            " WHERE triple = (SELECT max(triple) FROM shared_triples)"
+        )
     conn.close()
     return {
         "missing graph": active[0],
@@ -232,6 +240,8 @@ def break_store(store_path: Path) -> dict[str, str]:
         "withdrawn record still in the graph store": withdrawn,
         "orphan graph": ghost,
         "set index": active[3],
+        "shared graph": "1 statement(s)",
+        "shared statement counts": "1 statement(s)",
     }
 
 
@@ -480,6 +490,8 @@ def test_reindex_rebuilds_the_set_and_search_indexes(harvested: Harvested, tmp_p
             "DELETE FROM record_sets WHERE record_id = ? AND set_spec LIKE 'source%'", (gone,)
         )
         conn.execute("UPDATE set_counts SET n = n + 7 WHERE set_spec = 'source'")
+        shared_before = conn.execute("SELECT triple, refs FROM shared_triples").fetchall()
+        conn.execute("UPDATE shared_triples SET refs = refs + 2")  # counts a side index holds
     conn.close()
     assert searched(path, state, "") != want
     code, out = cli(harvested.config, "store", "check", "--json")
@@ -494,10 +506,13 @@ def test_reindex_rebuilds_the_set_and_search_indexes(harvested: Harvested, tmp_p
         f"{BASE}record/portal/{record_key(state, rid)}" for rid in (active[1], gone)
     }
     assert {"source", "source:portal"} <= by_kind.pop("set count")  # and the lost themes'
+    assert by_kind.pop("shared statement counts") == {f"{len(shared_before)} statement(s)"}
     assert not by_kind
     code, out = cli(harvested.config, "store", "reindex")
     assert code == 0, out
     assert f"search index: rebuilt from {ACTIVE + WITHDRAWN + REJECTED} record(s)" in out
+    assert f"shared statements: {len(shared_before)} counted afresh (corrected" in out
+    assert rows(state, "SELECT triple, refs FROM shared_triples") == shared_before
     assert rows(state, "SELECT * FROM record_sets ORDER BY record_id, set_spec") == sets_before
     assert rows(state, "SELECT * FROM set_counts ORDER BY set_spec") == counts_before
     assert searched(path, state, "") == want

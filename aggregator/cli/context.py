@@ -19,7 +19,8 @@ import click
 from aggregator.config import Settings, load_settings
 from aggregator.core.errors import AggregatorError, ConfigError, StoreVersionError
 from aggregator.store.journal import JobRow
-from aggregator.store.records import STATE_FILE, ReadOnlyStore, RecordStore, StoreNames
+from aggregator.store.names import StoreNames
+from aggregator.store.records import STATE_FILE, ReadOnlyStore, RecordStore
 
 
 class Ctx:

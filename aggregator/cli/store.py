@@ -16,7 +16,8 @@ from aggregator.cli.context import Ctx, pass_ctx
 from aggregator.store.check import CheckReport
 from aggregator.store.graphs import GraphBackend, OxigraphGraphs
 from aggregator.store.migrations import LATEST
-from aggregator.store.records import StoreNames, snapshot_shelf
+from aggregator.store.names import StoreNames
+from aggregator.store.records import snapshot_shelf
 from aggregator.store.state import StateDB
 from aggregator.store.stats import human
 from aggregator.store.writer_lock import WriterLock
@@ -80,7 +81,8 @@ def store_prune(c: Ctx, dry_run: bool, as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @pass_ctx
 def store_stats(c: Ctx, as_json: bool) -> None:
-    """Records by source and status, and the size on disk of each part of the store.
+    """Records by source and status, and the size on disk of each part of the store, in all
+    and per record.
 
     Read-only: it takes no lock and runs beside a harvest or serving. The snapshots' part is
     what they hold alone (files the live graph store has compacted away since)."""
@@ -140,8 +142,10 @@ def check_all(
     """The graphs, the set index and the search index against the state database."""
     from aggregator.serve.dashboard.search_upkeep import SEARCH, check_search, rebuild_search
     from aggregator.store.check import SET_COUNTS, SETS, check_graphs, check_sets, repair_sets
+    from aggregator.store.shared_check import check_shared
 
     check_graphs(names, db, graphs, report, repair=repair)
+    check_shared(names, db, graphs, report, repair=repair)
     bad = check_sets(db.conn, report)
     search = check_search(names.path, db.conn)
     report.findings += search
@@ -241,10 +245,11 @@ def store_optimize(c: Ctx, vacuum: bool, as_json: bool) -> None:
     """Compact the graph store and the state database, and say what each part takes before
     and after.
 
-    Run it after large harvests: bulk loads leave files for compaction and the write-ahead
-    logs grow. It takes the writer lock (it refuses, naming the holder, while a harvest
-    runs); serving goes on, and the readers move to a fresh snapshot, so the files the
-    compaction replaced are freed."""
+    A job that wrote [harvest] optimize_after records (and optimize_share of the store) does
+    this at its end, without the VACUUM; run it after a prune, or once on a store made
+    before graph serialisations were kept packed (it packs them). It takes the writer lock
+    (it refuses, naming the holder, while a harvest runs); serving goes on, and the readers
+    move to a fresh snapshot, so the files the compaction replaced are freed."""
     from aggregator.store.optimize import optimize_store
 
     with c.store(create=False) as opened:
@@ -261,19 +266,33 @@ def store_optimize(c: Ctx, vacuum: bool, as_json: bool) -> None:
 @pass_ctx
 def store_reindex(c: Ctx, as_json: bool) -> None:
     """Rebuild the side indexes from the state database: the OAI-PMH set index and set
-    sizes, and the search index of the dashboard.
+    sizes, the search index of the dashboard, and the counts of the shared statements with
+    the shared graph (recounted from the records; the graph brought to the counts).
 
     It takes the writer lock (the set index is in the state database). Serving goes on; a
     search while the search index is rebuilt may see part of the records."""
     from aggregator.serve.dashboard.search_upkeep import rebuild_search
-    from aggregator.store.check import rebuild_sets
+    from aggregator.store.check import CheckReport, rebuild_sets
+    from aggregator.store.shared import SharedCounts
+    from aggregator.store.shared_check import check_shared
 
     with c.store(create=False) as opened:
         sets = rebuild_sets(opened.db)
         search = rebuild_search(opened.path, opened.db.conn)
-    result = {"set_index_records": sets, "search_index_records": search}
+        report = CheckReport()
+        check_shared(opened, opened.db, opened.graphs, report, repair=True)
+        opened.graphs_changed()  # readers see the shared graph as rebuilt
+        shared = SharedCounts(opened.db.conn).count()
+    result = {
+        "set_index_records": sets,
+        "search_index_records": search,
+        "shared_statements": shared,
+        "shared_statements_corrected": bool(report.findings),
+    }
     if as_json:
         click.echo(json.dumps(result, indent=2))
         return
     click.echo(f"set index: rebuilt from {sets} record(s)")
     click.echo(f"search index: rebuilt from {search} record(s)")
+    fixed = "corrected" if report.findings else "agreed"
+    click.echo(f"shared statements: {shared} counted afresh ({fixed} with the records)")

@@ -88,6 +88,8 @@ RANGES: dict[str, tuple[float, float | None, bool]] = {
     "harvest.withdraw_brake": (0, 1, False),
     "harvest.batch_size": (1, None, False),
     "harvest.workers": (0, 256, False),
+    "harvest.optimize_after": (0, None, False),
+    "harvest.optimize_share": (0, 1, False),
     "serve.port": (1, 65535, False),
     "serve.oai_page_size": (1, 100_000, False),
     "serve.oai_token_ttl": (1, None, False),

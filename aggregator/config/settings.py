@@ -67,6 +67,10 @@ class HarvestSettings:
     withdraw_brake: float = 0.2  # share of a source's active records
     batch_size: int = 1000  # records per journal transaction (and graph-store bulk load)
     workers: int = 1  # mapping/validation worker processes (0 = in-process)
+    # a job that wrote at least this many records (0: never) and at least optimize_share of
+    # the store compacts it at its end (aggregator/store/optimize.py)
+    optimize_after: int = 10_000
+    optimize_share: float = 0.2
 
 
 @dataclass(frozen=True, slots=True)

@@ -41,7 +41,8 @@ from aggregator.demo.peers.waf import WafApp
 from aggregator.jobs.pipeline import RunOptions, exit_code, run_source
 from aggregator.net.client import HttpClient
 from aggregator.schedule.status import note_outside_job
-from aggregator.store.records import RecordStore, StoreNames
+from aggregator.store.names import StoreNames
+from aggregator.store.records import RecordStore
 
 MARKER = ".aggregator-demo"
 MDR_USER, MDR_PASSWORD_ENV, MDR_PASSWORD = "demomdr", "AGGREGATOR_DEMO_MDR_PASSWORD", "demo-only"

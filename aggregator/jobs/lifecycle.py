@@ -149,6 +149,7 @@ class _GraphForms:
     packed_ntriples: bytes = b""
     packed_catalog: bytes = b""
     nquads: bytes = b""
+    shared: bytes = b""
 
 
 class BatchWriter:
@@ -279,6 +280,7 @@ class BatchWriter:
                     packed_ntriples=prepared.packed_ntriples,
                     packed_catalog=prepared.packed_catalog,
                     nquads=prepared.nquads,
+                    shared=prepared.shared,
                 )
             else:  # prepared for another IRI (the base IRI changed): build it here
                 nt, cat = dataset_ntriples(checked)
@@ -306,6 +308,7 @@ class BatchWriter:
             packed_ntriples=graph.packed_ntriples,
             packed_catalog=graph.packed_catalog,
             nquads=graph.nquads,
+            shared=graph.shared,
             flagged=flagged,
         )
 

@@ -36,9 +36,16 @@ from aggregator.jobs.processing import build_chain, mapping_context
 from aggregator.net.client import HttpClient, HttpSession
 from aggregator.plugin import harvesters
 from aggregator.store.journal import Heartbeat, JobLog, JobRow
+from aggregator.store.optimize import (
+    optimize_after_job,
+    release_graph_logs,
+    release_stale_snapshot,
+)
 from aggregator.store.records import RecordStore
 
 log = logging.getLogger(__name__)
+#: the outcomes that write a record's graph: what makes a harvest large (store/optimize.py)
+WRITTEN = (Outcome.ADDED, Outcome.UPDATED, Outcome.WITHDRAWN)
 
 
 @dataclass(slots=True)
@@ -189,12 +196,41 @@ def _run_source(
     finally:
         held.close(executor if own_executor else None)
     facts = _job_facts(listing, checkpoint, workers, progress)
+    facts.update(_upkeep(store, writer.job, settings))
     if status is JobStatus.SUCCEEDED and listing.next_checkpoint and opts.lister is None:
         store.jobs.set_checkpoint(src.name, listing.next_checkpoint, job.id)
         facts["checkpoint_saved"] = listing.next_checkpoint
     done = store.jobs.finish(job, status, facts, message)
     emit_closing(events, done, src.url, unreachable, previous[0] if previous else None)
     return done
+
+
+def _upkeep(store: RecordStore, job: JobLog, settings: Settings) -> dict[str, Any]:
+    """The store's upkeep at a job's end, for the job's facts: a compaction after a large
+    harvest, else a fresh snapshot if compactions since the last one left it holding files
+    alone (``store/optimize.py``). Whatever goes wrong here is logged, never the job's end:
+    its records are stored already."""
+    written = sum(job.counters.get(k, 0) for k in WRITTEN)
+    try:
+        compacted = optimize_after_job(
+            store,
+            written,
+            after=settings.harvest.optimize_after,
+            share=settings.harvest.optimize_share,
+        )
+        if compacted is not None:
+            return {"optimized": compacted}
+        facts: dict[str, Any] = {}
+        logs = release_graph_logs(store)
+        if logs:
+            facts["graph_logs_released"] = logs
+        released = release_stale_snapshot(store)
+        if released:
+            facts["stale_snapshot_released"] = released
+        return facts
+    except Exception as err:  # the store's own failure is the job's message already
+        log.warning("store upkeep after job %s failed: %s", job.id, err)
+        return {"upkeep_error": f"{type(err).__name__}: {err}"}
 
 
 class _Held:

@@ -26,8 +26,9 @@ from aggregator.mapping.base import Mapper, MappingContext, mint_iri
 from aggregator.mapping.finish import finish_mapped
 from aggregator.mapping.payload import ParsedPayload
 from aggregator.plugin import mappers, validators
-from aggregator.store.graphs import GraphContent, to_nquads
+from aggregator.store.graphs import lines_to_nquads, statements
 from aggregator.store.packing import pack, pack_graph, unpack_graph
+from aggregator.store.shared import pack_statements, split_lines
 from aggregator.validate.base import Validator
 from aggregator.validate.policy import Verdict, decide, rejects_payload
 
@@ -95,6 +96,7 @@ class Prepared:
     packed_ntriples: bytes
     packed_catalog: bytes
     nquads: bytes
+    shared: bytes = b""  # the statements left to the store's shared graph, as N-Triples
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,14 +148,19 @@ def mapping_context(settings: Settings, source: SourceConfig) -> MappingContext:
 def prepare(ds: MappedDataset, ctx: MappingContext) -> Prepared:
     record_iri = mint_iri(ctx, "record", ds.local_id)
     scope = "x" + hashlib.sha1(record_iri.encode(), usedforsecurity=False).hexdigest()[:16]
-    content = GraphContent(
-        record_iri, ((ds.ntriples, scope + "d"), (ds.catalog_ntriples, scope + "c")), False
+    own = (record_iri, ds.dataset_iri)
+    dataset, shared = split_lines(statements(ds.ntriples), own) if ds.ntriples else ([], [])
+    facts, shared_facts = (
+        split_lines(statements(ds.catalog_ntriples), own) if ds.catalog_ntriples else ([], [])
     )
+    nquads = lines_to_nquads(dataset, scope + "d", record_iri)
+    nquads += lines_to_nquads(facts, scope + "c", record_iri)
     return Prepared(
         record_iri=record_iri,
         packed_ntriples=pack_graph(ds.ntriples),
         packed_catalog=pack_graph(ds.catalog_ntriples),
-        nquads=to_nquads(content),
+        nquads=nquads,
+        shared=pack_statements(tuple(dict.fromkeys(shared + shared_facts))),
     )
 
 

@@ -43,7 +43,7 @@ from aggregator.serve.dashboard import DashboardApp, wants_html
 from aggregator.serve.sparql import Receive, Scope, Send
 from aggregator.serve.sparql_runner import Supervision
 from aggregator.serve.supervisor import SchedulerProcess, Supervisor
-from aggregator.store.records import StoreNames
+from aggregator.store.names import StoreNames
 
 
 @dataclass

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from aggregator.config import Settings
-from aggregator.store.records import StoreNames
+from aggregator.store.names import StoreNames
 
 
 @dataclass

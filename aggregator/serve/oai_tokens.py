@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from aggregator.core.errors import ConfigError
-from aggregator.store.records import StoreNames
+from aggregator.store.names import StoreNames
 
 TOKEN_VERSION = 1
 MAX_TOKEN_LENGTH = 2048

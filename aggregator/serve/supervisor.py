@@ -47,7 +47,8 @@ from aggregator.core.errors import ConfigError, StoreBusyError, StoreError
 from aggregator.serve.accepting import AcceptBoard, acceptors_for
 from aggregator.serve.oai_tokens import load_key
 from aggregator.store.migrations import LATEST, schema_version
-from aggregator.store.records import RecordStore, StoreNames, snapshot_shelf
+from aggregator.store.names import StoreNames
+from aggregator.store.records import RecordStore, snapshot_shelf
 from aggregator.store.state import StateDB
 
 log = logging.getLogger(__name__)

@@ -130,7 +130,7 @@ def main() -> int:
 
     from aggregator.serve.app import create_app
     from aggregator.serve.sparql_runner import Supervision
-    from aggregator.store.records import StoreNames
+    from aggregator.store.names import StoreNames
 
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     hooks = _Hooks()

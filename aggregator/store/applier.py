@@ -43,24 +43,27 @@ from pathlib import Path
 
 from aggregator.core.errors import StoreError
 from aggregator.store.graphs import GraphBackend, GraphContent
+from aggregator.store.shared import SharedCounts, as_nquads
 from aggregator.store.state import clear_pending
 
 log = logging.getLogger(__name__)
 
-Batch = tuple[list[GraphContent], list[int], int]  # contents, record ids, generation
+# contents, record ids, generation, the shared statements it raised from zero (N-Quads)
+Batch = tuple[list[GraphContent], list[int], int, bytes]
 GATHER_RECORDS = 2000  # records per bulk load, at least (unless the writer waits)
 GATHER_BYTES = 64 * 2**20  # N-Quads per bulk load, at most (unless one batch is larger)
 GATHER_SECONDS = 30.0  # a batch waits no longer than this for others to join it
-_FLUSH: Batch = ([], [], -1)  # put by wait(): load what is gathered now
+_FLUSH: Batch = ([], [], -1, b"")  # put by wait(): load what is gathered now
 
 
 def merged(batches: Sequence[Batch]) -> list[GraphContent]:
     """The contents of consecutive batches as one load: a record written by several of them
-    gets its last content, replacing the graph if any of its writes found one."""
+    gets its last content, replacing the graph if any of its writes found one. (The shared
+    statements they raised are loaded all: each batch counted only its own.)"""
     if len(batches) == 1:
         return batches[0][0]
     out: dict[str, GraphContent] = {}
-    for contents, _, _ in batches:
+    for contents, _, _, _ in batches:
         for c in contents:
             prev = out.pop(c.graph_iri, None)
             if prev is not None and prev.existed and not c.existed:
@@ -94,9 +97,12 @@ class GraphApplier:
         gather_seconds: float = GATHER_SECONDS,
         gather: Callable[[], bool] = lambda: True,
         applied_generation: int = 0,
+        shared_graph: str = "",
     ) -> None:
-        """``applied_generation``: the generation the graph store holds at the start."""
+        """``applied_generation``: the generation the graph store holds at the start;
+        ``shared_graph``: the graph of the counted shared statements (``shared.py``)."""
         self.graphs = graphs
+        self.shared_graph = shared_graph
         self.db_path = db_path
         self.on_applied = on_applied
         self.gather_records = gather_records
@@ -129,7 +135,7 @@ class GraphApplier:
                 except queue.Empty:
                     item = _FLUSH  # the first gathered batch waited long enough
                 if item is not None and item is not _FLUSH and self._error is None:
-                    size = nquads_bytes(item[0])
+                    size = nquads_bytes(item[0]) + len(item[3])  # the records' and the shared
                     if held and held_bytes + size > self.gather_bytes:
                         self._apply(conn, held)  # this batch would take it past the budget
                         held, held_bytes = [], 0
@@ -140,7 +146,7 @@ class GraphApplier:
                         deadline = time.monotonic() + self.gather_seconds
                     held.append(item)
                     held_bytes += size
-                    gathered = sum(len(ids) for _, ids, _ in held)
+                    gathered = sum(len(ids) for _, ids, _, _ in held)
                     if (
                         gathered < self.gather_records
                         and held_bytes < self.gather_bytes
@@ -162,10 +168,17 @@ class GraphApplier:
             return  # a failed applier drains without applying: the journal keeps the rest
         try:
             with self.loading:
-                self.graphs.replace(merged(batches))
+                counts = SharedCounts(conn)
+                # statements no record states as of the last batch, and only those: a count
+                # a later batch (not loaded yet) took to zero is still stated here
+                zeroed = counts.zeroed(batches[-1][2])
+                added = b"".join(b[3] for b in batches)
+                removed = as_nquads(zeroed, self.shared_graph)
+                self.graphs.replace(merged(batches), added, removed)
                 conn.execute("BEGIN IMMEDIATE")
-                for _, ids, generation in batches:
+                for _, ids, generation, _ in batches:
                     clear_pending(conn, generation, ids)
+                counts.forget(zeroed)
                 conn.execute("COMMIT")
                 self.applied = batches[-1][2]
                 if self.on_applied is not None:
@@ -188,9 +201,11 @@ class GraphApplier:
                 " the writes and replays them when the store is next opened"
             ) from self._error
 
-    def submit(self, contents: Sequence[GraphContent], ids: Sequence[int], generation: int) -> None:
+    def submit(
+        self, contents: Sequence[GraphContent], ids: Sequence[int], generation: int, added: bytes
+    ) -> None:
         self.check()
-        self._q.put((list(contents), list(ids), generation))
+        self._q.put((list(contents), list(ids), generation, added))
 
     def wait(self) -> None:
         """Load what is queued and gathered; raise what the thread hit."""

@@ -32,8 +32,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from aggregator.store.graphs import GraphBackend, GraphContent, stale_contents
+from aggregator.store.names import StoreNames
 from aggregator.store.record_sets import record_set_specs
-from aggregator.store.records import StoreNames
 from aggregator.store.state import RECORD_COLUMNS, RecordRow, StateDB
 
 CHUNK = 500
@@ -97,7 +97,7 @@ class CheckReport:
             )
 
 
-def _rows(db: StateDB) -> Iterator[list[RecordRow]]:
+def records_in_chunks(db: StateDB) -> Iterator[list[RecordRow]]:
     after = 0
     while True:
         rows = [
@@ -126,7 +126,7 @@ def check_graphs(
     held = graphs.graph_names()
     report.graphs = len(held)
     kept: set[str] = set()
-    for rows in _rows(db):
+    for rows in records_in_chunks(db):
         report.records += len(rows)
         by_iri = {row.record_iri: row for row in rows}
         kept.update(by_iri)
@@ -137,6 +137,7 @@ def check_graphs(
             graphs.replace(stale)
             for finding in found:
                 report.repaired[finding.kind] = report.repaired.get(finding.kind, 0) + 1
+    kept.add(names.shared_graph)  # checked on its own: shared_check.py
     orphans = sorted(g for g in held - kept if not _measurement(names, db, g))
     report.findings += [Finding(ORPHAN, g, "no record has this graph") for g in orphans]
     if repair and orphans:
@@ -258,7 +259,7 @@ def rebuild_sets(db: StateDB) -> int:
     """Rebuild the whole set index from the records, a chunk of records per transaction
     (each keeps ``set_counts`` in step), then count every set afresh; returns the records."""
     done = 0
-    for rows in _rows(db):
+    for rows in records_in_chunks(db):
         _put_sets(db, [row.id for row in rows])
         done += len(rows)
     strays = db.conn.execute(

@@ -23,6 +23,7 @@ from pyoxigraph import (
     QueryTriples,
     RdfFormat,
     Store,
+    parse,
 )
 
 _LABEL = re.compile(rb"[A-Za-z0-9_.-]+")
@@ -41,7 +42,7 @@ def _scope_line(line: bytes, prefix: bytes) -> bytes:
     return line
 
 
-def _statements(ntriples: bytes) -> list[bytes]:
+def statements(ntriples: bytes) -> list[bytes]:
     """The statements of N-Triples text, each without its " .\n". In N-Triples a raw line
     feed only ends a statement (one inside a literal is written ``\n``), so every statement
     ends with " .\n" and nothing else does."""
@@ -73,6 +74,16 @@ class GraphContent:
     nquads: bytes = b""  # more content, already as N-Quads in this graph (prepared elsewhere)
 
 
+def lines_to_nquads(lines: list[bytes], scope: str, graph_iri: str) -> bytes:
+    """Statements (without " .") as N-Quads in ``graph_iri``, blank node labels scoped."""
+    if not lines:
+        return b""
+    suffix = b" <" + graph_iri.encode() + b"> .\n"
+    if any(b"_:" in line for line in lines):
+        lines = _scoped(lines, scope)
+    return suffix.join(lines) + suffix
+
+
 def to_nquads(content: GraphContent) -> bytes:
     """N-Triples parts -> N-Quads in ``graph_iri`` with blank nodes scoped per part: the
     statements are split once, the few with a "_:" scoped, and all joined again with the
@@ -83,7 +94,7 @@ def to_nquads(content: GraphContent) -> bytes:
     for ntriples, scope in content.parts:
         if not ntriples:
             continue
-        lines = _statements(ntriples)
+        lines = statements(ntriples)
         if b"_:" in ntriples:
             lines = _scoped(lines, scope)
         if lines:
@@ -130,7 +141,12 @@ def stale_contents(
 
 
 class GraphBackend(Protocol):
-    def replace(self, contents: Sequence[GraphContent]) -> None: ...
+    def replace(
+        self, contents: Sequence[GraphContent], added: bytes = b"", removed: bytes = b""
+    ) -> None:
+        """Bring each graph of ``contents`` to its content, then load ``added`` and remove
+        ``removed`` (N-Quads: the shared graph's changes, ``shared.py``)."""
+
     def remove(self, graph_iris: Sequence[str]) -> None: ...
     def query(self, sparql: str) -> QuerySolutions | QueryTriples | QueryBoolean: ...
     def graph_names(self) -> set[str]: ...
@@ -151,14 +167,19 @@ class OxigraphGraphs:
                 f"cannot open the store at {path}: {err} (is another aggregator process using it?)"
             ) from err
 
-    def replace(self, contents: Sequence[GraphContent]) -> None:
+    def replace(
+        self, contents: Sequence[GraphContent], added: bytes = b"", removed: bytes = b""
+    ) -> None:
         for c in contents:
             if c.existed:
                 self.store.remove_graph(NamedNode(c.graph_iri))
-        data = b"".join(to_nquads(c) for c in contents)
+        data = b"".join(to_nquads(c) for c in contents) + added
         if data:
             # lenient: every term was written by pyoxigraph or checked by it (records.py)
             self.store.bulk_load(data, RdfFormat.N_QUADS, lenient=True)
+        if removed:
+            for quad in parse(removed, format=RdfFormat.N_QUADS, lenient=True):
+                self.store.remove(quad)
         self.store.flush()
 
     def remove(self, graph_iris: Sequence[str]) -> None:

@@ -170,11 +170,43 @@ def to_v4_flagged_records(conn: sqlite3.Connection) -> None:
     conn.execute("CREATE INDEX records_flagged ON records (source, status) WHERE flagged = 1")
 
 
+#: meta key set while the graphs of a store made before version 5 still hold the shared
+#: statements in each record's graph: the writer moves them when it opens the store
+SHARED_SPLIT_PENDING = "shared_split_pending"
+
+
+def to_v5_shared_statements(conn: sqlite3.Connection) -> None:
+    """Statements about shared resources are counted, and kept once in the shared graph.
+
+    ``shared_triples (triple, refs, generation)``: each statement the records leave to the
+    shared graph (aggregator/store/shared.py) with the number of active records stating it,
+    and the generation of its last change; ``shared_triples_zero`` finds those no record
+    states any more. The graphs of a store that holds active records are rebuilt by the
+    writer at its next open (``meta.shared_split_pending``): each record's graph loses the
+    shared statements, which are counted and loaded once into the shared graph."""
+    conn.execute(
+        "CREATE TABLE shared_triples (triple BLOB PRIMARY KEY, refs INTEGER NOT NULL,"
+        " generation INTEGER NOT NULL) WITHOUT ROWID"
+    )
+    conn.execute("CREATE INDEX shared_triples_zero ON shared_triples (generation) WHERE refs = 0")
+    if conn.execute("SELECT 1 FROM records WHERE status = 'active' LIMIT 1").fetchone():
+        conn.execute(
+            "INSERT OR REPLACE INTO meta (key, value) VALUES (?, '1')", (SHARED_SPLIT_PENDING,)
+        )
+        # every active record is replayed at the writer's next open (``recovery.py``)
+        conn.execute(
+            "INSERT OR IGNORE INTO journal (record_id, generation) SELECT id,"
+            " coalesce((SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'generation'), 0)"
+            " FROM records WHERE status = 'active'"
+        )
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     to_v1_baseline,
     to_v2_journal_only,
     to_v3_payload_history,
     to_v4_flagged_records,
+    to_v5_shared_statements,
 )
 LATEST = len(MIGRATIONS)
 

@@ -34,36 +34,20 @@ generation they show. :class:`ReadOnlyStore` is the readers' view: SQLite read-o
 from __future__ import annotations
 
 import logging
+import sqlite3
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import quote
 
-from pyoxigraph import Literal, NamedNode
-
-from aggregator.core.vocab import (
-    AGG_FORMAT,
-    AGG_HARVEST_SOURCE,
-    AGG_PAYLOAD,
-    AGG_SOURCE_DATESTAMP,
-    AGG_STATUS,
-    DCAT,
-    DCT,
-    FOAF,
-    PROV,
-    RDF_TYPE,
-    SPDX,
-    STATUS_IRIS,
-    XSD,
-    minted_iri,
-)
 from aggregator.store.applier import GATHER_BYTES, GATHER_RECORDS, GraphApplier
 from aggregator.store.commit_barrier import CommitStamper
-from aggregator.store.flag_annotation import flag_ntriples
-from aggregator.store.graphs import GraphBackend, GraphContent, OxigraphGraphs, stale_contents
+from aggregator.store.graphs import GraphBackend, OxigraphGraphs
 from aggregator.store.journal import JobLog, Jobs, now_iso
 from aggregator.store.migrations import check_readable
+from aggregator.store.names import StoreNames
+from aggregator.store.recovery import Recovery, recover
 from aggregator.store.rejections import DeadLetter, close_rejections, keep_dead_letters
+from aggregator.store.shared import SharedCounts, as_nquads, held_shared
 from aggregator.store.snapshots import SnapshotShelf, remove_stale_shelves
 from aggregator.store.state import (
     RecordRow,
@@ -76,121 +60,6 @@ from aggregator.store.writer_lock import WriterLock
 log = logging.getLogger(__name__)
 
 STATE_FILE = "state.sqlite3"  # the state database, in the store directory
-
-
-def _iri(value: str) -> str:
-    return str(NamedNode(value))
-
-
-def _lit(value: str, datatype: str | None = None) -> str:
-    if datatype:
-        return str(Literal(value, datatype=NamedNode(datatype)))
-    return str(Literal(value))
-
-
-# The fixed terms of the catalogue record, in N-Triples form once (pyoxigraph checks them).
-_XSD_DATETIME = XSD + "dateTime"
-_XSD_HEX = XSD + "hexBinary"
-_T_TYPE = _iri(RDF_TYPE)
-_T_CATALOG_RECORD = _iri(DCAT + "CatalogRecord")
-_T_ISSUED = _iri(DCT + "issued")
-_T_MODIFIED = _iri(DCT + "modified")
-_T_IDENTIFIER = _iri(DCT + "identifier")
-_T_HARVEST_SOURCE = _iri(AGG_HARVEST_SOURCE)
-_T_STATUS = _iri(AGG_STATUS)
-_T_STATUS_VALUES = {status: _iri(iri) for status, iri in STATUS_IRIS.items()}
-_T_PRIMARY_TOPIC = _iri(FOAF + "primaryTopic")
-_T_SOURCE_DATESTAMP = _iri(AGG_SOURCE_DATESTAMP)
-_T_GENERATED_BY = _iri(PROV + "wasGeneratedBy")
-_T_FORMAT = _iri(AGG_FORMAT)
-_T_PAYLOAD = _iri(AGG_PAYLOAD)
-_T_CHECKSUM = _iri(SPDX + "checksum")
-_T_CHECKSUM_VALUE = _iri(SPDX + "checksumValue")
-_CHECKSUM_TYPE = f"_:checksum {_T_TYPE} {_iri(SPDX + 'Checksum')} ."
-_CHECKSUM_ALGORITHM = (
-    f"_:checksum {_iri(SPDX + 'algorithm')} {_iri(SPDX + 'checksumAlgorithm_sha256')} ."
-)
-
-
-@dataclass(frozen=True, slots=True)
-class Recovery:
-    """What opening a store found in its journal."""
-
-    pending: int = 0  # rows whose write the graph store might not hold
-    repaired: int = 0  # of those, graphs that differed from the journal and were replaced
-
-
-class StoreNames:
-    """What a store's IRIs and catalogue records are, without opening anything: enough for
-    the serving processes, which read the state database and a graph snapshot themselves."""
-
-    def __init__(self, path: Path, base_iri: str) -> None:
-        self.path = path
-        self.base_iri = base_iri
-
-    # -- IRIs -------------------------------------------------------------------------------
-    def record_iri(self, source: str, local_id: str) -> str:
-        return minted_iri(self.base_iri, source, "record", local_id)
-
-    def source_iri(self, source: str) -> str:
-        return f"{self.base_iri}source/{quote(source, safe='')}"
-
-    def payload_iri(self, sha: str) -> str:
-        return f"{self.base_iri}payload/{sha}"
-
-    def job_iri(self, job_id: int) -> str:
-        return f"{self.base_iri}job/{job_id}"
-
-    # -- the catalogue record ---------------------------------------------------------------
-    def catalog_record_ntriples(self, w: RecordWrite | RecordRow) -> bytes:
-        rec = _iri(w.record_iri)
-        lines = [
-            f"{rec} {_T_TYPE} {_T_CATALOG_RECORD} .",
-            f"{rec} {_T_ISSUED} {_lit(w.first_seen, _XSD_DATETIME)} .",
-            f"{rec} {_T_MODIFIED} {_lit(w.modified, _XSD_DATETIME)} .",
-            f"{rec} {_T_IDENTIFIER} {_lit(w.local_id)} .",
-            f"{rec} {_T_HARVEST_SOURCE} {_iri(self.source_iri(w.source))} .",
-            f"{rec} {_T_STATUS} {_T_STATUS_VALUES[w.status]} .",
-        ]
-        if w.dataset_iri:
-            lines.append(f"{rec} {_T_PRIMARY_TOPIC} {_iri(w.dataset_iri)} .")
-        if w.source_datestamp:
-            lines.append(f"{rec} {_T_SOURCE_DATESTAMP} {_lit(w.source_datestamp, _XSD_DATETIME)} .")
-        if w.job_id is not None:
-            lines.append(f"{rec} {_T_GENERATED_BY} {_iri(self.job_iri(w.job_id))} .")
-        if w.format:
-            lines.append(f"{rec} {_T_FORMAT} {_lit(w.format)} .")
-        if w.payload_sha:
-            lines.append(f"{rec} {_T_PAYLOAD} {_iri(self.payload_iri(w.payload_sha))} .")
-        if w.content_hash:
-            lines += [
-                f"{rec} {_T_CHECKSUM} _:checksum .",
-                _CHECKSUM_TYPE,
-                _CHECKSUM_ALGORITHM,
-                f"_:checksum {_T_CHECKSUM_VALUE} {_lit(w.content_hash, _XSD_HEX)} .",
-            ]
-        if w.flagged and w.status == "active":
-            lines += flag_ntriples(rec, w.dataset_iri, w.findings)
-        return ("\n".join(lines) + "\n").encode()
-
-    def graph_content(
-        self,
-        w: RecordWrite | RecordRow,
-        record_id: int,
-        existed: bool,
-        ntriples: bytes,
-        catalog: bytes,
-    ) -> GraphContent:
-        """What the record's named graph holds: its catalogue record and, while it is
-        active, its dataset description and the source's catalogue facts."""
-        parts = [(self.catalog_record_ntriples(w), f"r{record_id}m")]
-        prepared = b""
-        if w.status == "active":
-            if isinstance(w, RecordWrite) and w.nquads:
-                prepared = w.nquads  # built by the worker for this very record IRI
-            else:
-                parts += [(ntriples, f"r{record_id}d"), (catalog, f"r{record_id}c")]
-        return GraphContent(w.record_iri, tuple(parts), existed, prepared)
 
 
 class StoreReads(StoreNames):
@@ -292,6 +161,7 @@ class RecordStore(StoreReads):
             gather_bytes=gather_bytes,
             gather=self._nobody_reads,
             applied_generation=self.db.generation(),  # recover() replayed every pending write
+            shared_graph=self.shared_graph,
         )
         stale = self.jobs.fail_stale()
         if stale:
@@ -301,6 +171,7 @@ class RecordStore(StoreReads):
 
     def close(self) -> None:
         try:
+            self._release_stale_snapshot()
             self._applier.stop()
             if self._applier.failed is None:
                 self._publish(self._applier.applied)
@@ -309,6 +180,19 @@ class RecordStore(StoreReads):
             self.db.close()
             self._stamper.close()
             self._writer.release()
+
+    def _release_stale_snapshot(self) -> None:
+        """Compactions since the last snapshot left it holding files alone: publish a fresh
+        one, so the next reader starts from it and the old one goes (``SnapshotShelf.stale``).
+        A failure is logged: the store closes whatever happens."""
+        shelf = self.shelf
+        if shelf is None or self._applier.failed is not None:
+            return
+        try:
+            if shelf.stale(self.path / "graphs"):
+                self.graphs_changed()
+        except (OSError, sqlite3.Error) as err:
+            log.error("could not replace the stale snapshot of the graph store: %s", err)
 
     def __enter__(self) -> RecordStore:
         return self
@@ -350,6 +234,7 @@ class RecordStore(StoreReads):
                         if w.modified_at_commit:
                             w.modified = stamp
                     generation = db.next_generation() if writes else 0
+                    added = self._count_shared(writes, generation)
                     ids = db.upsert(writes, generation)
                     close_rejections(db.conn, job.id, writes)
                     if dead_letters:
@@ -367,7 +252,22 @@ class RecordStore(StoreReads):
                     self.graph_content(w, rid, w.existed, w.ntriples, w.catalog_ntriples)
                     for w, rid in zip(writes, ids, strict=True)
                 ]
-                self._applier.submit(contents, ids, generation)
+                self._applier.submit(contents, ids, generation, added)
+
+    def _count_shared(self, writes: Sequence[RecordWrite], generation: int) -> bytes:
+        """Count the shared statements the batch's records state now, less those they
+        stated before (read before the rows are overwritten); return, as N-Quads of the
+        shared graph, those no record stated before."""
+        delta: Counter[bytes] = Counter()
+        for w in writes:
+            delta.update(self.shared_statements(w, w.ntriples, w.catalog_ntriples))
+        before: dict[str, list[str]] = {}
+        for w in writes:
+            if w.existed:
+                before.setdefault(w.source, []).append(w.local_id)
+        for source, local_ids in before.items():
+            delta.subtract(held_shared(self.db.conn, source, local_ids))
+        return as_nquads(SharedCounts(self.db.conn).change(delta, generation), self.shared_graph)
 
     def mark_seen(self, job: JobLog, local_ids: Iterable[str]) -> None:
         """Note listed records that needed no write as seen by ``job`` (they are not
@@ -401,8 +301,24 @@ class RecordStore(StoreReads):
             except BaseException:
                 db.rollback()
                 raise
-            self._applier.submit([], [], generation)
+            self._applier.submit([], [], generation, b"")
         self.sync()
+
+    def reopen_graphs(self) -> None:
+        """Close the embedded graph store and open it again. RocksDB keeps the write-ahead
+        logs of graph replacements (``remove_graph`` of an updated record) for as long as it
+        is open, flushes or not, and drops them when it opens (docs/benchmarks.md#issue-31-disk:
+        36-148 MB after 3,000 updates): a long-lived writer (``serve``'s scheduler) would keep
+        them as long as it runs. Under the applier's ``loading`` lock, so no batch is being
+        loaded and no snapshot taken meanwhile (nothing else of the writer's process uses the
+        live graph store; readers read snapshots)."""
+        graphs = self.graphs
+        if not isinstance(graphs, OxigraphGraphs):
+            return
+        self.sync()
+        with self._applier.loading:
+            del graphs.store  # the only reference: RocksDB closes, and its lock goes with it
+            graphs.store = OxigraphGraphs(self.path / "graphs").store
 
     def _nobody_reads(self) -> bool:
         """Whether the graph store may be loaded in gathered batches: an embedded store whose
@@ -429,37 +345,8 @@ class RecordStore(StoreReads):
             log.error("could not publish a snapshot of the graph store: %s", err)
 
     def recover(self) -> Recovery:
-        """Bring the graph store to every write the journal holds as pending: compare what
-        it holds for each such record with the journalled state, replace where they differ,
-        then clear the marks. In chunks of rows, so memory stays flat."""
-        pending = repaired = 0
-        after = 0
-        while rows := self.db.pending_rows(after):
-            contents = []
-            for row in rows:
-                nt, cat = self.db.graph_bytes(row.id)
-                contents.append(self.graph_content(row, row.id, True, nt, cat))
-            stale = stale_contents(self.graphs, contents)
-            if stale:
-                self.graphs.replace(stale)
-            self.db.begin()
-            try:
-                self.db.clear_pending_rows(rows)
-                self.db.commit()
-            except BaseException:
-                self.db.rollback()
-                raise
-            pending += len(rows)
-            repaired += len(stale)
-            after = rows[-1].id
-        if pending:
-            log.warning(
-                "journal: %d record write(s) of an interrupted run were pending;"
-                " %d graph(s) differed from the journal and were replaced",
-                pending,
-                repaired,
-            )
-        return Recovery(pending, repaired)
+        """Replay the journal (``recovery.py``)."""
+        return recover(self, self.db, self.graphs)
 
     # -- reads of the graph store -------------------------------------------------------------
     def graph_names(self) -> set[str]:

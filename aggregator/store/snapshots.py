@@ -40,6 +40,11 @@ from pyoxigraph import Store
 
 log = logging.getLogger(__name__)
 CURRENT = "CURRENT"
+#: a snapshot holding alone more than this share of the live graph store's bytes, and more
+#: than STALE_FLOOR bytes (below, a new generation is more churn than it gives back), is
+#: stale: the writer replaces it at a job's end and when it closes the store
+STALE_SHARE = 0.10
+STALE_FLOOR = 32 * 2**20
 _PREFIX = "gen-"
 
 
@@ -125,6 +130,32 @@ class SnapshotShelf:
         finally:
             if fd >= 0:
                 os.close(fd)
+
+    def stale(self, live: Path) -> int:
+        """The bytes the current snapshot holds alone when they are more than
+        :data:`STALE_SHARE` of the live graph store at ``live`` and :data:`STALE_FLOOR`
+        (worth a fresh snapshot); else 0."""
+        alone = self.held_alone()
+        if alone <= max(STALE_SHARE * _disk_bytes(live), STALE_FLOOR):
+            return 0
+        return alone
+
+    def held_alone(self) -> int:
+        """Bytes of the current snapshot's files that nothing else links (``st_nlink`` 1):
+        files the live store has compacted away since the snapshot was published (and the
+        checkpoint's own small manifest and options), freed only with the snapshot."""
+        name = self.current
+        if name is None:
+            return 0
+        alone = 0
+        for entry in (self.root / name).glob("*"):
+            try:
+                st = entry.stat(follow_symlinks=False)
+            except FileNotFoundError:  # collected meanwhile
+                continue
+            if st.st_nlink == 1:
+                alone += st.st_blocks * 512
+        return alone
 
     def has_readers(self) -> bool:
         """Whether some process has a snapshot of this shelf open (holds its shared flock)."""
@@ -258,6 +289,14 @@ class SnapshotReader:
             return Snapshot(name, store, fd)
         log.warning("could not open the current SPARQL snapshot under %s", self.root)
         return None
+
+
+def _disk_bytes(folder: Path) -> int:
+    total = 0
+    for entry in folder.glob("*"):
+        with contextlib.suppress(FileNotFoundError):
+            total += entry.stat(follow_symlinks=False).st_blocks * 512
+    return total
 
 
 def _close(snap: Snapshot) -> None:

@@ -35,6 +35,8 @@ from aggregator.store.versions import rows_in_chunks
 
 _NO_SHARING = threading.RLock()  # the read-only connection: its own thread's lock only
 GENERATION = "generation"  # meta key: batches of graph changes committed so far
+#: bytes the write-ahead log file is cut back to when the log starts over (issue 31)
+WAL_SIZE_LIMIT = 32 * 2**20
 
 RECORD_COLUMNS = (
     "id, source, local_id, record_iri, dataset_iri, status, content_hash, first_seen, modified,"
@@ -97,6 +99,7 @@ class RecordWrite:
     packed_ntriples: bytes = b""  # stored forms prepared by the worker (else packed here)
     packed_catalog: bytes = b""
     nquads: bytes = b""  # dataset + catalogue facts as N-Quads in record_iri, prepared
+    shared: bytes = b""  # with nquads: the statements it leaves to the shared graph (shared.py)
     # ``modified`` is replaced by the commit's stamp (``commit_barrier.py``): set for every
     # write that changes what readers see (new, changed, withdrawn, status changed)
     modified_at_commit: bool = False
@@ -176,6 +179,9 @@ class StateDB:
         self.conn.execute("PRAGMA foreign_keys = ON")
         self.migrations = upgrade(self.conn, path)  # the writer brings the schema up to date
         self.conn.execute("PRAGMA journal_mode = WAL")  # after: a new store's auto_vacuum first
+        # the write-ahead log grows while readers hold old states, and the file stays at its
+        # largest unless SQLite truncates it when the log starts over
+        self.conn.execute(f"PRAGMA journal_size_limit = {int(WAL_SIZE_LIMIT)}")
         # Which records a running job has seen: needed only until that job decides its
         # withdrawals, so a connection-local table (a crash ends the job, which then withdraws
         # nothing); marking a record here costs no write to its row. Its rollback journal is

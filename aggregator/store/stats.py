@@ -33,7 +33,7 @@ PARTS = (
     "scheduler and other files",
 )
 _PAYLOAD_TABLES = {"payloads", "record_payloads", "source_versions", "rejections"}
-_RECORD_TABLES = {"records", "record_sets", "set_counts", "journal"}
+_RECORD_TABLES = {"records", "record_sets", "set_counts", "journal", "shared_triples"}
 
 
 @dataclass
@@ -58,6 +58,11 @@ class StoreStats:
         n = self.record_count
         return round(self.total_bytes / n) if n else 0
 
+    def per_record(self) -> dict[str, float]:
+        """Bytes per record of each part (0 with no record)."""
+        n = self.record_count
+        return {part: round(size / n, 1) if n else 0.0 for part, size in self.parts.items()}
+
     def totals(self) -> dict[str, int]:
         out = dict.fromkeys(STATUSES, 0)
         for by in self.records.values():
@@ -74,6 +79,7 @@ class StoreStats:
             "parts": self.parts,
             "total_bytes": self.total_bytes,
             "bytes_per_record": self.bytes_per_record,
+            "bytes_per_record_by_part": self.per_record(),
         }
 
     def lines(self) -> Iterator[str]:
@@ -85,10 +91,12 @@ class StoreStats:
         for source, by in rows:
             counts = "  ".join(f"{by.get(s, 0):>9}" for s in STATUSES)
             yield f"  {source:<{width}}  {counts}"
-        yield "size on disk:"
+        yield f"size on disk: {'':<19} {'in all':>10} {'per record':>11}"
+        per_record = self.per_record()
         for part in PARTS:
-            yield f"  {part:<32} {human(self.parts.get(part, 0)):>10}"
-        yield f"  {'total':<32} {human(self.total_bytes):>10}"
+            size = self.parts.get(part, 0)
+            yield f"  {part:<32} {human(size):>10} {human(per_record.get(part, 0)):>11}"
+        yield f"  {'total':<32} {human(self.total_bytes):>10} {human(self.bytes_per_record):>11}"
         yield f"bytes per record: {human(self.bytes_per_record)}"
 
 
@@ -182,6 +190,18 @@ def store_stats(path: Path, conn: sqlite3.Connection) -> StoreStats:
     parts["state: free pages and log"] = max(0, state_bytes - sum(parts[p] for p in PARTS[1:5]))
     stats.parts = parts
     return stats
+
+
+def disk_total(path: Path) -> int:
+    """What the data directory at ``path`` takes on disk, each file once: the figure
+    without ``dbstat``'s read of every page of the state database."""
+    seen: set[tuple[int, int]] = set()
+    total = 0
+    for st in _files(path):
+        if (st.st_dev, st.st_ino) not in seen:
+            seen.add((st.st_dev, st.st_ino))
+            total += _on_disk(st)
+    return total
 
 
 def _stat(entry: Path) -> Iterator[os.stat_result]:

@@ -11,6 +11,7 @@ one node.
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 
 from lxml import etree
@@ -188,10 +189,22 @@ def _party(el: etree._Element, texts: Texts) -> Party:
     return party
 
 
+#: an extension at the end of a number ("... Ex:3499", "ext. 12", "x 7")
+_EXTENSION = re.compile(r"\s*(?:ext?|extension|x)\s*[.:]?\s*(\d+)\s*$", re.IGNORECASE)
+
+
 def _tel(phone: str) -> str:
-    """A ``tel:`` IRI of a telephone number (its digits and a leading +), "" for none."""
-    digits = "".join(ch for ch in phone if ch.isdigit() or ch == "+")
-    return "tel:" + digits if digits else ""
+    """A ``tel:`` IRI of a telephone number (RFC 3966: its digits and a leading +, the
+    extension as ``;ext=``), "" for none. The national trunk prefix written beside a country
+    code (``+44 (0)8456 ...``) is not dialled from abroad and is left out."""
+    ext = _EXTENSION.search(phone)
+    number = phone[: ext.start()] if ext else phone
+    if number.lstrip().startswith("+"):
+        number = number.replace("(0)", "")
+    digits = "".join(ch for ch in number if ch.isdigit() or ch == "+")
+    if not digits:
+        return ""
+    return f"tel:{digits};ext={ext.group(1)}" if ext else "tel:" + digits
 
 
 class Agents:

@@ -99,6 +99,10 @@ USE_LIMITATION = GMD + "useLimitation"
 ACCESS_CONSTRAINTS = GMD + "accessConstraints"
 OTHER_CONSTRAINTS = GMD + "otherConstraints"
 _CONSTRAINT_PARTS = frozenset((USE_LIMITATION, ACCESS_CONSTRAINTS, OTHER_CONSTRAINTS))
+DISTRIBUTION = GMD + "MD_Distribution"
+DISTRIBUTOR = GMD + "MD_Distributor"
+_DISTRIBUTION_FORMATS = "gmd:distributionFormat/gmd:MD_Format/gmd:name"
+_DISTRIBUTOR_FORMATS = "gmd:distributorFormat/gmd:MD_Format/gmd:name"
 _ONLINE_PARTS = frozenset((LINKAGE, PROTOCOL, NAME, DESCRIPTION, FUNCTION))
 #: the transfer options of the distribution and of each distributor
 #: (``gmd:distributor/*/gmd:distributorTransferOptions``)
@@ -187,30 +191,86 @@ def _access_rights(state: State, found: Rights, others: list[etree._Element]) ->
         _more_rights(state, found, other)
 
 
-def _format(state: State, root: etree._Element) -> tuple[str, Node] | None:
-    """The record's distribution format, when it names exactly one."""
-    names = {
-        plain(n)
-        for n in elements("gmd:distributionInfo/gmd:MD_Distribution//gmd:MD_Format/gmd:name", root)
-        if plain(n)
-    }
-    if len(names) != 1:
-        return None
-    name = names.pop()
-    file_type = state.table.formats.get(format_key(name))
-    if file_type:
-        return FORMAT, named(file_type)
-    if "/" in name and " " not in name and is_iri(IANA + name.lower()):
-        return D["mediaType"], named(IANA + name.lower())
-    node = state.out.typed(MEDIA_TYPE_OR_EXTENT)
-    state.out.add(node, LABEL, lit(name))
-    return FORMAT, node
+#: a distribution format: (``dct:format``, an EU file type), (``dcat:mediaType``, an IANA media
+#: type) or (``dct:format``, "" and the name: a ``dct:MediaTypeOrExtent`` labelled with it, made
+#: only when a distribution gets it)
+Format = tuple[str, Node, str]
+
+
+def _formats(state: State, names: list[etree._Element]) -> list[Format]:
+    """The formats of these ``gmd:MD_Format/gmd:name`` elements, each once."""
+    found: dict[Format, None] = {}
+    for el in names:
+        name = plain(el)
+        if not name:
+            continue
+        file_type = state.table.formats.get(format_key(name))
+        if file_type:
+            found[FORMAT, named(file_type), ""] = None
+        elif "/" in name and " " not in name and is_iri(IANA + name.lower()):
+            found[D["mediaType"], named(IANA + name.lower()), ""] = None
+        else:
+            found[FORMAT, "", name] = None
+    return list(found)
+
+
+def _formats_of(
+    state: State, onl: etree._Element, known: dict[etree._Element, list[Format]]
+) -> list[Format]:
+    """The formats a link's data comes in (``known`` keeps them by the element that holds the
+    link): a distributor's link (``distributorTransferOptions``) those of its
+    ``distributorFormat``, else (and for a link of the ``MD_Distribution``'s own
+    ``transferOptions``) those of the ``distributionFormat``, else every format of the
+    distribution (its distributors')."""
+    owner: etree._Element | None = onl
+    for _ in range(4):  # CI_OnlineResource < onLine < MD_DigitalTransferOptions < ... < owner
+        owner = owner.getparent() if owner is not None else None
+    if owner is None:
+        return []
+    if owner in known:
+        return known[owner]
+    found: list[Format] = []
+    distribution: etree._Element | None = owner
+    if owner.tag == DISTRIBUTOR:
+        found = _formats(state, elements(_DISTRIBUTOR_FORMATS, owner))
+        distribution = owner.getparent()
+        distribution = distribution.getparent() if distribution is not None else None
+    if not found and distribution is not None and distribution.tag == DISTRIBUTION:
+        found = _formats(state, elements(_DISTRIBUTION_FORMATS, distribution)) or _formats(
+            state, elements(".//gmd:MD_Format/gmd:name", distribution)
+        )
+    known[owner] = found
+    return found
+
+
+def _add_format(out: Out, dist: Node, fmt: Format) -> None:
+    prop, value, label = fmt
+    if label:
+        value = out.typed(MEDIA_TYPE_OR_EXTENT)
+        out.add(value, LABEL, lit(label))
+    out.add(dist, prop, value)
+
+
+def _one_per_format(out: Out, subject: Node, dist: Node, formats: list[Format]) -> None:
+    """The record's one link to the data, in each of its formats: one distribution per format,
+    each with the link (DCAT-AP 3.0.1 gives a distribution at most one ``dct:format``, and
+    ISO 19139 says the resource is distributed in every format it lists; with one transfer
+    option, each format is got through it)."""
+    said = [(p, o) for s, p, o in out.triples if s == dist and p != TYPE]
+    _add_format(out, dist, formats[0])
+    for fmt in formats[1:]:
+        copy = out.typed(D["Distribution"])
+        out.add(subject, D["distribution"], copy)
+        for p, o in said:
+            out.add(copy, p, o)
+        _add_format(out, copy, fmt)
 
 
 def distributions(state: State, root: etree._Element, subject: Node, rights: Rights) -> None:
     out, table = state.out, state.table
-    fmt = None
-    fmt_read = False
+    formats: dict[etree._Element, list[Format]] = {}  # by the element that holds the links
+    # the links to the data (not to a service), by the formats they come in
+    to_data: dict[tuple[Format, ...], list[tuple[Node, str]]] = {}
     # GeoDCAT-AP describes the encoding and the representation technique on the distribution:
     # each distribution repeats the resource's (mapped by the element rows)
     shared = [(p, o) for s, p, o in out.triples if s == subject and p in _PER_DISTRIBUTION]
@@ -259,10 +319,10 @@ def distributions(state: State, root: etree._Element, subject: Node, rights: Rig
                     out.add(service, SERVICE_PROTOCOL, named(proto.standard))
                     out.add(service, P["conformsTo"], named(proto.standard))
         else:
-            if not fmt_read:
-                fmt, fmt_read = _format(state, root), True
-            if fmt is not None:
-                out.add(dist, fmt[0], fmt[1])
+            its_formats = _formats_of(state, onl, formats)
+            if len(its_formats) == 1:
+                _add_format(out, dist, its_formats[0])
+            to_data.setdefault(tuple(its_formats), []).append((dist, url))
             size = _byte_size(state, onl)
             if size is not None:
                 out.add(dist, D["byteSize"], size)
@@ -274,6 +334,11 @@ def distributions(state: State, root: etree._Element, subject: Node, rights: Rig
             out.add(dist, ACCESS_RIGHTS, rights.access)
         for prop, value in shared:
             out.add(dist, prop, value)
+    # several formats: which link gives which is not said, unless they have one link to the
+    # data, and not a named file (``a.zip`` is one file in one format)
+    for several, links in to_data.items():
+        if len(several) > 1 and len(links) == 1 and _is_web_page(links[0][1], table.formats):
+            _one_per_format(out, subject, links[0][0], list(several))
 
 
 def _document(state: State, link: Node, parts: dict[str, list[etree._Element]]) -> None:

@@ -28,6 +28,7 @@ from aggregator.mapping.iso19139._xml import (
     TYPE,
     Node,
     anchor_href,
+    blank,
     code_value,
     elements,
     first,
@@ -95,8 +96,8 @@ class _KeywordGroup:
                 ),
                 None,
             )
-        # a thesaurus with no IRI of its own (no table row, no anchor): its concepts and the
-        # scheme get IRIs minted under the source's base, as a CKAN group's
+        # a thesaurus with no IRI of its own (no table row, no anchor): its concepts get IRIs
+        # minted under the source's base, as a CKAN group's; the scheme is the citation
         self.minted = self.known is None and bool(title) and not (href and is_iri(href))
         self.scheme: Node | None = None  # made with the first concept
 
@@ -156,15 +157,19 @@ class _KeywordGroup:
 
     def _scheme(self) -> Node:
         """The thesaurus as a ``skos:ConceptScheme`` with its title: the table's IRI, else the
-        title's anchor, else one minted from the title (with the citation's dates, as this
-        description is the only one); none for keywords of no thesaurus."""
+        title's anchor, else, for a thesaurus that has no IRI, the record's citation of it as
+        a blank node with its title and dates (GeoDCAT-AP's "originating controlled
+        vocabulary"); none for keywords of no thesaurus. The citation stays a blank node: an
+        IRI minted from the title alone would gather the dates of every record's citation
+        (other versions) on one resource; its concepts keep minted IRIs, as a theme must be
+        an IRI (DCAT-AP 3.0.1)."""
         state, href = self.state, self.href
         if self.known is not None:
             node = named(self.known.scheme)
         elif href and is_iri(href):
             node = named(href)
         elif self.minted:
-            node = named(self.mint("concept-scheme", self.title))
+            node = blank()
         else:
             return ""
         titles = state.texts.literals(self.title_el) if self.title_el is not None else []

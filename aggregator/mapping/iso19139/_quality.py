@@ -110,17 +110,19 @@ def conformity(state: State, root: etree._Element, subject: Node) -> None:
         spec: Node
         folded = title.casefold()
         known = next((spec for part, spec in state.table.specifications if part in folded), "")
+        # the citation's title and date describe the specification however it is named: a
+        # regulation's ELI or an anchor gets them too (a dct:Standard is read by its title)
         if href and is_iri(href):
             spec = named(href)
         elif known:
             spec = named(known)
         else:
             spec = out.typed(C["Standard"])
-            if title_el is not None:
-                out.add_all(spec, P["title"], state.texts.literals(title_el))
-            issued = date_literal(plain(first("gmd:date/gmd:CI_Date/gmd:date", cit)))
-            if issued is not None:
-                out.add(spec, P["issued"], issued)
+        if title_el is not None:
+            out.add_all(spec, P["title"], state.texts.literals(title_el))
+        issued = date_literal(plain(first("gmd:date/gmd:CI_Date/gmd:date", cit)))
+        if issued is not None:
+            out.add(spec, P["issued"], issued)
         passed = plain(next(result.iterchildren(GMD + "pass"), None)).lower()
         degree = {"true": "conformant", "1": "conformant", "false": "notConformant"}
         level = degree.get(passed, "notConformant" if passed == "0" else "notEvaluated")

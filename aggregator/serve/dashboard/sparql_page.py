@@ -24,39 +24,45 @@ from aggregator.serve.sparql import SparqlEndpoint
 
 _HTML = ("text/html", "application/xhtml+xml")
 
+# The default graph is a set (the records' graphs and the shared graph, docs/serve/sparql.md):
+# counts need no DISTINCT; GRAPH ?g says which record states what.
 EXAMPLES: tuple[tuple[str, str], ...] = (
     (
         "Datasets with their titles",
         "PREFIX dcat: <http://www.w3.org/ns/dcat#>\nPREFIX dct: <http://purl.org/dc/terms/>\n"
-        "SELECT ?dataset ?title WHERE {\n  GRAPH ?g { ?dataset a dcat:Dataset ;"
-        " dct:title ?title }\n}\nLIMIT 20",
+        "SELECT ?dataset ?title WHERE {\n  ?dataset a dcat:Dataset ; dct:title ?title\n}\nLIMIT 20",
     ),
     (
         "Datasets per theme",
         "PREFIX dcat: <http://www.w3.org/ns/dcat#>\n"
-        "SELECT ?theme (COUNT(DISTINCT ?dataset) AS ?datasets) WHERE {\n"
-        "  GRAPH ?g { ?dataset a dcat:Dataset ; dcat:theme ?theme }\n}\n"
-        "GROUP BY ?theme ORDER BY DESC(?datasets)",
+        "PREFIX skos: <http://www.w3.org/2004/02/skos/core#>\n"
+        "SELECT ?theme ?label (COUNT(?dataset) AS ?datasets) WHERE {\n"
+        "  ?dataset a dcat:Dataset ; dcat:theme ?theme .\n"
+        '  OPTIONAL { ?theme skos:prefLabel ?label FILTER(langMatches(lang(?label), "en")) }\n}\n'
+        "GROUP BY ?theme ?label ORDER BY DESC(?datasets)",
     ),
     (
         "Distributions by format",
         "PREFIX dcat: <http://www.w3.org/ns/dcat#>\nPREFIX dct: <http://purl.org/dc/terms/>\n"
         "SELECT ?format (COUNT(*) AS ?distributions) WHERE {\n"
-        "  GRAPH ?g { ?d a dcat:Distribution ; dct:format ?format }\n}\n"
+        "  ?d a dcat:Distribution ; dct:format ?format\n}\n"
         "GROUP BY ?format ORDER BY DESC(?distributions)",
     ),
     (
-        "Datasets changed most recently",
+        "Datasets changed most recently, with the record that states them",
         "PREFIX dcat: <http://www.w3.org/ns/dcat#>\nPREFIX dct: <http://purl.org/dc/terms/>\n"
-        "SELECT ?dataset ?modified WHERE {\n  GRAPH ?g { ?record a dcat:CatalogRecord ;"
-        " dct:modified ?modified ; <http://xmlns.com/foaf/0.1/primaryTopic> ?dataset }\n}\n"
+        "SELECT ?dataset ?modified ?record WHERE {\n"
+        "  GRAPH ?record { ?record a dcat:CatalogRecord ; dct:modified ?modified ;\n"
+        "    <http://xmlns.com/foaf/0.1/primaryTopic> ?dataset }\n}\n"
         "ORDER BY DESC(?modified) LIMIT 20",
     ),
     (
         "The description of one dataset (CONSTRUCT)",
         "PREFIX dcat: <http://www.w3.org/ns/dcat#>\n"
+        "# its record's graph, and the shared statements about what it points to\n"
         "CONSTRUCT { ?s ?p ?o } WHERE {\n  { SELECT ?g WHERE { GRAPH ?g { ?d a dcat:Dataset } }"
-        " LIMIT 1 }\n  GRAPH ?g { ?s ?p ?o }\n}",
+        " LIMIT 1 }\n  { GRAPH ?g { ?s ?p ?o } }\n"
+        "  UNION { GRAPH ?g { ?x ?y ?s } GRAPH <shared> { ?s ?p ?o } }\n}",
     ),
 )
 

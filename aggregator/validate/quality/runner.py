@@ -16,8 +16,9 @@ from datetime import UTC, datetime
 from aggregator.config import Settings
 from aggregator.core.errors import StoreError
 from aggregator.store.graphs import GraphContent
+from aggregator.store.names import StoreNames
 from aggregator.store.packing import unpack_graph
-from aggregator.store.records import RecordStore, StoreNames, StoreReads
+from aggregator.store.records import RecordStore, StoreReads
 from aggregator.validate.quality.aggregate import CatalogueAccumulator, QualityAggregate
 from aggregator.validate.quality.dqv import METRICS_PATH, dqv_ntriples
 from aggregator.validate.quality.mqa import QualityError, assess, link_urls
