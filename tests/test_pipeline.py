@@ -655,3 +655,63 @@ def test_batches_are_gathered_into_bulk_loads(env: Env, gather: int | None, load
     job = env.run(full=True)
     assert counts(job) == {"updated": 2, "skipped": 23}
     assert_consistent(env.store)
+
+
+def test_gathered_bulk_loads_are_cut_by_bytes_of_nquads(env: Env, tmp_path: Path) -> None:
+    """A bulk load gathers batches only while their N-Quads fit ``gather_bytes`` (the load's
+    peak memory grows with its bytes, not its records): with a budget of about two batches,
+    five batches of five records go in three loads, none over the budget unless it is one
+    batch alone, each as large as the budget allows, every mark cleared. The batches' sizes
+    are learnt from a first harvest into another store with a one-byte budget, which loads
+    each batch alone (the record count, 2,000, would gather all 25 records into one load)."""
+    from aggregator.store.graphs import GraphContent, OxigraphGraphs, to_nquads
+
+    loads: list[tuple[int, int]] = []  # (records, bytes of N-Quads) of each bulk load
+
+    class Counted(OxigraphGraphs):
+        def replace(
+            self, contents: Sequence[GraphContent], added: bytes = b"", removed: bytes = b""
+        ) -> None:
+            size = sum(len(to_nquads(c)) for c in contents) + len(added)
+            loads.append((len(contents), size))
+            super().replace(contents, added, removed)
+
+    def harvest(store_path: Path, budget: int) -> None:
+        env.store.close()
+        env.settings = replace(env.settings, store_path=store_path)
+        graphs = Counted(store_path / "graphs")
+        env.store = RecordStore(store_path, BASE, graphs=graphs, gather_bytes=budget)
+        job = env.run()
+        assert counts(job) == {"added": 25}
+        assert not env.store.db.pending_rows()
+        assert_consistent(env.store)
+
+    env.settings = replace(env.settings, harvest=replace(env.settings.harvest, batch_size=5))
+    harvest(tmp_path / "one-by-one", 1)
+    assert [n for n, _ in loads] == [5] * 5
+    batches = [size for _, size in loads]
+    budget = batches[0] + batches[1] + min(batches) // 2
+    assert budget < batches[0] + batches[1] + batches[2]
+
+    # the loads the rule gives: batches in order, a load closed before the batch that would
+    # take it past the budget (the first batch raises most shared statements: it is larger)
+    expected: list[int] = []  # records of each load
+    held = held_bytes = 0
+    for size in batches:
+        if held and held_bytes + size > budget:
+            expected.append(held)
+            held = held_bytes = 0
+        held += 5
+        held_bytes += size
+    expected.append(held)
+    assert 1 < len(expected) < 5  # cut by bytes, and gathered too
+
+    loads.clear()
+    harvest(tmp_path / "by-bytes", budget)
+    assert [n for n, _ in loads] == expected
+    assert all(size <= budget or n == 5 for n, size in loads)
+    # each load as large as the budget allows: the batch after it would not have fitted
+    first_batch = 0
+    for records, size in loads[:-1]:
+        first_batch += records // 5
+        assert size + batches[first_batch] > budget

@@ -28,6 +28,8 @@ from aggregator.demo.peers.gemini_samples import generate_gemini_record
 from aggregator.demo.peers.sample_data import generate_dataset
 from aggregator.mapping import base, categorisation, ranges
 from aggregator.mapping.base import MappingContext, merge_lines
+from aggregator.mapping.finish import finish_mapped
+from aggregator.mapping.publisher import with_source_publisher
 from aggregator.plugin import mappers
 
 DATA = Path(__file__).resolve().parents[1] / "aggregator" / "demo" / "peers" / "data"
@@ -201,3 +203,35 @@ def test_categorisation_reads_what_parsing_the_whole_record_reads(
         slow = categorisation.categorise(ds, config)
         assert quick == slow, ds.dataset_iri
         assert (quick is ds) == (slow is ds), ds.dataset_iri
+
+
+@pytest.mark.parametrize("publisher", [None, "Riverside Environment Agency"])
+def test_finish_mapped_hashes_once_and_gives_what_hashing_at_every_step_gives(
+    publisher: str | None,
+) -> None:
+    """``finish_mapped`` has only its last step compute the content hash (SHA-256 of the
+    whole text, the dearest part of a step that adds a few lines): the datasets are the same,
+    bytes, findings and hash, as when each step hashes what it changed, whichever steps
+    change a record (none, one or several), and each hash is that of the text."""
+    config = CategorisationConfig(keywords=True)
+    ctx = replace(CTX, categorisation=config, publisher=publisher)
+    cases = _cases()
+    cases += [replace(ds, ntriples=_with_keyword(ds, "farming")) for ds in cases[:40]]
+    finished = finish_mapped(cases, ctx)
+    paths: set[tuple[bool, bool, bool]] = set()
+    for ds, done in zip(cases, finished, strict=True):
+        categorised = categorisation.categorise(ds, config)
+        published = with_source_publisher(categorised, ctx) if publisher else categorised
+        ranged = ranges.complete_ranges(published)
+        assert done == ranged, ds.dataset_iri
+        assert done.content_hash == content_hash(done.ntriples), ds.dataset_iri
+        paths.add((categorised is not ds, published is not categorised, ranged is not published))
+    # every way through: categorised or not, the range step changing the record or not
+    assert {(c, r) for c, _, r in paths} == {
+        (True, True),
+        (True, False),
+        (False, True),
+        (False, False),
+    }
+    if publisher:
+        assert any(p for _, p, _ in paths)

@@ -77,8 +77,12 @@ def _line(triple: Triple) -> bytes:
     return data.rstrip(b"\n")
 
 
-def categorise(dataset: MappedDataset, config: CategorisationConfig) -> MappedDataset:
-    """``dataset`` with the EU themes its categories stand for added (itself when none)."""
+def categorise(
+    dataset: MappedDataset, config: CategorisationConfig, *, hash_content: bool = True
+) -> MappedDataset:
+    """``dataset`` with the EU themes its categories stand for added (itself when none).
+    ``hash_content=False``: its ``content_hash`` is left as it was, for a caller that sets it
+    after a later step (:func:`aggregator.mapping.finish.finish_mapped`)."""
     data = dataset.ntriples
     if not config.enabled or not any(n in data for n in _NEEDLES):
         return dataset
@@ -89,7 +93,7 @@ def categorise(dataset: MappedDataset, config: CategorisationConfig) -> MappedDa
     found = _Themes(_Categories(triples, subject), table).found
     if not found:
         return dataset
-    return _with_themes(dataset, subject, found)
+    return _with_themes(dataset, subject, found, hash_content)
 
 
 class _Categories:
@@ -175,7 +179,7 @@ def _theme_lines(code: str) -> tuple[bytes, bytes]:
 
 
 def _with_themes(
-    dataset: MappedDataset, subject: NamedNode, found: dict[str, str]
+    dataset: MappedDataset, subject: NamedNode, found: dict[str, str], hash_content: bool
 ) -> MappedDataset:
     """``dataset`` with the themes ``found`` added, and a finding saying why."""
     theme = NamedNode(DCAT + "theme")
@@ -199,7 +203,7 @@ def _with_themes(
     return replace(
         dataset,
         ntriples=ntriples,
-        content_hash=content_hash(ntriples),
+        content_hash=content_hash(ntriples) if hash_content else dataset.content_hash,
         findings=(*dataset.findings, finding),
         themes=themes,
     )

@@ -13,6 +13,10 @@ After the format mapping, whatever the format, and before any graph validator:
 ``aggregator/jobs/processing.py`` (the harvest) and ``aggregator map`` both call
 :func:`finish_mapped`, so what a publisher sees on the command line is what the aggregator
 stores.
+
+The content hash (a SHA-256 of the whole N-Triples, dear next to adding a few lines) is computed
+once, by the last step, rather than by each step that changes the text: an ISO record is
+changed by the categorisation and by the range step both (docs/benchmarks.md#issue-30).
 """
 
 from __future__ import annotations
@@ -31,9 +35,10 @@ def finish_mapped(datasets: Sequence[MappedDataset], ctx: MappingContext) -> lis
     they name none, and with their ranges completed."""
     out = []
     for ds in datasets:
+        mapped = ds.ntriples
         if ctx.categorisation is not None:
-            ds = categorise(ds, ctx.categorisation)
+            ds = categorise(ds, ctx.categorisation, hash_content=False)
         if ctx.publisher:
-            ds = with_source_publisher(ds, ctx)
-        out.append(complete_ranges(ds))
+            ds = with_source_publisher(ds, ctx, hash_content=False)
+        out.append(complete_ranges(ds, rehash=ds.ntriples is not mapped))
     return out

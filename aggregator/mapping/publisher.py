@@ -43,8 +43,12 @@ def has_publisher(dataset: MappedDataset) -> bool:
     return data.startswith(needle) or b"\n" + needle in data
 
 
-def with_source_publisher(dataset: MappedDataset, ctx: MappingContext) -> MappedDataset:
-    """``dataset`` with the source's publisher added when it has none (itself otherwise)."""
+def with_source_publisher(
+    dataset: MappedDataset, ctx: MappingContext, *, hash_content: bool = True
+) -> MappedDataset:
+    """``dataset`` with the source's publisher added when it has none (itself otherwise).
+    ``hash_content=False``: its ``content_hash`` is left as it was, for a caller that sets it
+    after a later step (:func:`aggregator.mapping.finish.finish_mapped`)."""
     name = (ctx.publisher or "").strip()
     if not name or has_publisher(dataset):
         return dataset
@@ -71,6 +75,6 @@ def with_source_publisher(dataset: MappedDataset, ctx: MappingContext) -> Mapped
     return replace(
         dataset,
         ntriples=ntriples,
-        content_hash=content_hash(ntriples),
+        content_hash=content_hash(ntriples) if hash_content else dataset.content_hash,
         findings=(*dataset.findings, finding),
     )

@@ -209,10 +209,14 @@ def _applicable(rows: tuple[Range, ...], subject_types: set[str]) -> Range | Non
     return None
 
 
-def complete_ranges(dataset: MappedDataset, table: RangeTable | None = None) -> MappedDataset:
+def complete_ranges(
+    dataset: MappedDataset, table: RangeTable | None = None, *, rehash: bool = False
+) -> MappedDataset:
     """``dataset`` with its range values typed and its misplaced literals rewritten, in its
     graph and in the catalogue facts kept beside it (the catalogue record, which is stored and
-    republished too); ``dataset`` itself when nothing needed doing."""
+    republished too); ``dataset`` itself when nothing needed doing. ``rehash``: the dataset's
+    ``content_hash`` is not that of its N-Triples yet (an earlier step left it to this one:
+    :func:`aggregator.mapping.finish.finish_mapped`), so it is set even when nothing else is."""
     table = load_ranges() if table is None else table
     ntriples, notes = _complete(dataset.ntriples, table)
     catalog: bytes | None = None
@@ -221,6 +225,8 @@ def complete_ranges(dataset: MappedDataset, table: RangeTable | None = None) -> 
         for rule, texts in catalog_notes.items():
             notes.setdefault(rule, []).extend(texts)
     if ntriples is None and catalog is None:
+        if rehash:
+            return replace(dataset, content_hash=content_hash(dataset.ntriples))
         return dataset
     findings = tuple(_finding(rule, texts, dataset.dataset_iri) for rule, texts in notes.items())
     if ntriples is None:

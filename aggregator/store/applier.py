@@ -11,11 +11,15 @@ reopening the store replays them.
 While nobody reads the graph store's snapshots (``gather()`` says so; with a reader, each
 batch is loaded and published as it comes), consecutive batches are gathered into one bulk
 load of at least ``gather_records`` records (or whatever arrived within ``gather_seconds`` of
-the first, or when the writer waits for the graph store). Each bulk load writes a set of
-files that RocksDB compacts into the rest of the store, so fewer, bigger loads cost less CPU
-per record, up to a size past which they save no more and only take memory
-(docs/benchmarks.md#record-store). Nothing about crash safety changes: every gathered batch
-is journalled already, and its marks are deleted only once its graphs are loaded.
+the first, or when the writer waits for the graph store), unless the next batch would take
+the load past ``gather_bytes`` of N-Quads: then what is gathered is loaded first and that
+batch starts the next load (a single batch larger than the budget is loaded alone). Each
+bulk load writes a set of files that RocksDB compacts into the rest of the store, so fewer,
+bigger loads cost less CPU per record, up to a size past which they save no more and only
+take memory: the load holds ~4.5 bytes of RSS per byte of N-Quads, so the budget in bytes
+keeps the peak flat when records grow (docs/benchmarks.md#record-store). Nothing about
+crash safety changes: every gathered batch is journalled already, and its marks are deleted
+only once its graphs are loaded.
 
 After each load it calls ``on_applied(generation)`` with the last batch's generation: the
 graph store then holds exactly the committed state of that generation (batches are applied
@@ -47,6 +51,7 @@ log = logging.getLogger(__name__)
 # contents, record ids, generation, the shared statements it raised from zero (N-Quads)
 Batch = tuple[list[GraphContent], list[int], int, bytes]
 GATHER_RECORDS = 2000  # records per bulk load, at least (unless the writer waits)
+GATHER_BYTES = 64 * 2**20  # N-Quads per bulk load, at most (unless one batch is larger)
 GATHER_SECONDS = 30.0  # a batch waits no longer than this for others to join it
 _FLUSH: Batch = ([], [], -1, b"")  # put by wait(): load what is gathered now
 
@@ -67,6 +72,19 @@ def merged(batches: Sequence[Batch]) -> list[GraphContent]:
     return list(out.values())
 
 
+def nquads_bytes(contents: Sequence[GraphContent]) -> int:
+    """The size of the N-Quads ``contents`` load as (``to_nquads``: each statement gets the
+    graph name; blank node labels are not counted), without making them: one C-speed count of
+    the lines per part."""
+    total = 0
+    for c in contents:
+        per_line = len(c.graph_iri) + 3  # " <" + IRI + ">" before the " .\n"
+        total += len(c.nquads)
+        for ntriples, _ in c.parts:
+            total += len(ntriples) + ntriples.count(b"\n") * per_line
+    return total
+
+
 class GraphApplier:
     def __init__(
         self,
@@ -75,6 +93,7 @@ class GraphApplier:
         max_batches: int = 2,
         on_applied: Callable[[int], None] | None = None,
         gather_records: int = GATHER_RECORDS,
+        gather_bytes: int = GATHER_BYTES,
         gather_seconds: float = GATHER_SECONDS,
         gather: Callable[[], bool] = lambda: True,
         applied_generation: int = 0,
@@ -87,6 +106,7 @@ class GraphApplier:
         self.db_path = db_path
         self.on_applied = on_applied
         self.gather_records = gather_records
+        self.gather_bytes = gather_bytes
         self.gather_seconds = gather_seconds
         self.gather = gather
         self._q: queue.Queue[Batch | None] = queue.Queue(maxsize=max_batches)
@@ -103,6 +123,7 @@ class GraphApplier:
         conn = sqlite3.connect(self.db_path, isolation_level=None)
         conn.execute("PRAGMA busy_timeout = 60000")
         held: list[Batch] = []  # gathered, not loaded yet
+        held_bytes = 0  # their N-Quads
         owed = 0  # items taken from the queue and not marked done yet
         deadline = 0.0
         try:
@@ -114,14 +135,26 @@ class GraphApplier:
                 except queue.Empty:
                     item = _FLUSH  # the first gathered batch waited long enough
                 if item is not None and item is not _FLUSH and self._error is None:
+                    size = nquads_bytes(item[0]) + len(item[3])  # the records' and the shared
+                    if held and held_bytes + size > self.gather_bytes:
+                        self._apply(conn, held)  # this batch would take it past the budget
+                        held, held_bytes = [], 0
+                        for _ in range(owed - 1):  # all but this batch, which stays held
+                            self._q.task_done()
+                        owed = 1
                     if not held:
                         deadline = time.monotonic() + self.gather_seconds
                     held.append(item)
+                    held_bytes += size
                     gathered = sum(len(ids) for _, ids, _, _ in held)
-                    if gathered < self.gather_records and self.gather():
+                    if (
+                        gathered < self.gather_records
+                        and held_bytes < self.gather_bytes
+                        and self.gather()
+                    ):
                         continue
                 self._apply(conn, held)
-                held = []
+                held, held_bytes = [], 0
                 for _ in range(owed):
                     self._q.task_done()
                 owed = 0

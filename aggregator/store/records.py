@@ -39,7 +39,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
-from aggregator.store.applier import GATHER_RECORDS, GraphApplier
+from aggregator.store.applier import GATHER_BYTES, GATHER_RECORDS, GraphApplier
 from aggregator.store.commit_barrier import CommitStamper
 from aggregator.store.graphs import GraphBackend, OxigraphGraphs
 from aggregator.store.journal import JobLog, Jobs, now_iso
@@ -128,9 +128,12 @@ class RecordStore(StoreReads):
         graphs: GraphBackend | None = None,
         *,
         gather_records: int = GATHER_RECORDS,
+        gather_bytes: int = GATHER_BYTES,
     ) -> None:
-        """Open (or make) the store at ``path`` as its one writer. ``gather_records``: the
-        graph store is loaded in bulk loads of at least this many records (``applier.py``)."""
+        """Open (or make) the store at ``path`` as its one writer. ``gather_records``,
+        ``gather_bytes``: the graph store is loaded in bulk loads of at least this many
+        records, unless that would take a load past this many bytes of N-Quads
+        (``applier.py``)."""
         super().__init__(path, base_iri)
         # The writer lock comes first: it makes this process the only writer.
         self._writer = WriterLock(path)
@@ -155,6 +158,7 @@ class RecordStore(StoreReads):
             path / "state.sqlite3",
             on_applied=self._publish_for_readers,
             gather_records=gather_records,
+            gather_bytes=gather_bytes,
             gather=self._nobody_reads,
             applied_generation=self.db.generation(),  # recover() replayed every pending write
             shared_graph=self.shared_graph,
