@@ -28,16 +28,18 @@ from sparql_latency import free_port
 _RECORD = re.compile(rb"<record>")
 PREFIXES = "PREFIX dcat: <http://www.w3.org/ns/dcat#> PREFIX dct: <http://purl.org/dc/terms/> "
 #: analysts' typical queries over all datasets, as they write them (no DISTINCT: over the
-#: default graph a triple counts once, docs/store.md), and one with DISTINCT for comparison
+#: default graph a triple counts once, docs/store.md), and one with DISTINCT for comparison;
+#: publishers are many (one per few records in the generated data: more groups than the
+#: endpoint's row cap), so the publisher counts are the 100 largest, all groups counted
 GROUP_BY = {
     "by_publisher": "SELECT ?group (COUNT(?d) AS ?n) WHERE { ?d a dcat:Dataset ;"
-    " dct:publisher ?group } GROUP BY ?group",
+    " dct:publisher ?group } GROUP BY ?group ORDER BY DESC(?n) LIMIT 100",
     "by_theme": "SELECT ?group (COUNT(?d) AS ?n) WHERE { ?d a dcat:Dataset ; dcat:theme ?group }"
     " GROUP BY ?group",
     "by_format": "SELECT ?group (COUNT(?x) AS ?n) WHERE { ?d a dcat:Dataset ;"
     " dcat:distribution ?x . ?x dct:format ?group } GROUP BY ?group",
     "by_publisher_distinct": "SELECT ?group (COUNT(DISTINCT ?d) AS ?n) WHERE {"
-    " ?d a dcat:Dataset ; dct:publisher ?group } GROUP BY ?group",
+    " ?d a dcat:Dataset ; dct:publisher ?group } GROUP BY ?group ORDER BY DESC(?n) LIMIT 100",
 }
 POINT = "SELECT ?p ?o WHERE {{ <{}> ?p ?o }}"
 #: seconds a request may take: the first search page catches the index up with every record
