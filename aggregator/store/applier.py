@@ -50,7 +50,7 @@ log = logging.getLogger(__name__)
 
 # contents, record ids, generation, the shared statements it raised from zero (N-Quads)
 Batch = tuple[list[GraphContent], list[int], int, bytes]
-GATHER_RECORDS = 2000  # records per bulk load, at least (unless the writer waits)
+GATHER_RECORDS = 1000  # records per bulk load, at least (unless the writer waits)
 GATHER_BYTES = 64 * 2**20  # N-Quads per bulk load, at most (unless one batch is larger)
 GATHER_SECONDS = 30.0  # a batch waits no longer than this for others to join it
 _FLUSH: Batch = ([], [], -1, b"")  # put by wait(): load what is gathered now
