@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any, Protocol
 
 import click
 
@@ -26,6 +27,20 @@ from aggregator.store.writer_lock import WriterLock
 @click.group("store")
 def store() -> None:
     """The store's upkeep: its figures, checks, backups, compaction, schema and retention."""
+
+
+class _Report(Protocol):
+    def as_dict(self) -> dict[str, Any]: ...
+    def lines(self) -> Iterable[str]: ...
+
+
+def echo_report(report: _Report, as_json: bool) -> None:
+    """A maintenance report as JSON (``--json``) or as its lines."""
+    if as_json:
+        click.echo(json.dumps(report.as_dict(), indent=2))
+        return
+    for line in report.lines():
+        click.echo(line)
 
 
 @store.command("upgrade")
@@ -70,11 +85,7 @@ def store_prune(c: Ctx, dry_run: bool, as_json: bool) -> None:
     else:
         with c.store(create=False) as opened:
             report = prune(opened.db.path, policy, now, book_path=opened.path / BOOK_FILE)
-    if as_json:
-        click.echo(json.dumps(report.as_dict(), indent=2))
-        return
-    for line in report.lines():
-        click.echo(line)
+    echo_report(report, as_json)
 
 
 @store.command("stats")
@@ -127,11 +138,7 @@ def store_check(c: Ctx, repair: bool, as_json: bool) -> None:
         with held_graphs(c) as (names, db, graphs):
             check_all(names, db, graphs, report, repair=False)
             report.pending = db.conn.execute("SELECT count(*) FROM journal").fetchone()[0]
-    if as_json:
-        click.echo(json.dumps(report.as_dict(), indent=2))
-    else:
-        for line in report.lines():
-            click.echo(line)
+    echo_report(report, as_json)
     if not report.ok:
         sys.exit(1)
 
@@ -254,11 +261,7 @@ def store_optimize(c: Ctx, vacuum: bool, as_json: bool) -> None:
 
     with c.store(create=False) as opened:
         report = optimize_store(opened, vacuum=vacuum)
-    if as_json:
-        click.echo(json.dumps(report.as_dict(), indent=2))
-        return
-    for line in report.lines():
-        click.echo(line)
+    echo_report(report, as_json)
 
 
 @store.command("reindex")
