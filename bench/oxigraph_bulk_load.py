@@ -14,10 +14,12 @@ time and peak RSS: the part of a first harvest's cost no code of ours can remove
 from __future__ import annotations
 
 import argparse
+import itertools
 import resource
 import shutil
 import tempfile
 import time
+from collections.abc import Generator
 from pathlib import Path
 
 from pyoxigraph import RdfFormat, Store
@@ -28,28 +30,27 @@ def cpu_seconds() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def records_of(store_path: Path) -> list[bytes]:
+def records_of(store_path: Path, limit: int | None = None) -> Generator[bytes]:
     """Each record's full description as N-Quads in its own graph: the catalogue record, the
-    dataset and the source's catalogue facts, read from the state database. These are the
-    quads a store that kept every record whole would load (the record store loads fewer: the
-    statements records share go once to the shared graph, aggregator/store/shared.py), so
-    the floor does not shrink with what the store saves."""
+    dataset and the source's catalogue facts, read from the state database (the first
+    ``limit`` records, or all). These are the quads a store that kept every record whole would
+    load (the record store loads fewer: the statements records share go once to the shared
+    graph, aggregator/store/shared.py), so the floor does not shrink with what the store
+    saves."""
     from aggregator.store.graphs import GraphContent, to_nquads
     from aggregator.store.names import StoreNames
     from aggregator.store.state import StateDB
 
     db = StateDB(store_path / "state.sqlite3", read_only=True)
-    out = []
     try:
-        for row in db.iter_records():
+        for row in itertools.islice(db.iter_records(), limit):
             base = row.record_iri[: row.record_iri.rfind("/record/") + 1]
             names = StoreNames(store_path, base)
             nt, cat = db.graph_bytes(row.id)
             parts = ((names.catalog_record_ntriples(row), "m"), (nt, "d"), (cat, "c"))
-            out.append(to_nquads(GraphContent(row.record_iri, parts, False)))
+            yield to_nquads(GraphContent(row.record_iri, parts, False))
     finally:
         db.close()
-    return out
 
 
 def _renamed(record: bytes, k: int) -> bytes:
@@ -66,7 +67,7 @@ def main() -> None:
     ap.add_argument("--settle", type=float, default=8.0, help="seconds of compaction counted")
     args = ap.parse_args()
 
-    records = records_of(args.store)
+    records = list(records_of(args.store))
     quads = sum(r.count(b"\n") for r in records) / max(len(records), 1)
     size = sum(len(r) for r in records) / max(len(records), 1)
     print(f"{len(records)} records per copy, {quads:.0f} quads and {size / 1024:.1f} KB each")
