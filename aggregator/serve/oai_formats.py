@@ -7,7 +7,10 @@
 - ``iso19139``: for records whose original payload was ISO 19139, that payload unchanged
   apart from its XML declaration.
 
-Graphs come from SQLite, never from the graph store (whose datatypes change on insert).
+Graphs come from SQLite, never from the graph store (whose datatypes change on insert). They
+are parsed leniently: the stored N-Triples were written by pyoxigraph from terms it had parsed
+and checked, and checking every IRI and language tag again was most of a page's parse time
+(docs/benchmarks.md#the-1m-run-issue-31).
 """
 
 from __future__ import annotations
@@ -125,7 +128,7 @@ class RdfXmlWriter:
             ntriples = dataset_first(ntriples, dataset_iri)
         data = (
             serialize(
-                parse(ntriples, format=RdfFormat.N_TRIPLES),
+                parse(ntriples, format=RdfFormat.N_TRIPLES, lenient=True),
                 format=RdfFormat.RDF_XML,
                 prefixes=PREFIXES,
             )
@@ -134,7 +137,7 @@ class RdfXmlWriter:
         if _BROKEN in data:
             triples = [
                 t
-                for t in parse(ntriples, format=RdfFormat.N_TRIPLES)
+                for t in parse(ntriples, format=RdfFormat.N_TRIPLES, lenient=True)
                 if self._can_write(t.predicate)
             ]
             data = serialize(triples, format=RdfFormat.RDF_XML, prefixes=PREFIXES) or b""
@@ -240,7 +243,7 @@ def _find_dataset(graph: _Graph, dataset_iri: str | None) -> object | None:
 
 def oai_dc(ntriples: bytes, dataset_iri: str | None) -> bytes:
     """Simple Dublin Core from the DCAT-AP graph (docs/serve/oai-pmh.md has the table)."""
-    graph = _Graph(parse(ntriples, format=RdfFormat.N_TRIPLES))
+    graph = _Graph(parse(ntriples, format=RdfFormat.N_TRIPLES, lenient=True))
     ds = _find_dataset(graph, dataset_iri)
     fields: list[tuple[str, str, str | None]] = []
 

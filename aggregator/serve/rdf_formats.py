@@ -138,8 +138,9 @@ def choose(
 # -- graphs -------------------------------------------------------------------------------------
 def parse_ntriples(data: bytes, scope: str = "") -> list[Triple]:
     """Parse stored N-Triples; blank nodes get ``scope`` as a label prefix, so that the graphs
-    of several records can share one document without their blank nodes merging."""
-    triples = [q.triple for q in parse(data, RdfFormat.N_TRIPLES)]
+    of several records can share one document without their blank nodes merging. Parsed
+    leniently: pyoxigraph wrote them from terms it had already checked (oai_formats.py)."""
+    triples = [q.triple for q in parse(data, RdfFormat.N_TRIPLES, lenient=True)]
     if not scope:
         return triples
     return [_rescope(t, scope) for t in triples]

@@ -158,7 +158,7 @@ def execute(store: Store, req: dict[str, Any]) -> tuple[dict[str, Any], bytes]:
     body = writer.getvalue()
     rdf_format = GRAPH_FORMATS[media]
     if rdf_format != RdfFormat.N_TRIPLES:
-        triples = parse(body, format=RdfFormat.N_TRIPLES)
+        triples = parse(body, format=RdfFormat.N_TRIPLES, lenient=True)  # pyoxigraph's own output
         prefixes = PREFIXES if rdf_format in (RdfFormat.TURTLE, RdfFormat.RDF_XML) else None
         body = serialize(triples, format=rdf_format, prefixes=prefixes) or b""
     return {"status": 200, "media_type": media}, body

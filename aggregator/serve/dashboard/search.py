@@ -78,9 +78,10 @@ class Doc:
 
 
 def extract(ntriples: bytes, dataset_iri: str, source: str) -> Doc:
-    """What is indexed of one dataset graph."""
+    """What is indexed of one dataset graph (its stored N-Triples, parsed leniently as
+    pyoxigraph wrote them from checked terms: serve/oai_formats.py)."""
     by_subject: _BySubject = {}
-    for q in parse(ntriples, format=RdfFormat.N_TRIPLES):
+    for q in parse(ntriples, format=RdfFormat.N_TRIPLES, lenient=True):
         by_subject.setdefault(q.subject, []).append((q.predicate.value, q.object))
     facets: set[tuple[str, str, str]] = {("source", source, source)}
     texts = _Texts(by_subject.get(NamedNode(dataset_iri), ()), facets)
