@@ -175,6 +175,7 @@ def test_million_benchmark(tmp_path: Path) -> None:
     assert serve["sparql_ms"]["by_theme"]["groups"] > 1
     assert set(serve["dashboard_ms"]) == {"overview", "search_page", "keyword_search"}
     assert serve["keyword_hits"] > 0
+    assert serve["search_index_caught_up_s"] > 0 and serve["search_first_visit_s"] > 0
     assert set(figures["targets"]) == {
         "first_harvest_minutes_at_1M", "peak_rss_mb", "unchanged_records_per_s",
         "oai_page_ms_worst", "keyword_search_ms", "point_query_ms", "group_by_ms_worst",

@@ -6,11 +6,15 @@ and vocabulary terms in words."""
 from __future__ import annotations
 
 import sqlite3
+import time
 from pathlib import Path
 
 import pytest
+import requests
+from dashboard_site import admin_site
 
 from aggregator.core.errors import ConfigError
+from aggregator.serve.dashboard import search
 from aggregator.serve.dashboard.auth import (
     SESSION_TTL,
     Auth,
@@ -32,6 +36,7 @@ from aggregator.serve.dashboard.geometry import from_geojson, from_wkt, parse_ge
 from aggregator.serve.dashboard.job_errors import _defuse, rule_label
 from aggregator.serve.dashboard.labels import property_label, term_label
 from aggregator.serve.dashboard.search import SearchIndex, fts_query, make_snippet
+from aggregator.serve.dashboard.search_keeper import SearchKeeper
 from aggregator.serve.dashboard.sparql_page import wants_html
 from aggregator.store.migrations import upgrade
 from aggregator.store.packing import pack_graph
@@ -273,3 +278,46 @@ def test_scheduler_facts_in_words() -> None:
         "running since 2026-11-26 09:30 UTC"
     )
     assert next_run(replace(base, next_run=None, enabled=False)) == "not scheduled (paused)"
+
+
+def test_a_search_answers_within_its_budget_and_the_page_says_what_is_not_searchable_yet(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(search, "BATCH", 5)  # records per catch-up transaction
+    monkeypatch.setattr(search, "REQUEST_BUDGET", 0.0)  # one batch per search, then answer
+    with admin_site(tmp_path) as site:
+        db = _state(site.settings.store_path / "state.sqlite3")
+        for n in range(1, 13):
+            _put(db, n, "active", f"2026-01-01T00:00:{n:02d}.000000Z", f"River {n} water")
+        first = requests.get(site.url + "datasets", timeout=60)
+        assert 'id="hit-count">5 datasets' in first.text
+        assert "7 changed records not searchable yet" in first.text
+        second = requests.get(site.url + "datasets", params={"q": "river"}, timeout=60)
+        assert 'id="hit-count">10 datasets' in second.text
+        assert "2 changed records not searchable yet" in second.text
+        third = requests.get(site.url + "datasets", params={"q": "river"}, timeout=60)
+        assert 'id="hit-count">12 datasets' in third.text
+        assert "index-catching-up" not in third.text
+
+
+def test_the_keeper_indexes_changed_records_without_a_search(tmp_path: Path) -> None:
+    db = _state(tmp_path / "state.sqlite3")
+    for n in range(1, 1201):  # more than a catch-up batch
+        _put(db, n, "active", f"2026-01-01T00:00:{n % 60:02d}.{n:06d}Z", f"River {n} water")
+    keeper = SearchKeeper(tmp_path, interval=0.05)
+    keeper.start()
+    try:
+        deadline = time.monotonic() + 60
+        while keeper.indexed < 1200:
+            assert time.monotonic() < deadline, f"indexed {keeper.indexed} of 1200"
+            time.sleep(0.05)
+        _put(db, 1201, "active", "2026-02-01T00:00:00.000000Z", "Lake")  # a later change
+        while keeper.indexed < 1201:
+            assert time.monotonic() < deadline, "the later change was not indexed"
+            time.sleep(0.05)
+    finally:
+        keeper.stop()
+    index = SearchIndex(tmp_path, tmp_path / "state.sqlite3")
+    assert index.behind(db) == 0
+    assert index.search(db, "river", {}).total == 1200 and index.search(db, "lake", {}).total == 1
+    index.close()

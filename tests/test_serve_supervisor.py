@@ -10,6 +10,7 @@ import json
 import os
 import signal
 import socket
+import sqlite3
 import threading
 import time
 from collections.abc import Iterator
@@ -23,6 +24,7 @@ import requests
 from test_serve_sparql import COUNT_DATASETS, EXPLOSIVE, N_RECORDS, Harvested, item, quad_count
 
 from aggregator.config import ServeSettings
+from aggregator.serve.dashboard.search import SearchIndex
 from aggregator.serve.supervisor import EXIT_OVERRUN, EXIT_RETIRED, Supervisor
 
 pytestmark = pytest.mark.slow
@@ -320,3 +322,23 @@ def test_a_second_serve_on_a_busy_port_says_so_in_one_line(tmp_path: Path) -> No
         except subprocess.TimeoutExpired:
             first.kill()
             first.communicate()
+
+
+def test_the_supervisor_keeps_the_search_index_up_to_date_without_a_search(
+    harvested: Harvested,
+) -> None:
+    folder = harvested.store.path
+    for name in ("search.sqlite3", "search.sqlite3-wal", "search.sqlite3-shm"):
+        (folder / name).unlink(missing_ok=True)  # an index no search has built
+    sup = supervised(harvested, processes=1)
+    state = sqlite3.connect(f"file:{folder / 'state.sqlite3'}?mode=ro", uri=True)
+    try:
+        wait_for(lambda: sup.search_keeper.indexed >= N_RECORDS, 60, "the keeper indexed nothing")
+        index = SearchIndex(folder, folder / "state.sqlite3")
+        assert index.behind(state) == 0
+        docs = sqlite3.connect(folder / "search.sqlite3").execute("SELECT count(*) FROM docs")
+        assert docs.fetchone()[0] == N_RECORDS
+        index.close()
+    finally:
+        state.close()
+        sup.stop()

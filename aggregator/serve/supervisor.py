@@ -6,8 +6,9 @@ store's shelf (:mod:`aggregator.store.snapshots`) after each committed batch, an
 processes follow them. The supervisor takes the writer lock only when the shelf is behind the
 state database, or a job is left running, and nobody writes (a store never served; a writer
 killed, noticed within 2 s), for as long as it takes to replay the journal, mark the job failed
-and publish. It
-opens the listening socket, collects the snapshots no serving process reads any more, and runs
+and publish. It opens the listening socket, collects the snapshots no serving process reads
+any more, keeps the dashboard's search index caught up
+(:mod:`aggregator.serve.dashboard.search_keeper`), and runs
 ``processes`` serving processes (:mod:`aggregator.serve.worker`), each a uvicorn server on the
 shared socket. All but one accept new connections; the last is a hot standby that accepts
 only while one of them is stuck or gone (:mod:`aggregator.serve.accepting`). It restarts a
@@ -45,6 +46,7 @@ import aggregator
 from aggregator.config import Settings
 from aggregator.core.errors import ConfigError, StoreBusyError, StoreError
 from aggregator.serve.accepting import AcceptBoard, acceptors_for
+from aggregator.serve.dashboard.search_keeper import SearchKeeper
 from aggregator.serve.oai_tokens import load_key
 from aggregator.store.migrations import LATEST, schema_version
 from aggregator.store.names import StoreNames
@@ -177,6 +179,7 @@ class Supervisor:
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._monitor: threading.Thread | None = None
+        self.search_keeper = SearchKeeper(store.path)
 
     @property
     def url(self) -> str:
@@ -232,6 +235,7 @@ class Supervisor:
             self.workers = spawned
         self._monitor = threading.Thread(target=self._watch, name="serve-monitor", daemon=True)
         self._monitor.start()
+        self.search_keeper.start()
 
     def refresh(self) -> None:
         """After writes of this process (the writer's ``RecordStore``): wait until their
@@ -246,6 +250,7 @@ class Supervisor:
         those still running after ``grace`` seconds, delete the snapshots they let go (the
         shelf stays: it is the store's, for the next ``serve`` and for writers)."""
         self._stopping.set()
+        self.search_keeper.stop()
         if self._monitor is not None:
             self._monitor.join()
         with self._lock:

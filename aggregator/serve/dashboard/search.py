@@ -1,15 +1,18 @@
 """Full-text search and facets over the active datasets: an SQLite FTS5 index kept beside the
-state database (``search.sqlite3`` in the store folder) and brought up to date before each
-search from the records changed since its watermark.
+state database (``search.sqlite3`` in the store folder) and brought up to date from the
+records changed since its watermark: by the ``serve`` supervisor's keeper
+(``search_keeper.py``), and by each search for up to ``REQUEST_BUDGET`` seconds before it
+answers from what is indexed (the page then says how many changed records are not searchable
+yet).
 
 Why a separate file kept by the readers: the harvest's write path stays as it is, a serving
-process (which only reads the state database) can keep it, and a deleted index is rebuilt on
-the next search. Catching up reads the ``records_modified`` index from the watermark
-``(modified, id)`` on, 500 rows at a time: a search after a harvest pays for the changed
-records only. Several serving processes share the file; ``BEGIN IMMEDIATE`` lets one of them
-catch up while the others wait, then find nothing left to do. The store stamps ``modified``
-inside each commit, strictly increasing from commit to commit (``store/commit_barrier.py``), so
-the watermark never passes a record not yet visible.
+process (which only reads the state database) can keep it, and a deleted index is rebuilt
+from the records. Catching up reads the ``records_modified`` index from the watermark
+``(modified, id)`` on, 500 rows at a time: after a harvest only the changed records are
+indexed. The keeper and the serving processes share the file; ``BEGIN IMMEDIATE`` lets one of
+them index a batch while the others wait, then go on from the new watermark. The store stamps
+``modified`` inside each commit, strictly increasing from commit to commit
+(``store/commit_barrier.py``), so the watermark never passes a record not yet visible.
 
 Indexed: titles, descriptions and keywords (every language), with the ``unicode61`` tokenizer
 (diacritics folded). Facets: source, theme, format (dct:format, else dcat:mediaType) and licence
@@ -22,17 +25,18 @@ from __future__ import annotations
 import re
 import sqlite3
 import threading
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from pyoxigraph import Literal, NamedNode, RdfFormat, parse
-
-from aggregator.core.vocab import DCAT, DCT
-from aggregator.serve.dashboard.labels import term_label
+from aggregator.serve.dashboard.search_docs import Doc, extract
 from aggregator.store.packing import unpack_graph
 
 BATCH = 500
+#: seconds a search spends catching the index up before it answers from what is indexed
+REQUEST_BUDGET = 2.0
+PENDING_CAP = 100_000  # "more than" this many records not searchable yet
 SCHEMA_VERSION = "3"  # an index of another version is dropped and built again
 FACETS = ("source", "theme", "format", "licence", "conformance")
 #: the conformance facet: flagged records (stored with violations, validate/policy.py) or not
@@ -66,99 +70,6 @@ CREATE TABLE IF NOT EXISTS record_facets (
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS record_facets_by_facet ON record_facets (facet_id, record_id);
 """
-
-
-@dataclass(frozen=True, slots=True)
-class Doc:
-    label: str  # the title shown (English or untagged first)
-    title: str  # every title, for the index
-    description: str
-    keywords: str
-    facets: tuple[tuple[str, str, str], ...]  # (kind, value, label)
-
-
-def extract(ntriples: bytes, dataset_iri: str, source: str) -> Doc:
-    """What is indexed of one dataset graph (its stored N-Triples, parsed leniently as
-    pyoxigraph wrote them from checked terms: serve/oai_formats.py)."""
-    by_subject: _BySubject = {}
-    for q in parse(ntriples, format=RdfFormat.N_TRIPLES, lenient=True):
-        by_subject.setdefault(q.subject, []).append((q.predicate.value, q.object))
-    facets: set[tuple[str, str, str]] = {("source", source, source)}
-    texts = _Texts(by_subject.get(NamedNode(dataset_iri), ()), facets)
-    for dist in texts.dists:
-        _distribution_facets(by_subject.get(dist, ()), facets)
-    label = _preferred(texts.titles) or dataset_iri
-    all_titles = "\n".join(t.value for t in texts.titles)
-    return Doc(
-        label,
-        all_titles or label,
-        "\n".join(texts.descs),
-        " ".join(texts.keywords),
-        tuple(sorted(facets)),
-    )
-
-
-_BySubject = dict[object, list[tuple[str, object]]]
-
-
-def _facet(kind: str, iri: str) -> tuple[str, str, str]:
-    return kind, iri, term_label(iri) or _tail(iri)
-
-
-class _Texts:
-    """The dataset's titles, descriptions and keywords; its theme and licence facets."""
-
-    def __init__(
-        self, statements: Iterable[tuple[str, object]], facets: set[tuple[str, str, str]]
-    ) -> None:
-        self.titles: list[Literal] = []
-        self.descs: list[str] = []
-        self.keywords: list[str] = []
-        self.dists: set[object] = set()
-        for pred, obj in statements:
-            if pred == DCT + "title" and isinstance(obj, Literal):
-                self.titles.append(obj)
-            elif pred == DCT + "description" and isinstance(obj, Literal):
-                self.descs.append(obj.value)
-            elif pred == DCAT + "keyword" and isinstance(obj, Literal):
-                self.keywords.append(obj.value)
-            elif pred == DCAT + "theme" and isinstance(obj, NamedNode):
-                facets.add(_facet("theme", obj.value))
-            elif pred == DCT + "license" and isinstance(obj, NamedNode):
-                facets.add(_facet("licence", obj.value))
-            elif pred == DCAT + "distribution":
-                self.dists.add(obj)
-
-
-def _distribution_facets(
-    statements: Iterable[tuple[str, object]], facets: set[tuple[str, str, str]]
-) -> None:
-    """A distribution's format (dct:format, else dcat:mediaType) and licence facets."""
-    formats, media = [], []
-    for pred, obj in statements:
-        if pred == DCT + "format":
-            formats.append(obj)
-        elif pred == DCAT + "mediaType":
-            media.append(obj)
-        elif pred == DCT + "license" and isinstance(obj, NamedNode):
-            facets.add(_facet("licence", obj.value))
-    for fmt in formats or media:
-        if isinstance(fmt, NamedNode):
-            facets.add(_facet("format", fmt.value))
-        elif isinstance(fmt, Literal):
-            facets.add(("format", fmt.value, fmt.value))
-
-
-def _preferred(titles: Sequence[Literal]) -> str:
-    for lang in ("en", ""):
-        for t in titles:
-            if (t.language or "") == lang:
-                return t.value
-    return titles[0].value if titles else ""
-
-
-def _tail(iri: str) -> str:
-    return re.split(r"[/#]", iri.rstrip("/#"))[-1] or iri
 
 
 def fts_query(text: str) -> str:
@@ -195,6 +106,7 @@ class Results:
     total: int
     hits: list[Hit]
     facets: dict[str, list[FacetValue]]
+    pending: int = 0  # records changed since the index's watermark (up to PENDING_CAP)
 
 
 def _version(conn: sqlite3.Connection) -> str | None:
@@ -241,10 +153,14 @@ class SearchIndex:
             self._local.conn = conn
         return conn
 
-    def catch_up(self, state: sqlite3.Connection) -> int:
-        """Index the records changed since the watermark; returns how many were looked at."""
+    def catch_up(self, state: sqlite3.Connection, budget: float | None = None) -> int:
+        """Index the records changed since the watermark; returns how many were looked at.
+        With a ``budget`` (seconds), stop after the batch that used it up: a search answers
+        from what is indexed while the supervisor's keeper (``search_keeper.py``) does the
+        rest."""
         conn = self._conn()
         done = 0
+        until = None if budget is None else time.monotonic() + budget
         while True:
             conn.execute("BEGIN IMMEDIATE")
             try:
@@ -274,8 +190,20 @@ class SearchIndex:
                 conn.execute("ROLLBACK")
                 raise
             done += len(batch)
-            if len(batch) < BATCH:
+            if len(batch) < BATCH or (until is not None and time.monotonic() >= until):
                 return done
+
+    def behind(self, state: sqlite3.Connection, cap: int = PENDING_CAP) -> int:
+        """Records changed since the watermark, not searchable yet (counted up to ``cap``)."""
+        row = self._conn().execute("SELECT value FROM meta WHERE key = 'watermark'").fetchone()
+        modified, _, ident = (row[0] if row else "|0").rpartition("|")
+        return int(
+            state.execute(
+                "SELECT count(*) FROM (SELECT 1 FROM records WHERE (modified, id) > (?, ?)"
+                " LIMIT ?)",
+                (modified, int(ident), cap),
+            ).fetchone()[0]
+        )
 
     def rebuild(self, state: sqlite3.Connection) -> int:
         """Index every record again (``store reindex``): emptied in one transaction, then
@@ -346,12 +274,13 @@ class SearchIndex:
         then each facet filter removes what it excludes); the total, the facet counts and the
         page are read from it, and only the page is ranked. Facet counts of the whole index
         (no words, no filter: the first visit) are kept until the index changes."""
-        self.catch_up(state)
+        self.catch_up(state, REQUEST_BUDGET)
+        pending = self.behind(state)
         conn = self._conn()
         match = fts_query(text)
         filters = [(k, list(selected[k])) for k in FACETS if selected.get(k)]
         if not match and not filters:
-            return self._everything(conn, limit, offset)
+            return replace(self._everything(conn, limit, offset), pending=pending)
         conn.execute("CREATE TEMP TABLE IF NOT EXISTS m (rid INTEGER PRIMARY KEY)")
         conn.execute("DELETE FROM temp.m")
         if match:
@@ -406,7 +335,8 @@ class SearchIndex:
                 " ORDER BY d.modified DESC, d.record_id DESC LIMIT ? OFFSET ?",
                 (limit, offset),
             ).fetchall()
-        return Results(total, [Hit(*r) for r in rows], _facets(self._count(conn, total), selected))
+        facets = _facets(self._count(conn, total), selected)
+        return Results(total, [Hit(*r) for r in rows], facets, pending)
 
     def _count(self, conn: sqlite3.Connection, matched: int) -> list[tuple[str, str, str, int]]:
         """Facet counts over the matches: counted directly when they are at most half of the

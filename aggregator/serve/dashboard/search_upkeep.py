@@ -25,7 +25,7 @@ def _ids(conn: sqlite3.Connection, sql: str, *args: object) -> Iterator[int]:
 
 def check_search(folder: Path, state: sqlite3.Connection) -> list[Finding]:
     """Disagreements between the search index in ``folder`` and the records of ``state``
-    (none when there is no index yet: the first search builds it)."""
+    (none when there is no index yet: `serve` builds it)."""
     path = folder / "search.sqlite3"
     if not path.exists():
         return []

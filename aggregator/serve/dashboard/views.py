@@ -17,7 +17,7 @@ from aggregator.serve.dashboard import job_errors, rejections_view, status
 from aggregator.serve.dashboard.attempts import TooManyAttemptsError
 from aggregator.serve.dashboard.quality_view import QualityCache
 from aggregator.serve.dashboard.schedule_view import schedules
-from aggregator.serve.dashboard.search import FACETS, SearchIndex, snippet_parts
+from aggregator.serve.dashboard.search import FACETS, PENDING_CAP, SearchIndex, snippet_parts
 from aggregator.serve.dashboard.sources_state import configured_sources, current_settings
 from aggregator.serve.dashboard.web import SECURITY_HEADERS, Dashboard
 
@@ -196,6 +196,7 @@ def routes(dash: Dashboard) -> list[BaseRoute]:
             selected=selected,
             qparams={"q": text, **selected},
             results=results,
+            pending_cap=PENDING_CAP,
             page=page,
             pages=min(MAX_PAGE, max(1, -(-results.total // PAGE_SIZE))),
             facet_names={
