@@ -30,7 +30,7 @@ from aggregator.net.client import HttpClient
 from aggregator.store import optimize, snapshots
 from aggregator.store import state as state_module
 from aggregator.store.journal import JobRow
-from aggregator.store.packing import ZSTD_MAGIC, unpack_graph
+from aggregator.store.packing import ZSTD_MAGIC, unpack_findings, unpack_graph
 from aggregator.store.records import RecordStore
 from aggregator.store.snapshots import snapshot_name
 from aggregator.store.state import StateDB
@@ -307,6 +307,41 @@ def test_optimize_packs_the_graph_serialisations_an_older_store_kept_as_they_are
     assert code == 0, out
     code, out = cli(config, "store", "optimize", "--json")  # nothing left to pack
     assert "packed" not in " ".join(json.loads(out)["steps"])
+
+
+def test_findings_are_kept_packed_and_optimize_packs_the_text_older_stores_kept(
+    peer: tuple[str, MemoryItems], tmp_path: Path
+) -> None:
+    url, _ = peer
+    store_path = tmp_path / "store"
+    with RecordStore(store_path, BASE) as store:
+        harvest(settings_for(store_path, url), store)
+        rows = {r.id: r.findings for r in store.db.iter_records()}
+    with_findings = {rid for rid, f in rows.items() if f != "[]"}
+    assert with_findings  # the sample records get SHACL recommendations
+    state = sqlite3.connect(store_path / "state.sqlite3")
+    kept = dict(state.execute("SELECT id, findings FROM records"))
+    assert all(kept[rid][:4] == ZSTD_MAGIC for rid in with_findings)
+    assert {rid: unpack_findings(v) for rid, v in kept.items()} == rows
+    with state:  # as stores before issue 31 kept them: JSON text
+        state.executemany(
+            "UPDATE records SET findings = ? WHERE id = ?", [(f, rid) for rid, f in rows.items()]
+        )
+    state.close()
+    with RecordStore(store_path, BASE) as store:  # text still reads
+        assert {r.id: r.findings for r in store.db.iter_records()} == rows
+    config = write_config(tmp_path, url)
+    code, out = cli(config, "store", "optimize", "--json")
+    assert code == 0, out
+    steps = " ".join(json.loads(out)["steps"])
+    assert f"findings of {len(with_findings)} record(s) packed" in steps
+    state = sqlite3.connect(store_path / "state.sqlite3")
+    now = dict(state.execute("SELECT id, findings FROM records"))
+    state.close()
+    assert {rid: unpack_findings(v) for rid, v in now.items()} == rows
+    assert all(now[rid][:4] == ZSTD_MAGIC for rid in with_findings)
+    code, out = cli(config, "store", "optimize", "--json")  # nothing left to pack
+    assert "findings of" not in " ".join(json.loads(out)["steps"])
 
 
 # -- the state database's write-ahead log -----------------------------------------------------

@@ -5,8 +5,9 @@
   files compaction replaced, so the compaction counts as a generation of its own
   (``RecordStore.graphs_changed``): a new snapshot is published and the old one, with the only
   links to the replaced files, goes as soon as no reader has it open.
-- The state database: graph serialisations an older store kept as they are (before issue 31)
-  are packed (``packing.pack_graph``), 500 rows per transaction; the write-ahead log is
+- The state database: graph serialisations and findings an older store kept as they are
+  (before issue 31) are packed (``packing.pack_graph``, ``packing.pack_findings``), 500 rows
+  per transaction; the write-ahead log is
   checkpointed and truncated; ``PRAGMA optimize``
   runs ``ANALYZE`` on the tables whose statistics would change a plan; free pages go back
   to the file system, by ``incremental_vacuum`` where the file has incremental auto-vacuum,
@@ -35,7 +36,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aggregator.store.graphs import OxigraphGraphs
-from aggregator.store.packing import ZSTD_MAGIC, pack_graph, unpack_graph
+from aggregator.store.packing import (
+    NO_FINDINGS,
+    ZSTD_MAGIC,
+    pack_findings,
+    pack_graph,
+    unpack_graph,
+)
 from aggregator.store.records import RecordStore
 from aggregator.store.stats import PARTS, disk_total, human, store_stats
 
@@ -125,6 +132,33 @@ def _repack_graphs(store: RecordStore) -> int:
         after = rows[-1][0]
 
 
+def _repack_findings(store: RecordStore) -> int:
+    """Pack the findings older stores kept as text (``packing.pack_findings``); the same
+    JSON once unpacked. Returns the rows packed."""
+    db, done, after = store.db, 0, 0
+    query = (
+        "SELECT id, findings FROM records WHERE id > :after AND typeof(findings) = 'text'"
+        " AND findings != :none ORDER BY id LIMIT :batch"
+    )
+    while True:
+        args = {"after": after, "none": NO_FINDINGS, "batch": REPACK_BATCH}
+        rows = db.conn.execute(query, args).fetchall()
+        if not rows:
+            return done
+        db.begin()
+        try:
+            db.conn.executemany(
+                "UPDATE records SET findings = ? WHERE id = ?",
+                [(pack_findings(findings), rid) for rid, findings in rows],
+            )
+            db.commit()
+        except BaseException:
+            db.rollback()
+            raise
+        done += len(rows)
+        after = rows[-1][0]
+
+
 def optimize_store(store: RecordStore, *, vacuum: bool = False) -> OptimizeReport:
     """Compact the graph store and the state database of ``store`` (held as its writer)."""
     store.sync()  # nothing of ours is on its way to the graph store
@@ -137,6 +171,9 @@ def optimize_store(store: RecordStore, *, vacuum: bool = False) -> OptimizeRepor
     repacked = _repack_graphs(store)
     if repacked:
         report.steps.append(f"state database: graph serialisations of {repacked} record(s) packed")
+    repacked = _repack_findings(store)
+    if repacked:
+        report.steps.append(f"state database: findings of {repacked} record(s) packed")
     report.steps += _sqlite(store, vacuum)
     if store.shelf is not None:
         store.shelf.collect()

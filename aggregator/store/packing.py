@@ -70,3 +70,26 @@ def unpack_graph(data: bytes | None) -> bytes:
     if data[:4] == ZSTD_MAGIC or data[:1] == b"\x78":
         return unpack(data)
     return bytes(data)
+
+
+#: a record's findings when it has none, kept as they are (the column's default)
+NO_FINDINGS = "[]"
+
+
+def pack_findings(findings_json: str) -> str | bytes:
+    """A record's findings (a JSON list) as they are kept: a Zstandard frame, as payloads
+    are. Most findings are recommendations every record of a source repeats (a licence's
+    missing type, say): a fifth of the state database kept as text, a quarter of that packed
+    (docs/benchmarks.md#the-1m-run-issue-31). None is kept as the text ``[]``."""
+    if findings_json == NO_FINDINGS:
+        return NO_FINDINGS
+    return pack(findings_json.encode("utf-8"))
+
+
+def unpack_findings(value: str | bytes | None) -> str:
+    """A record's findings as a JSON list: packed, or text as stores before kept them."""
+    if value is None:
+        return NO_FINDINGS
+    if isinstance(value, bytes):
+        return unpack(value).decode("utf-8")
+    return value

@@ -29,7 +29,14 @@ from pathlib import Path
 from typing import Any
 
 from aggregator.store.migrations import Applied, upgrade
-from aggregator.store.packing import pack, pack_graph, unpack, unpack_graph
+from aggregator.store.packing import (
+    pack,
+    pack_findings,
+    pack_graph,
+    unpack,
+    unpack_findings,
+    unpack_graph,
+)
 from aggregator.store.record_sets import SetIndex
 from aggregator.store.versions import rows_in_chunks
 
@@ -43,6 +50,7 @@ RECORD_COLUMNS = (
     " source_datestamp, job_id, seen_job, format, payload_sha, url, themes, findings, flagged,"
     " pending"
 )
+FINDINGS_AT = 16  # the place of ``findings`` in RECORD_COLUMNS and RecordRow
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,7 +79,9 @@ class RecordRow:
 
     @classmethod
     def from_row(cls, row: Sequence[Any]) -> RecordRow:
-        return cls(*row)
+        values = list(row)
+        values[FINDINGS_AT] = unpack_findings(values[FINDINGS_AT])  # kept packed
+        return cls(*values)
 
 
 @dataclass(slots=True)
@@ -336,7 +346,7 @@ class StateDB:
                 w.themes,
                 w.packed_ntriples or pack_graph(w.ntriples) or None,
                 w.packed_catalog or pack_graph(w.catalog_ntriples) or None,
-                w.findings,
+                pack_findings(w.findings),
                 int(w.flagged),
             )
             key = (w.source, w.local_id)

@@ -24,7 +24,7 @@ import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from aggregator.store.packing import unpack_graph
+from aggregator.store.packing import unpack_findings, unpack_graph
 from aggregator.store.state import read_generation
 from aggregator.validate.quality.aggregate import (
     CatalogueAccumulator,
@@ -96,7 +96,9 @@ def compute(db: sqlite3.Connection) -> QualityReport:
     )
     while rows := cur.fetchmany(BATCH):
         for source, dataset_iri, packed, findings in rows:
-            violations = any(f.get("severity") == "violation" for f in json.loads(findings))
+            violations = any(
+                f.get("severity") == "violation" for f in json.loads(unpack_findings(findings))
+            )
             try:
                 q = assess(
                     unpack_graph(packed), dataset_iri=dataset_iri, dcat_ap_compliant=not violations

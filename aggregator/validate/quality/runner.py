@@ -17,7 +17,7 @@ from aggregator.config import Settings
 from aggregator.core.errors import StoreError
 from aggregator.store.graphs import GraphContent
 from aggregator.store.names import StoreNames
-from aggregator.store.packing import unpack_graph
+from aggregator.store.packing import unpack_findings, unpack_graph
 from aggregator.store.records import RecordStore, StoreReads
 from aggregator.validate.quality.aggregate import CatalogueAccumulator, QualityAggregate
 from aggregator.validate.quality.dqv import METRICS_PATH, dqv_ntriples
@@ -73,7 +73,9 @@ def run_quality(
                 urls |= link_urls(unpack_graph(row[5]))
             reach = checker.check(sorted(urls))
         for rid, src, local_id, record_iri, dataset_iri, packed, findings in rows:
-            violations = [f for f in json.loads(findings) if f.get("severity") == "violation"]
+            violations = [
+                f for f in json.loads(unpack_findings(findings)) if f.get("severity") == "violation"
+            ]
             try:
                 q = assess(
                     unpack_graph(packed),
