@@ -8,6 +8,7 @@ from typing import Any
 from pyoxigraph import BlankNode, NamedNode, RdfFormat, Store, Triple
 
 from aggregator.mapping.base import canonical_ntriples
+from aggregator.store.packing import unpack_findings
 from aggregator.store.records import RecordStore
 from aggregator.store.shared import pack_statements, split
 
@@ -82,4 +83,9 @@ def make_unversioned(conn: Any) -> None:
     conn.execute("CREATE INDEX IF NOT EXISTS records_journal ON records (id) WHERE pending != 0")
     conn.execute("DROP TABLE shared_triples")
     conn.execute("DELETE FROM meta WHERE key = 'shared_split_pending'")
+    packed = conn.execute("SELECT id, findings FROM records WHERE typeof(findings) = 'blob'")
+    conn.executemany(  # findings as text, as every store kept them before issue 31
+        "UPDATE records SET findings = ? WHERE id = ?",
+        [(unpack_findings(f), rid) for rid, f in packed.fetchall()],
+    )
     conn.execute("PRAGMA user_version = 0")

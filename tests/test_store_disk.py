@@ -30,6 +30,7 @@ from aggregator.net.client import HttpClient
 from aggregator.store import optimize, snapshots
 from aggregator.store import state as state_module
 from aggregator.store.journal import JobRow
+from aggregator.store.migrations import PAGE_SIZE
 from aggregator.store.packing import ZSTD_MAGIC, unpack_findings, unpack_graph
 from aggregator.store.records import RecordStore
 from aggregator.store.snapshots import snapshot_name
@@ -38,7 +39,7 @@ from aggregator.store.state import StateDB
 BASE = "http://agg.example.org/"
 T0 = datetime(2024, 3, 1, tzinfo=UTC)
 RECORDS = 12
-JOB_END_WAL = 32 + 4 * (24 + 4096)  # a write-ahead log of 4 pages at most: the job's end
+JOB_END_WAL = 32 + 4 * (24 + PAGE_SIZE)  # a write-ahead log of 4 pages at most: the job's end
 
 
 def item(i: int, day: int = 0) -> OaiItem:
@@ -309,7 +310,7 @@ def test_optimize_packs_the_graph_serialisations_an_older_store_kept_as_they_are
     assert "packed" not in " ".join(json.loads(out)["steps"])
 
 
-def test_findings_are_kept_packed_and_optimize_packs_the_text_older_stores_kept(
+def test_findings_are_kept_packed_in_pages_of_16_kb_and_optimize_packs_older_text(
     peer: tuple[str, MemoryItems], tmp_path: Path
 ) -> None:
     url, _ = peer
@@ -320,6 +321,7 @@ def test_findings_are_kept_packed_and_optimize_packs_the_text_older_stores_kept(
     with_findings = {rid for rid, f in rows.items() if f != "[]"}
     assert with_findings  # the sample records get SHACL recommendations
     state = sqlite3.connect(store_path / "state.sqlite3")
+    assert state.execute("PRAGMA page_size").fetchone()[0] == PAGE_SIZE  # a new store's
     kept = dict(state.execute("SELECT id, findings FROM records"))
     assert all(kept[rid][:4] == ZSTD_MAGIC for rid in with_findings)
     assert {rid: unpack_findings(v) for rid, v in kept.items()} == rows

@@ -209,6 +209,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     to_v5_shared_statements,
 )
 LATEST = len(MIGRATIONS)
+PAGE_SIZE = 16384  # bytes per page of a new state database (an older one keeps its own)
 
 
 @dataclass(frozen=True, slots=True)
@@ -247,8 +248,11 @@ def upgrade(conn: sqlite3.Connection, path: Path | str = "") -> list[Applied]:
     if version > LATEST:
         raise _newer(version, path)
     if version < LATEST and _is_empty(conn):
-        # a new store: pages can be given back to the file system after a prune
+        # a new store: pages can be given back to the file system after a prune; pages of
+        # 16 KB hold a record's row (~3.6 KB at 1M records) with less left unused than pages
+        # of 4 KB did (docs/benchmarks.md#the-1m-run-issue-31)
         conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
+        conn.execute(f"PRAGMA page_size = {PAGE_SIZE}")
     applied: list[Applied] = []
     for target in range(version + 1, LATEST + 1):
         migration = MIGRATIONS[target - 1]
