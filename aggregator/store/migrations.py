@@ -251,8 +251,8 @@ def upgrade(conn: sqlite3.Connection, path: Path | str = "") -> list[Applied]:
         # a new store: pages can be given back to the file system after a prune; pages of
         # 16 KB hold a record's row (~3.6 KB at 1M records) with less left unused than pages
         # of 4 KB did (docs/benchmarks.md#the-1m-run-issue-31)
+        conn.execute(f"PRAGMA page_size = {PAGE_SIZE}")  # first: auto_vacuum fixes the size
         conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
-        conn.execute(f"PRAGMA page_size = {PAGE_SIZE}")
     applied: list[Applied] = []
     for target in range(version + 1, LATEST + 1):
         migration = MIGRATIONS[target - 1]
