@@ -31,7 +31,7 @@ import contextlib
 import logging
 import sqlite3
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -100,63 +100,62 @@ def _sqlite(store: RecordStore, vacuum: bool, rewrite: bool = True) -> list[str]
 REPACK_BATCH = 500  # rows per transaction when graph serialisations are packed
 
 
-def _repack_graphs(store: RecordStore) -> int:
-    """Pack the graph serialisations kept as they are (N-Triples, or zlib streams of older
-    stores); the same bytes once unpacked, so graphs, journal and generation are untouched.
-    Returns the rows packed."""
+def _repack(
+    store: RecordStore,
+    select: str,
+    args: dict[str, object],
+    update: str,
+    packed: Callable[[tuple[Any, ...]], tuple[Any, ...]],
+) -> int:
+    """Rewrite the rows ``select`` finds (``:after`` and ``:batch`` given here), in id order
+    and ``REPACK_BATCH`` rows per transaction, with ``update`` and the values ``packed``
+    makes of each row (its id last). Returns the rows rewritten."""
     db, done, after = store.db, 0, 0
-    query = (
-        "SELECT id, ntriples, catalog_ntriples FROM records WHERE id > :after"
-        " AND (substr(ntriples, 1, 4) != :magic OR substr(catalog_ntriples, 1, 4) != :magic)"
-        " ORDER BY id LIMIT :batch"
-    )
-    while True:
-        args = {"after": after, "magic": ZSTD_MAGIC, "batch": REPACK_BATCH}
-        rows = db.conn.execute(query, args).fetchall()
-        if not rows:
-            return done
-        packed = [
-            (pack_graph(unpack_graph(nt)) or None, pack_graph(unpack_graph(cat)) or None, rid)
-            for rid, nt, cat in rows
-        ]
+    while rows := db.conn.execute(
+        select, {**args, "after": after, "batch": REPACK_BATCH}
+    ).fetchall():
         db.begin()
         try:
-            db.conn.executemany(
-                "UPDATE records SET ntriples = ?, catalog_ntriples = ? WHERE id = ?", packed
-            )
+            db.conn.executemany(update, [packed(row) for row in rows])
             db.commit()
         except BaseException:
             db.rollback()
             raise
         done += len(rows)
         after = rows[-1][0]
+    return done
+
+
+def _repack_graphs(store: RecordStore) -> int:
+    """Pack the graph serialisations kept as they are (N-Triples, or zlib streams of older
+    stores); the same bytes once unpacked, so graphs, journal and generation are untouched.
+    Returns the rows packed."""
+    return _repack(
+        store,
+        "SELECT id, ntriples, catalog_ntriples FROM records WHERE id > :after"
+        " AND (substr(ntriples, 1, 4) != :magic OR substr(catalog_ntriples, 1, 4) != :magic)"
+        " ORDER BY id LIMIT :batch",
+        {"magic": ZSTD_MAGIC},
+        "UPDATE records SET ntriples = ?, catalog_ntriples = ? WHERE id = ?",
+        lambda r: (
+            pack_graph(unpack_graph(r[1])) or None,
+            pack_graph(unpack_graph(r[2])) or None,
+            r[0],
+        ),
+    )
 
 
 def _repack_findings(store: RecordStore) -> int:
     """Pack the findings older stores kept as text (``packing.pack_findings``); the same
     JSON once unpacked. Returns the rows packed."""
-    db, done, after = store.db, 0, 0
-    query = (
+    return _repack(
+        store,
         "SELECT id, findings FROM records WHERE id > :after AND typeof(findings) = 'text'"
-        " AND findings != :none ORDER BY id LIMIT :batch"
+        " AND findings != :none ORDER BY id LIMIT :batch",
+        {"none": NO_FINDINGS},
+        "UPDATE records SET findings = ? WHERE id = ?",
+        lambda r: (pack_findings(r[1]), r[0]),
     )
-    while True:
-        args = {"after": after, "none": NO_FINDINGS, "batch": REPACK_BATCH}
-        rows = db.conn.execute(query, args).fetchall()
-        if not rows:
-            return done
-        db.begin()
-        try:
-            db.conn.executemany(
-                "UPDATE records SET findings = ? WHERE id = ?",
-                [(pack_findings(findings), rid) for rid, findings in rows],
-            )
-            db.commit()
-        except BaseException:
-            db.rollback()
-            raise
-        done += len(rows)
-        after = rows[-1][0]
 
 
 def optimize_store(store: RecordStore, *, vacuum: bool = False) -> OptimizeReport:
