@@ -201,6 +201,77 @@ def test_search_index_follows_the_records(tmp_path: Path) -> None:
     assert again.catch_up(db) == 0 and again.search(db, "lake", {}).total == 1
 
 
+THEMES = "http://publications.europa.eu/resource/authority/data-theme/"
+
+
+def _put_themed(
+    db: sqlite3.Connection, rid: int, status: str, title: str, themes: str, step: int
+) -> None:
+    iri = f"https://example.org/ds/{rid}"
+    nt = f'<{iri}> <http://purl.org/dc/terms/title> "{title}"@en .\n' + "".join(
+        f"<{iri}> <http://www.w3.org/ns/dcat#theme> <{THEMES}{t}> .\n" for t in themes.split()
+    )
+    modified = f"2026-{1 + step:02d}-01T00:00:00.{rid:06d}Z"  # a later step, a later stamp
+    db.execute(
+        "INSERT OR REPLACE INTO records (id, source, local_id, record_iri, dataset_iri, status,"
+        " first_seen, modified, ntriples) VALUES (?, 's', ?, ?, ?, ?, ?, ?, ?)",
+        (rid, str(rid), f"{iri}/r", iri, status, modified, modified, pack_graph(nt.encode())),
+    )
+
+
+def test_facet_counts_follow_records_that_change_their_facets(tmp_path: Path) -> None:
+    """Facets are counted through shared facet sets (search_facets.py): the counts of every
+    kind of search equal the records' own facets after records change them or go away."""
+    db = _state(tmp_path / "state.sqlite3")
+    kept: dict[int, tuple[str, str]] = {}  # the truth: id -> (title, themes) of active records
+
+    def put(rid: int, title: str, themes: str, status: str = "active", step: int = 0) -> None:
+        _put_themed(db, rid, status, title, themes, step)
+        if status == "active":
+            kept[rid] = (title, themes)
+        else:
+            kept.pop(rid, None)
+
+    for n in range(1, 301):
+        put(n, f"{'River' if n % 2 else 'Lake'} {n}", ["ENVI", "AGRI", "ENVI AGRI"][n % 3])
+    index = SearchIndex(tmp_path, tmp_path / "state.sqlite3")
+
+    def truth(word: str, theme: str | None) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for title, themes in kept.values():
+            if word.lower() in title.lower() and (theme is None or theme in themes.split()):
+                for t in themes.split():
+                    counts[THEMES + t] = counts.get(THEMES + t, 0) + 1
+        return counts
+
+    def check() -> None:
+        for word in ("river", "lake", ""):  # half the index, the other half, all of it
+            for theme in (None, "AGRI"):
+                chosen = {"theme": [THEMES + theme]} if theme else {}
+                found = index.search(db, word, chosen)
+                want = truth(word, theme)
+                assert {f.value: f.count for f in found.facets["theme"]} == want, (word, theme)
+                assert found.total == sum(
+                    1
+                    for title, themes in kept.values()
+                    if word.lower() in title.lower() and (not theme or theme in themes.split())
+                )
+        assert index.search(db, "river", {}).facets["source"][0].count == sum(
+            1 for title, _ in kept.values() if title.startswith("River")
+        )
+
+    check()
+    for n in range(1, 31):  # withdrawn
+        put(n, f"River {n}", "ENVI", status="withdrawn", step=1)
+    for n in range(31, 91):  # their themes change: a set of their own, then an existing one
+        put(n, f"River {n}", "TRAN" if n < 61 else "AGRI", step=1)
+    put(1, "Lake one", "TRAN ENVI", step=2)  # back, with a set no other record has
+    check()
+    assert index.search(db, "lake", {"theme": [THEMES + "TRAN"]}).total == 1
+    index.rebuild(db)  # store reindex: new ids for every value and set
+    check()
+
+
 def test_snippets_mark_the_query_words() -> None:
     text = "Daily readings. " * 20 + "Water quality of the river Rhine, sampled weekly."
     cut = make_snippet(text, ["water", "riv"])

@@ -30,6 +30,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from aggregator.serve.dashboard import search_facets
 from aggregator.serve.dashboard.search_docs import Doc, extract
 from aggregator.store.packing import unpack_graph
 
@@ -37,7 +38,7 @@ BATCH = 500
 #: seconds a search spends catching the index up before it answers from what is indexed
 REQUEST_BUDGET = 2.0
 PENDING_CAP = 100_000  # "more than" this many records not searchable yet
-SCHEMA_VERSION = "3"  # an index of another version is dropped and built again
+SCHEMA_VERSION = "4"  # an index of another version is dropped and built again
 FACETS = ("source", "theme", "format", "licence", "conformance")
 #: the conformance facet: flagged records (stored with violations, validate/policy.py) or not
 CONFORMANCE = {1: ("flagged", "Flagged: violations to fix"), 0: ("conforms", "No violation")}
@@ -55,20 +56,6 @@ CREATE INDEX IF NOT EXISTS docs_modified ON docs (modified DESC, record_id DESC)
 CREATE VIRTUAL TABLE IF NOT EXISTS fts USING fts5(
     title, description, keywords, tokenize = 'unicode61 remove_diacritics 2'
 );
-CREATE TABLE IF NOT EXISTS facet_values (
-    id INTEGER PRIMARY KEY,
-    kind TEXT NOT NULL,
-    value TEXT NOT NULL,
-    label TEXT NOT NULL,
-    UNIQUE (kind, value)
-);
--- integers, clustered by record: counting the facets of 20,000 matches is a range read each
-CREATE TABLE IF NOT EXISTS record_facets (
-    record_id INTEGER NOT NULL,
-    facet_id INTEGER NOT NULL,
-    PRIMARY KEY (record_id, facet_id)
-) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS record_facets_by_facet ON record_facets (facet_id, record_id);
 """
 
 
@@ -119,17 +106,12 @@ def _version(conn: sqlite3.Connection) -> str | None:
     return str(row[0]) if row else "1"
 
 
-#: (watermark, documents, [(facet id, kind, value, label, count)], {facet id: (kind, value,
-#: label)})
-Whole = tuple[object, int, list[tuple[int, str, str, str, int]], dict[int, tuple[str, str, str]]]
-
-
 class SearchIndex:
     def __init__(self, folder: Path, state_db: Path) -> None:
         self.path = folder / "search.sqlite3"
         self.state_db = state_db
         self._local = threading.local()
-        self._whole: Whole | None = None
+        self._facet_counter = search_facets.FacetCounter()
 
     def _conn(self) -> sqlite3.Connection:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
@@ -140,9 +122,9 @@ class SearchIndex:
             conn.execute("BEGIN IMMEDIATE")
             try:
                 if _version(conn) not in (None, SCHEMA_VERSION):
-                    for name in ("meta", "docs", "fts", "facets", "facet_values", "record_facets"):
+                    for name in ("meta", "docs", "fts", "facets", *search_facets.TABLES):
                         conn.execute(f"DROP TABLE IF EXISTS {name}")
-                for statement in _SCHEMA.split(";"):
+                for statement in (_SCHEMA + search_facets.SCHEMA).split(";"):
                     if statement.strip() and "journal_mode" not in statement:
                         conn.execute(statement)
                 conn.execute("INSERT OR IGNORE INTO meta VALUES ('schema', ?)", (SCHEMA_VERSION,))
@@ -211,7 +193,7 @@ class SearchIndex:
         conn = self._conn()
         conn.execute("BEGIN IMMEDIATE")
         try:
-            for table in ("docs", "fts", "record_facets", "facet_values"):
+            for table in ("docs", "fts", *search_facets.TABLES):
                 conn.execute(f"DELETE FROM {table}")
             conn.execute("DELETE FROM meta WHERE key = 'watermark'")
             conn.execute(
@@ -234,7 +216,7 @@ class SearchIndex:
     def _drop(conn: sqlite3.Connection, rid: int) -> None:
         conn.execute("DELETE FROM fts WHERE rowid = ?", (rid,))
         conn.execute("DELETE FROM docs WHERE record_id = ?", (rid,))
-        conn.execute("DELETE FROM record_facets WHERE record_id = ?", (rid,))
+        search_facets.drop(conn, rid)
 
     @staticmethod
     def _add(
@@ -248,16 +230,7 @@ class SearchIndex:
             "INSERT INTO fts (rowid, title, description, keywords) VALUES (?, ?, ?, ?)",
             (rid, doc.title, doc.description, doc.keywords),
         )
-        for kind, value, label in doc.facets:
-            conn.execute(
-                "INSERT OR IGNORE INTO facet_values (kind, value, label) VALUES (?, ?, ?)",
-                (kind, value, label),
-            )
-            conn.execute(
-                "INSERT OR IGNORE INTO record_facets SELECT ?, id FROM facet_values"
-                " WHERE kind = ? AND value = ?",
-                (rid, kind, value),
-            )
+        search_facets.add(conn, rid, doc.facets)
 
     def search(
         self,
@@ -270,37 +243,20 @@ class SearchIndex:
     ) -> Results:
         """One page of matches, the total, and facet counts over every match.
 
-        The matching record ids go into a temporary table once (the FTS5 doclist, no ranking;
-        then each facet filter removes what it excludes); the total, the facet counts and the
-        page are read from it, and only the page is ranked. Facet counts of the whole index
-        (no words, no filter: the first visit) are kept until the index changes."""
+        Words alone are read straight from the FTS5 doclist (no ranking) for the total and
+        the facet counts; facet filters first put the matching ids into a temporary table,
+        each filter removing what it excludes. Only the page is ranked. Facets are counted
+        through the facet sets (``search_facets.py``)."""
         self.catch_up(state, REQUEST_BUDGET)
         pending = self.behind(state)
         conn = self._conn()
+        build = self._build(conn)
         match = fts_query(text)
         filters = [(k, list(selected[k])) for k in FACETS if selected.get(k)]
         if not match and not filters:
-            return replace(self._everything(conn, limit, offset), pending=pending)
-        conn.execute("CREATE TEMP TABLE IF NOT EXISTS m (rid INTEGER PRIMARY KEY)")
-        conn.execute("DELETE FROM temp.m")
-        if match:
-            conn.execute("INSERT INTO temp.m SELECT rowid FROM fts WHERE fts MATCH ?", (match,))
-        else:
-            kind, values = filters.pop(0)
-            conn.execute(
-                "INSERT OR IGNORE INTO temp.m SELECT rf.record_id FROM facet_values v"
-                " JOIN record_facets rf ON rf.facet_id = v.id"
-                f" WHERE v.kind = ? AND v.value IN ({','.join('?' * len(values))})",
-                (kind, *values),
-            )
-        for kind, values in filters:
-            conn.execute(
-                "DELETE FROM temp.m WHERE rid NOT IN (SELECT rf.record_id FROM facet_values v"
-                " JOIN record_facets rf ON rf.facet_id = v.id"
-                f" WHERE v.kind = ? AND v.value IN ({','.join('?' * len(values))}))",
-                (kind, *values),
-            )
-        total = int(conn.execute("SELECT count(*) FROM temp.m").fetchone()[0])
+            return replace(self._everything(conn, build, limit, offset), pending=pending)
+        source, params = self._matches(conn, match, filters)
+        total = int(conn.execute(f"SELECT count(*) FROM {source}", params).fetchone()[0])
         if match:
             # rank every match by rowid alone, then make snippets for the page only
             page = [
@@ -308,8 +264,9 @@ class SearchIndex:
                 for r in conn.execute(
                     # CROSS JOIN keeps fts outside: "rowid IN temp.m" would run the match
                     # again for every id (docs/benchmarks.md#dashboard)
-                    "SELECT fts.rowid FROM fts CROSS JOIN temp.m ON m.rid = fts.rowid"
-                    " WHERE fts MATCH ? ORDER BY bm25(fts, 10.0, 1.0, 5.0), fts.rowid"
+                    "SELECT fts.rowid FROM fts"
+                    + (" CROSS JOIN temp.m ON m.rid = fts.rowid" if filters else "")
+                    + " WHERE fts MATCH ? ORDER BY bm25(fts, 10.0, 1.0, 5.0), fts.rowid"
                     " LIMIT ? OFFSET ?",
                     (match, limit, offset),
                 )
@@ -335,64 +292,59 @@ class SearchIndex:
                 " ORDER BY d.modified DESC, d.record_id DESC LIMIT ? OFFSET ?",
                 (limit, offset),
             ).fetchall()
-        facets = _facets(self._count(conn, total), selected)
-        return Results(total, [Hit(*r) for r in rows], facets, pending)
+        indexed = int(
+            conn.execute("SELECT coalesce(sum(records), 0) FROM facet_sets").fetchone()[0]
+        )
+        counted = self._facet_counter.matches(
+            conn, build, source, params, complement=total > indexed // 2
+        )
+        return Results(total, [Hit(*r) for r in rows], _facets(counted, selected), pending)
 
-    def _count(self, conn: sqlite3.Connection, matched: int) -> list[tuple[str, str, str, int]]:
-        """Facet counts over the matches: counted directly when they are at most half of the
-        index, else as the whole index's counts minus those of the rest (the work follows
-        the smaller side)."""
-        whole = self._whole_counts(conn)
-        if matched <= whole[1] // 2:
-            by_id = conn.execute(
-                "SELECT rf.facet_id, count(*) FROM temp.m CROSS JOIN record_facets rf"
-                " ON rf.record_id = m.rid GROUP BY rf.facet_id"
-            ).fetchall()
-            names = whole[3]
-            return [(*names[fid], n) for fid, n in by_id if fid in names]
-        rest: dict[int, int] = {}
-        if matched < whole[1]:
-            rest = dict(
-                conn.execute(
-                    "SELECT rf.facet_id, count(*) FROM docs d CROSS JOIN record_facets rf"
-                    " ON rf.record_id = d.record_id WHERE d.record_id NOT IN temp.m"
-                    " GROUP BY rf.facet_id"
-                ).fetchall()
+    @staticmethod
+    def _matches(
+        conn: sqlite3.Connection, match: str, filters: list[tuple[str, list[str]]]
+    ) -> tuple[str, tuple[str, ...]]:
+        """SQL (and its parameters) selecting the matching record ids as ``rid``: the FTS5
+        doclist for words alone, else a temporary table filled once."""
+        if match and not filters:
+            return "(SELECT rowid AS rid FROM fts WHERE fts MATCH ?)", (match,)
+        conn.execute("CREATE TEMP TABLE IF NOT EXISTS m (rid INTEGER PRIMARY KEY)")
+        conn.execute("DELETE FROM temp.m")
+        if match:
+            conn.execute("INSERT INTO temp.m SELECT rowid FROM fts WHERE fts MATCH ?", (match,))
+        else:
+            kind, values = filters.pop(0)
+            conn.execute(
+                "INSERT OR IGNORE INTO temp.m SELECT rf.record_id FROM facet_values v"
+                " JOIN record_facets rf ON rf.facet_id = v.id"
+                f" WHERE v.kind = ? AND v.value IN ({','.join('?' * len(values))})",
+                (kind, *values),
             )
-        counted = [(k, v, lab, n - rest.get(fid, 0)) for fid, k, v, lab, n in whole[2]]
-        return [c for c in counted if c[3] > 0]
+        for kind, values in filters:
+            conn.execute(
+                "DELETE FROM temp.m WHERE rid NOT IN (SELECT rf.record_id FROM facet_values v"
+                " JOIN record_facets rf ON rf.facet_id = v.id"
+                f" WHERE v.kind = ? AND v.value IN ({','.join('?' * len(values))}))",
+                (kind, *values),
+            )
+        return "temp.m", ()
 
-    def _whole_counts(self, conn: sqlite3.Connection) -> Whole:
-        """(watermark, documents, facet counts by id, facet names by id) of the whole index,
-        kept until it changes."""
-        mark = conn.execute(  # a rebuild (``store reindex``) counts a build of its own
-            "SELECT group_concat(key || value) FROM meta WHERE key IN ('watermark', 'build')"
-        ).fetchone()
-        cached = self._whole
-        if cached is None or cached[0] != mark:
-            total = int(conn.execute("SELECT count(*) FROM docs").fetchone()[0])
-            counted = conn.execute(
-                "SELECT v.id, v.kind, v.value, v.label, count(*) FROM record_facets rf"
-                " JOIN facet_values v ON v.id = rf.facet_id GROUP BY rf.facet_id"
-            ).fetchall()
-            names = {
-                fid: (kind, value, label)
-                for fid, kind, value, label in conn.execute(
-                    "SELECT id, kind, value, label FROM facet_values"
-                )
-            }
-            cached = self._whole = (mark, total, counted, names)
-        return cached
+    @staticmethod
+    def _build(conn: sqlite3.Connection) -> object:
+        """Which build of the index this is: ``store reindex`` counts a new one."""
+        row = conn.execute("SELECT value FROM meta WHERE key = 'build'").fetchone()
+        return row[0] if row else 0
 
-    def _everything(self, conn: sqlite3.Connection, limit: int, offset: int) -> Results:
+    def _everything(
+        self, conn: sqlite3.Connection, build: object, limit: int, offset: int
+    ) -> Results:
         rows = conn.execute(
             "SELECT record_id, dataset_iri, source, title, modified, '' FROM docs"
             " ORDER BY modified DESC, record_id DESC LIMIT ? OFFSET ?",
             (limit, offset),
         ).fetchall()
-        whole = self._whole_counts(conn)
-        counted = [(k, v, lab, n) for _, k, v, lab, n in whole[2]]
-        return Results(whole[1], [Hit(*r) for r in rows], _facets(counted, {}))
+        indexed, counted = self._facet_counter.whole(conn, build)
+        return Results(indexed, [Hit(*r) for r in rows], _facets(counted, {}))
 
 
 def _facets(
