@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import subprocess
+import sys
 from collections.abc import Iterator
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
@@ -344,6 +346,62 @@ def test_findings_are_kept_packed_in_pages_of_16_kb_and_optimize_packs_older_tex
     assert all(now[rid][:4] == ZSTD_MAGIC for rid in with_findings)
     code, out = cli(config, "store", "optimize", "--json")  # nothing left to pack
     assert "findings of" not in " ".join(json.loads(out)["steps"])
+
+
+_IDLE_READER = """
+import sqlite3, sys
+conn = sqlite3.connect(f"file:{sys.argv[1]}?mode=ro", uri=True)
+print(conn.execute("SELECT count(*) FROM records").fetchone()[0], flush=True)
+sys.stdin.read()
+"""
+
+
+def test_optimize_vacuum_gives_an_older_store_pages_of_16_kb_when_no_one_else_has_it_open(
+    peer: tuple[str, MemoryItems], tmp_path: Path
+) -> None:
+    url, _ = peer
+    store_path = tmp_path / "store"
+    with RecordStore(store_path, BASE) as store:
+        harvest(settings_for(store_path, url), store)
+        rows = {r.id: (r.status, r.findings) for r in store.db.iter_records()}
+    path = store_path / "state.sqlite3"
+    state = sqlite3.connect(path, isolation_level=None)  # as stores before issue 31: 4 KB
+    state.execute("PRAGMA journal_mode = DELETE")
+    state.execute("PRAGMA page_size = 4096")
+    state.execute("VACUUM")
+    state.execute("PRAGMA journal_mode = WAL")
+    assert state.execute("PRAGMA page_size").fetchone()[0] == 4096
+    state.close()
+    reader = subprocess.Popen(  # a serving process's idle connection
+        [sys.executable, "-c", _IDLE_READER, str(path)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert reader.stdout is not None and reader.stdout.readline().strip() == str(len(rows))
+        config = write_config(tmp_path, url)
+        code, out = cli(config, "store", "optimize", "--vacuum", "--json")
+        assert code == 0, out
+        steps = " ".join(json.loads(out)["steps"])
+        assert "its pages stay at 4096 bytes: another process has it open" in steps
+    finally:
+        reader.communicate("", timeout=30)
+    state = sqlite3.connect(path)
+    assert state.execute("PRAGMA page_size").fetchone()[0] == 4096
+    state.close()
+    code, out = cli(config, "store", "optimize", "--vacuum", "--json")
+    assert code == 0, out
+    assert f"pages of 4096 -> {PAGE_SIZE} bytes" in " ".join(json.loads(out)["steps"])
+    state = sqlite3.connect(path)
+    assert state.execute("PRAGMA page_size").fetchone()[0] == PAGE_SIZE
+    assert state.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert state.execute("PRAGMA auto_vacuum").fetchone()[0] == 2  # incremental
+    state.close()
+    with RecordStore(store_path, BASE) as store:
+        assert {r.id: (r.status, r.findings) for r in store.db.iter_records()} == rows
+    code, out = cli(config, "store", "optimize", "--vacuum", "--json")  # already: plain VACUUM
+    assert code == 0 and "pages" not in " ".join(json.loads(out)["steps"]).split("VACUUM")[1]
 
 
 # -- the state database's write-ahead log -----------------------------------------------------

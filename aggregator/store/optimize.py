@@ -12,7 +12,9 @@
   runs ``ANALYZE`` on the tables whose statistics would change a plan; free pages go back
   to the file system, by ``incremental_vacuum`` where the file has incremental auto-vacuum,
   else by a ``VACUUM`` (a rewrite of the file, which also switches incremental auto-vacuum on)
-  when at least ``VACUUM_FREE`` of its pages are free, or when asked.
+  when at least ``VACUUM_FREE`` of its pages are free, or when asked. A database of an older
+  store, with pages of 4 KB, gets a new store's 16 KB pages from that VACUUM when no other
+  process has it open (``_vacuum``).
 
 Sizes before and after come from ``store_stats``.
 
@@ -36,6 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aggregator.store.graphs import OxigraphGraphs
+from aggregator.store.migrations import PAGE_SIZE
 from aggregator.store.packing import (
     NO_FINDINGS,
     ZSTD_MAGIC,
@@ -48,6 +51,7 @@ from aggregator.store.stats import PARTS, disk_total, human, store_stats
 
 log = logging.getLogger(__name__)
 VACUUM_FREE = 0.10  # a VACUUM rewrites the file: worth it when this share of pages is free
+LAYOUT_WAIT_MS = 2000  # how long the page size change waits for other connections to close
 
 
 @dataclass
@@ -84,8 +88,10 @@ def _sqlite(store: RecordStore, vacuum: bool, rewrite: bool = True) -> list[str]
         incremental = int(conn.execute("PRAGMA auto_vacuum").fetchone()[0]) == 2
         if vacuum or (rewrite and not incremental and pages and free / pages >= VACUUM_FREE):
             conn.execute("PRAGMA auto_vacuum = INCREMENTAL")  # takes effect with the VACUUM
-            conn.execute("VACUUM")
-            steps.append(f"state database: VACUUM ({free} of {pages} page(s) were free)")
+            smaller = int(conn.execute("PRAGMA page_size").fetchone()[0]) < PAGE_SIZE
+            with store.applier_paused() if smaller else contextlib.nullcontext():
+                layout = _vacuum(conn)
+            steps.append(f"state database: VACUUM ({free} of {pages} page(s) were free){layout}")
         elif incremental and free:
             # executescript steps it to the end: execute() steps a statement without result
             # columns once, which frees one page
@@ -95,6 +101,37 @@ def _sqlite(store: RecordStore, vacuum: bool, rewrite: bool = True) -> list[str]
         steps.append("state database: statistics brought up to date (PRAGMA optimize)")
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     return steps
+
+
+def _vacuum(conn: sqlite3.Connection) -> str:
+    """VACUUM the state database; one with pages smaller than a new store's
+    (``migrations.PAGE_SIZE``) is rewritten with pages of that size, which SQLite can only
+    do outside WAL mode, so only while no other process has the database open. Returns what
+    became of the page size, for the report."""
+    page = int(conn.execute("PRAGMA page_size").fetchone()[0])
+    if page >= PAGE_SIZE:
+        conn.execute("VACUUM")
+        return ""
+    waited = int(conn.execute("PRAGMA busy_timeout").fetchone()[0])
+    conn.execute(f"PRAGMA busy_timeout = {LAYOUT_WAIT_MS}")
+    try:
+        mode = str(conn.execute("PRAGMA journal_mode = DELETE").fetchone()[0])
+    except sqlite3.OperationalError:  # locked: another connection has it open
+        mode = "wal"
+    finally:
+        conn.execute(f"PRAGMA busy_timeout = {waited}")
+    if mode.lower() != "delete":
+        conn.execute("VACUUM")
+        return (
+            f"; its pages stay at {page} bytes: another process has it open (stop `serve`"
+            f" and the harvests, then run `store optimize --vacuum` for pages of {PAGE_SIZE})"
+        )
+    try:
+        conn.execute(f"PRAGMA page_size = {PAGE_SIZE}")
+        conn.execute("VACUUM")
+    finally:
+        conn.execute("PRAGMA journal_mode = WAL")
+    return f"; pages of {page} -> {PAGE_SIZE} bytes, as a new store's"
 
 
 REPACK_BATCH = 500  # rows per transaction when graph serialisations are packed

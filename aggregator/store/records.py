@@ -33,10 +33,11 @@ generation they show. :class:`ReadOnlyStore` is the readers' view: SQLite read-o
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import sqlite3
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 from aggregator.store.applier import GATHER_BYTES, GATHER_RECORDS, GraphApplier
@@ -153,21 +154,38 @@ class RecordStore(StoreReads):
         # readers of an embedded graph store read snapshots; a server backend serves itself
         self.shelf = snapshot_shelf(path) if isinstance(self.graphs, OxigraphGraphs) else None
         self.recovery = self.recover()
-        self._applier = GraphApplier(
-            self.graphs,
-            path / "state.sqlite3",
-            on_applied=self._publish_for_readers,
-            gather_records=gather_records,
-            gather_bytes=gather_bytes,
-            gather=self._nobody_reads,
-            applied_generation=self.db.generation(),  # recover() replayed every pending write
-            shared_graph=self.shared_graph,
-        )
+        self._gather = (gather_records, gather_bytes)
+        # recover() replayed every pending write
+        self._applier = self._start_applier(self.db.generation())
         stale = self.jobs.fail_stale()
         if stale:
             log.warning("marked %d job(s) left running by a dead process as failed", len(stale))
         remove_stale_shelves(path / "sparql-snapshots")  # per-process shelves of old versions
         self._publish(self.db.generation())  # readers start from the state as it is
+
+    def _start_applier(self, applied: int) -> GraphApplier:
+        return GraphApplier(
+            self.graphs,
+            self.path / "state.sqlite3",
+            on_applied=self._publish_for_readers,
+            gather_records=self._gather[0],
+            gather_bytes=self._gather[1],
+            gather=self._nobody_reads,
+            applied_generation=applied,
+            shared_graph=self.shared_graph,
+        )
+
+    @contextlib.contextmanager
+    def applier_paused(self) -> Iterator[None]:
+        """The graph applier's thread ended, and with it its connection to the state
+        database, for a change SQLite makes only on a sole connection (a new page size,
+        ``optimize.py``); started again afterwards. No write may be made meanwhile."""
+        self.sync()
+        self._applier.stop()
+        try:
+            yield
+        finally:
+            self._applier = self._start_applier(self._applier.applied)
 
     def close(self) -> None:
         try:
