@@ -10,7 +10,8 @@ ISO 19139 (GEMINI) over CSW, CKAN (``--mix``, default 50/30/20 %). The store is 
 an ``aggregator.toml`` written into the work folder and read by the configuration loader, so
 each source gets the validation chain ``aggregator harvest`` gives it (CSW: ``gemini`` then
 SHACL), and the three sources run one after another with ``run_source``, each with its own
-mapping workers, as ``aggregator harvest --all`` runs them. Phases: the first harvest (then
+mapping workers, as ``aggregator harvest --all`` runs them (one compaction after the last
+job, inside the phase's time, ``compaction_seconds``). Phases: the first harvest (then
 ``store optimize``, as after any large harvest), an unchanged re-harvest (full listings: every
 record listed and skipped by its date), a re-harvest after every ``--change-step``-th record
 of each peer changed (1 %). Then ``aggregator serve`` serves the store (bench/_million_serve.py).
@@ -109,7 +110,7 @@ def run_phase(
     step: int, peer_pids: set[int],
 ) -> tuple[dict[str, Any], list[str]]:  # fmt: skip
     """One harvest of every source; (its figures, what did not match the generation)."""
-    from aggregator.jobs.pipeline import RunOptions, run_source
+    from aggregator.jobs.pipeline import RunOptions, compact_after_jobs, run_source
     from aggregator.net.client import HttpClient
 
     http = HttpClient(settings.http)
@@ -119,13 +120,15 @@ def run_phase(
     peers0 = sum(process_cpu(p) for p in peer_pids)
     own0 = time.process_time()
     t0 = time.perf_counter()
-    sources, wrong = {}, []
+    sources, wrong, jobs = {}, [], []
     for kind, n in counts.items():
         if not n:
             continue
         name = SOURCES[kind]
         s0 = time.perf_counter()
-        job = run_source(settings, store, name, RunOptions(full=True), http=http)
+        # as ``harvest --all``: one compaction after the last job, not one per large job
+        job = run_source(settings, store, name, RunOptions(full=True, compact=False), http=http)
+        jobs.append(job)
         c = job.counters
         got = {
             "added": c.get("added", 0),
@@ -141,6 +144,7 @@ def run_phase(
             "status": job.status,
             "counters": {k: v for k, v in c.items() if v},
         }
+    compacted = compact_after_jobs(store, jobs, settings)
     seconds = time.perf_counter() - t0
     own = time.process_time() - own0
     samples = sampler.mark()
@@ -157,6 +161,8 @@ def run_phase(
         "seconds": round(seconds, 2),
         "records_per_s": round(total / seconds),
         "sources": sources,
+        # the one compaction after the last job (None: together not a large harvest)
+        "compaction_seconds": compacted and compacted.get("seconds"),
         "cpu_us_per_record": {k: round(v) for k, v in stages.items() if round(v)},
         "cpu_us_per_record_total": round(sum(stages.values())),
         "peers_cpu_us_per_record": round((sum(process_cpu(p) for p in peer_pids) - peers0) * per),

@@ -216,6 +216,39 @@ def test_a_large_harvest_compacts_the_store_at_its_end_and_a_small_one_does_not(
         assert "optimized" not in job_facts(store, job)  # 4 < 0.5 x 12
 
 
+def test_a_harvest_of_several_sources_compacts_the_store_once_after_its_last_job(
+    peer: tuple[str, MemoryItems], tmp_path: Path
+) -> None:
+    url, items = peer
+    config = tmp_path / "aggregator.toml"
+    config.write_text(
+        f'[store]\npath = "store"\nbase_iri = "{BASE}"\n\n'
+        "[http]\nallow_private = true\nretries = 0\n\n"
+        "[harvest]\nworkers = 0\noptimize_after = 5\noptimize_share = 0.2\n\n"
+        f'[sources.one]\ntype = "oai-pmh"\nurl = "{url}"\n\n'
+        f'[sources.two]\ntype = "oai-pmh"\nurl = "{url}"\n',
+        encoding="utf-8",
+    )
+    code, out = cli(config, "harvest", "--all")
+    assert code == 0, out
+    assert f"store: compacted once after the jobs ({2 * RECORDS} records written) in" in out
+    with RecordStore(tmp_path / "store", BASE) as store:
+        jobs = store.jobs.recent(None, 10)
+        assert len(jobs) == 2
+        for job in jobs:  # each was a large harvest: its compaction was left to the end
+            facts = job_facts(store, job)
+            assert facts["optimize_deferred"] == RECORDS and "optimized" not in facts
+        assert store.shelf is not None and store.shelf.generation == store.db.generation()
+        assert_consistent(store)
+    items.put(*(item(i, day=1) for i in range(6)))
+    code, out = cli(config, "harvest", "one", "--full")  # one source: compacted by its job
+    assert code == 0 and "compacted once" not in out
+    with RecordStore(tmp_path / "store", BASE) as store:
+        facts = job_facts(store, store.jobs.recent("one", 1)[0])
+        assert facts.get("optimized", {}).get("written") == 6, (out, facts)
+        assert "optimize_deferred" not in facts
+
+
 def test_a_job_end_replaces_a_snapshot_that_holds_compacted_files_alone(
     peer: tuple[str, MemoryItems], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

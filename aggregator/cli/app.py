@@ -26,7 +26,7 @@ from aggregator.cli.schedule import schedule, scheduler
 from aggregator.cli.sources import orphan_line, orphans, source
 from aggregator.cli.store import store
 from aggregator.core.errors import AggregatorError, ConfigError
-from aggregator.jobs.unattended import Progress, cancel_on_interrupt, summary
+from aggregator.jobs.unattended import Progress, cancel_on_interrupt, compaction_lines, summary
 
 log = logging.getLogger("aggregator")
 
@@ -128,7 +128,12 @@ def harvest(
     """Harvest sources now, one job per source. When a scheduler runs for the store
     (``serve``, ``aggregator scheduler``), the jobs are handed to it and followed to their
     end, with the same output and exit codes (Ctrl-C cancels them)."""
-    from aggregator.jobs.pipeline import RunOptions, jobs_exit_code, run_source
+    from aggregator.jobs.pipeline import (
+        RunOptions,
+        compact_after_jobs,
+        jobs_exit_code,
+        run_source,
+    )
     from aggregator.net.client import HttpClient
     from aggregator.store.journal import JobRow
 
@@ -162,6 +167,7 @@ def harvest(
     if logging.getLogger().getEffectiveLevel() >= logging.WARNING:
         # the job line and the summary say what failed: not each event again on stderr
         logging.getLogger("aggregator.events").setLevel(logging.ERROR)
+    several = len(names) > 1  # one compaction after the last job, not one per large job
     with c.store() as store, cancel_on_interrupt(cancel):
         for name in names:
             if cancel.is_set():
@@ -179,6 +185,7 @@ def harvest(
                         allow_mass_withdrawal=allow_mass_withdrawal,
                         progress=progress,
                         cancel=cancel,
+                        compact=not several,
                     ),
                     http=http,
                 )
@@ -189,8 +196,11 @@ def harvest(
             else:
                 click.echo(job_line(job))
             done.append(job)
-    if len(names) > 1:
-        for line in summary(done, skipped):
+        compacted = None
+        if several and not cancel.is_set():
+            compacted = compact_after_jobs(store, done, s)
+    if several:
+        for line in summary(done, skipped) + compaction_lines(compacted, done):
             click.echo(line)
     sys.exit(jobs_exit_code(done))
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import gc
 import logging
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import Executor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -37,6 +37,7 @@ from aggregator.net.client import HttpClient, HttpSession
 from aggregator.plugin import harvesters
 from aggregator.store.journal import Heartbeat, JobLog, JobRow
 from aggregator.store.optimize import (
+    due_after_job,
     optimize_after_job,
     release_graph_logs,
     release_stale_snapshot,
@@ -58,6 +59,9 @@ class RunOptions:
     #: list records from elsewhere than the source's harvester (revalidating the dead-letter
     #: store); such a run is incremental by nature: it withdraws nothing, saves no checkpoint
     lister: Callable[[HarvestRequest, Listing], Iterator[RawRecord]] | None = None
+    #: False: a large harvest leaves its compaction to the caller (``harvest`` of several
+    #: sources compacts once, after its last job: ``compact_after_jobs``)
+    compact: bool = True
 
 
 class _RelaxedGc:
@@ -196,7 +200,7 @@ def _run_source(
     finally:
         held.close(executor if own_executor else None)
     facts = _job_facts(listing, checkpoint, workers, progress)
-    facts.update(_upkeep(store, writer.job, settings))
+    facts.update(_upkeep(store, writer.job, settings, compact=opts.compact))
     if status is JobStatus.SUCCEEDED and listing.next_checkpoint and opts.lister is None:
         store.jobs.set_checkpoint(src.name, listing.next_checkpoint, job.id)
         facts["checkpoint_saved"] = listing.next_checkpoint
@@ -205,22 +209,42 @@ def _run_source(
     return done
 
 
-def _upkeep(store: RecordStore, job: JobLog, settings: Settings) -> dict[str, Any]:
+def written(counters: Mapping[str, int]) -> int:
+    """Records a job added, updated or withdrew."""
+    return sum(counters.get(k, 0) for k in WRITTEN)
+
+
+def compact_after_jobs(
+    store: RecordStore, jobs: Iterable[JobRow], settings: Settings
+) -> dict[str, Any] | None:
+    """The compaction that jobs run with ``RunOptions(compact=False)`` left to their caller,
+    once for all of them (None when together they were not a large harvest): one RocksDB
+    compaction of the whole store instead of one per large job, each of which rewrote every
+    earlier job's files again (docs/benchmarks.md#the-1m-run-issue-31)."""
+    return optimize_after_job(
+        store,
+        sum(written(j.counters) for j in jobs),
+        after=settings.harvest.optimize_after,
+        share=settings.harvest.optimize_share,
+    )
+
+
+def _upkeep(
+    store: RecordStore, job: JobLog, settings: Settings, *, compact: bool
+) -> dict[str, Any]:
     """The store's upkeep at a job's end, for the job's facts: a compaction after a large
-    harvest, else a fresh snapshot if compactions since the last one left it holding files
-    alone (``store/optimize.py``). Whatever goes wrong here is logged, never the job's end:
-    its records are stored already."""
-    written = sum(job.counters.get(k, 0) for k in WRITTEN)
+    harvest (unless left to the caller), else a fresh snapshot if compactions since the last
+    one left it holding files alone (``store/optimize.py``). Whatever goes wrong here is
+    logged, never the job's end: its records are stored already."""
+    wrote = written(job.counters)
+    after, share = settings.harvest.optimize_after, settings.harvest.optimize_share
     try:
-        compacted = optimize_after_job(
-            store,
-            written,
-            after=settings.harvest.optimize_after,
-            share=settings.harvest.optimize_share,
-        )
+        compacted = optimize_after_job(store, wrote, after=after, share=share) if compact else None
         if compacted is not None:
             return {"optimized": compacted}
         facts: dict[str, Any] = {}
+        if not compact and due_after_job(store, wrote, after=after, share=share):
+            facts["optimize_deferred"] = wrote  # the caller compacts after its last job
         logs = release_graph_logs(store)
         if logs:
             facts["graph_logs_released"] = logs

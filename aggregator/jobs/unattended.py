@@ -30,6 +30,7 @@ import click
 
 from aggregator.harvest.base import Listing
 from aggregator.store.journal import JobLog, JobRow
+from aggregator.store.stats import human
 
 
 def stamp() -> str:
@@ -113,3 +114,19 @@ def summary(jobs: Sequence[JobRow], skipped: Sequence[str] = ()) -> list[str]:
     if skipped:
         lines.append(f"  not harvested (cancelled before their turn): {', '.join(skipped)}")
     return lines
+
+
+def compaction_lines(compacted: dict[str, Any] | None, jobs: Sequence[JobRow]) -> list[str]:
+    """What the one compaction after several jobs did (``pipeline.compact_after_jobs``), or
+    that a cancelled run left the store uncompacted."""
+    if compacted is None:
+        if any("optimize_deferred" in j.listing for j in jobs):
+            return ["store: not compacted (cancelled): run `aggregator store optimize`"]
+        return []
+    if "error" in compacted:
+        return [f"store: the compaction after the jobs failed: {compacted['error']}"]
+    return [
+        f"store: compacted once after the jobs ({compacted['written']} records written) in"
+        f" {compacted['seconds']} s: {human(compacted['bytes_before'])} ->"
+        f" {human(compacted['bytes_after'])}"
+    ]

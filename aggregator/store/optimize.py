@@ -25,6 +25,8 @@ hold the other jobs' commits that long) and measuring only the files' total (``d
 every page): RocksDB's compaction of a bulk load is then done before the job's snapshot is
 published, so the snapshot shares its files with the live store instead of keeping the
 pre-compaction ones alone, and the write-ahead log of the state database is truncated.
+A harvest of several sources leaves it to the end of its last job
+(``jobs/pipeline.compact_after_jobs``): one compaction instead of one per large job.
 """
 
 from __future__ import annotations
@@ -224,14 +226,21 @@ def due(written: int, held: int, *, after: int, share: float) -> bool:
     return after > 0 and written >= after and written >= share * held
 
 
+def due_after_job(store: RecordStore, written: int, *, after: int, share: float) -> bool:
+    """Whether ``written`` records make a large harvest of ``store`` (:func:`due`)."""
+    if after <= 0 or written < after:
+        return False  # no need to count the store
+    held = int(store.db.conn.execute("SELECT count(*) FROM records").fetchone()[0])
+    return due(written, held, after=after, share=share)
+
+
 def optimize_after_job(
     store: RecordStore, written: int, *, after: int, share: float
 ) -> dict[str, Any] | None:
     """Compact ``store`` when a job that wrote ``written`` records was a large harvest; return
     what it did for the job's facts (None when it was not due). A failure is logged and
     reported, not raised: the job's records are stored whatever happens here."""
-    held = int(store.db.conn.execute("SELECT count(*) FROM records").fetchone()[0])
-    if not due(written, held, after=after, share=share):
+    if not due_after_job(store, written, after=after, share=share):
         return None
     started = time.perf_counter()
     before, graphs_before = disk_total(store.path), disk_total(store.path / "graphs")
