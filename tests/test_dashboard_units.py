@@ -219,16 +219,19 @@ def _put_themed(
     )
 
 
-def test_facet_counts_follow_records_that_change_their_facets(tmp_path: Path) -> None:
-    """Facets are counted through shared facet sets (search_facets.py): the counts of every
-    kind of search equal the records' own facets after records change them or go away."""
+def test_facet_counts_follow_records_that_change_their_facets(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Facets are counted and filtered through shared facet sets (search_facets.py): the
+    counts, totals and pages of every kind of search equal the records' own after records
+    change their facets or go away."""
     db = _state(tmp_path / "state.sqlite3")
-    kept: dict[int, tuple[str, str]] = {}  # the truth: id -> (title, themes) of active records
+    kept: dict[int, tuple[str, str, int]] = {}  # the truth: id -> (title, themes, step)
 
     def put(rid: int, title: str, themes: str, status: str = "active", step: int = 0) -> None:
         _put_themed(db, rid, status, title, themes, step)
         if status == "active":
-            kept[rid] = (title, themes)
+            kept[rid] = (title, themes, step)
         else:
             kept.pop(rid, None)
 
@@ -236,38 +239,47 @@ def test_facet_counts_follow_records_that_change_their_facets(tmp_path: Path) ->
         put(n, f"{'River' if n % 2 else 'Lake'} {n}", ["ENVI", "AGRI", "ENVI AGRI"][n % 3])
     index = SearchIndex(tmp_path, tmp_path / "state.sqlite3")
 
-    def truth(word: str, theme: str | None) -> dict[str, int]:
-        counts: dict[str, int] = {}
-        for title, themes in kept.values():
-            if word.lower() in title.lower() and (theme is None or theme in themes.split()):
-                for t in themes.split():
-                    counts[THEMES + t] = counts.get(THEMES + t, 0) + 1
-        return counts
+    def matching(word: str, theme: str | None) -> list[int]:
+        """Ids of the active records found, newest first (their step, then their id)."""
+        found = [
+            (step, rid)
+            for rid, (title, themes, step) in kept.items()
+            if word.lower() in title.lower() and (theme is None or theme in themes.split())
+        ]
+        return [rid for _, rid in sorted(found, reverse=True)]
 
     def check() -> None:
         for word in ("river", "lake", ""):  # half the index, the other half, all of it
-            for theme in (None, "AGRI"):
+            for theme in (None, "AGRI", "TRAN"):
                 chosen = {"theme": [THEMES + theme]} if theme else {}
-                found = index.search(db, word, chosen)
-                want = truth(word, theme)
-                assert {f.value: f.count for f in found.facets["theme"]} == want, (word, theme)
-                assert found.total == sum(
-                    1
-                    for title, themes in kept.values()
-                    if word.lower() in title.lower() and (not theme or theme in themes.split())
-                )
-        assert index.search(db, "river", {}).facets["source"][0].count == sum(
-            1 for title, _ in kept.values() if title.startswith("River")
+                found = index.search(db, word, chosen, limit=30)
+                ids = matching(word, theme)
+                counts: dict[str, int] = {}
+                for rid in ids:
+                    for t in kept[rid][1].split():
+                        counts[THEMES + t] = counts.get(THEMES + t, 0) + 1
+                assert {f.value: f.count for f in found.facets["theme"]} == counts, (word, theme)
+                assert found.total == len(ids), (word, theme)
+                if not word:  # filters alone: newest first, walked or read through the sets
+                    assert [h.record_id for h in found.hits] == ids[:30], theme
+        assert index.search(db, "river", {}).facets["source"][0].count == len(
+            matching("river", None)
         )
 
-    check()
+    for rare in (1, 10**9):  # every filter walks the documents / is read through its sets
+        monkeypatch.setattr(search, "RARE_FILTER", rare)
+        check()
     for n in range(1, 31):  # withdrawn
         put(n, f"River {n}", "ENVI", status="withdrawn", step=1)
     for n in range(31, 91):  # their themes change: a set of their own, then an existing one
         put(n, f"River {n}", "TRAN" if n < 61 else "AGRI", step=1)
     put(1, "Lake one", "TRAN ENVI", step=2)  # back, with a set no other record has
-    check()
+    for rare in (1, 10**9):
+        monkeypatch.setattr(search, "RARE_FILTER", rare)
+        check()
     assert index.search(db, "lake", {"theme": [THEMES + "TRAN"]}).total == 1
+    assert index.search(db, "", {"theme": [THEMES + "TRAN"], "source": ["s"]}).total == 31
+    assert index.search(db, "", {"theme": [THEMES + "TRAN"], "source": ["other"]}).total == 0
     index.rebuild(db)  # store reindex: new ids for every value and set
     check()
 

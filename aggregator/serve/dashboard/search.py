@@ -29,6 +29,7 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from aggregator.serve.dashboard import search_facets
 from aggregator.serve.dashboard.search_docs import Doc, extract
@@ -38,8 +39,11 @@ BATCH = 500
 #: seconds a search spends catching the index up before it answers from what is indexed
 REQUEST_BUDGET = 2.0
 PENDING_CAP = 100_000  # "more than" this many records not searchable yet
-SCHEMA_VERSION = "4"  # an index of another version is dropped and built again
+SCHEMA_VERSION = "5"  # an index of another version is dropped and built again
 FACETS = ("source", "theme", "format", "licence", "conformance")
+#: filters whose records are fewer than 1 in this many documents are read through their sets'
+#: records and sorted, not found by walking the documents newest first
+RARE_FILTER = 1000
 #: the conformance facet: flagged records (stored with violations, validate/policy.py) or not
 CONFORMANCE = {1: ("flagged", "Flagged: violations to fix"), 0: ("conforms", "No violation")}
 _SCHEMA = """
@@ -122,7 +126,8 @@ class SearchIndex:
             conn.execute("BEGIN IMMEDIATE")
             try:
                 if _version(conn) not in (None, SCHEMA_VERSION):
-                    for name in ("meta", "docs", "fts", "facets", *search_facets.TABLES):
+                    older = ("facets", "record_facets")  # tables of earlier versions
+                    for name in ("meta", "docs", "fts", *older, *search_facets.TABLES):
                         conn.execute(f"DROP TABLE IF EXISTS {name}")
                 for statement in (_SCHEMA + search_facets.SCHEMA).split(";"):
                     if statement.strip() and "journal_mode" not in statement:
@@ -243,90 +248,108 @@ class SearchIndex:
     ) -> Results:
         """One page of matches, the total, and facet counts over every match.
 
-        Words alone are read straight from the FTS5 doclist (no ranking) for the total and
-        the facet counts; facet filters first put the matching ids into a temporary table,
-        each filter removing what it excludes. Only the page is ranked. Facets are counted
-        through the facet sets (``search_facets.py``)."""
+        Facet filters choose facet sets (``search_facets.py``): those with at least one
+        chosen value of every filtered facet. Without words, the sets alone give the total
+        and the counts, and the page is read through them; words alone are read straight
+        from the FTS5 doclist (no ranking) for the total and the counts; words and filters
+        put the matching ids into a temporary table once, less those outside the chosen
+        sets. Only the page is ranked."""
         self.catch_up(state, REQUEST_BUDGET)
         pending = self.behind(state)
         conn = self._conn()
         build = self._build(conn)
         match = fts_query(text)
-        filters = [(k, list(selected[k])) for k in FACETS if selected.get(k)]
-        if not match and not filters:
+        chosen = [_facet_ids(conn, k, list(selected[k])) for k in FACETS if selected.get(k)]
+        if not match and not chosen:
             return replace(self._everything(conn, build, limit, offset), pending=pending)
-        source, params = self._matches(conn, match, filters)
+        if chosen:
+            in_sets = self._facet_counter.choose(conn, build, chosen)
+            conn.execute("CREATE TEMP TABLE IF NOT EXISTS ms (set_id INTEGER PRIMARY KEY)")
+            conn.execute("DELETE FROM temp.ms")
+            conn.executemany("INSERT INTO temp.ms VALUES (?)", ((i,) for i in in_sets))
+            if not match:
+                hits = self._filtered_page(conn, sum(in_sets.values()), limit, offset)
+                counted = self._facet_counter.expand(conn, build, in_sets)
+                return Results(sum(in_sets.values()), hits, _facets(counted, selected), pending)
+        source, params = self._matches(conn, match, bool(chosen))
         total = int(conn.execute(f"SELECT count(*) FROM {source}", params).fetchone()[0])
-        if match:
-            # rank every match by rowid alone, then make snippets for the page only
-            page = [
-                r[0]
-                for r in conn.execute(
-                    # CROSS JOIN keeps fts outside: "rowid IN temp.m" would run the match
-                    # again for every id (docs/benchmarks.md#dashboard)
-                    "SELECT fts.rowid FROM fts"
-                    + (" CROSS JOIN temp.m ON m.rid = fts.rowid" if filters else "")
-                    + " WHERE fts MATCH ? ORDER BY bm25(fts, 10.0, 1.0, 5.0), fts.rowid"
-                    " LIMIT ? OFFSET ?",
-                    (match, limit, offset),
-                )
-            ]
-            # the snippet is cut here from the stored description: FTS5's snippet() runs the
-            # match again for each row (docs/benchmarks.md#dashboard)
-            words = re.findall(r"\w+", text)
-            found = {}
-            for rid in page:
-                row = conn.execute(
-                    "SELECT d.record_id, d.dataset_iri, d.source, d.title, d.modified,"
-                    " f.description FROM docs d JOIN fts f ON f.rowid = d.record_id"
-                    " WHERE d.record_id = ?",
-                    (rid,),
-                ).fetchone()
-                if row is not None:
-                    found[rid] = (*row[:5], make_snippet(row[5] or "", words))
-            rows = [found[rid] for rid in page if rid in found]
-        else:
-            rows = conn.execute(
-                "SELECT d.record_id, d.dataset_iri, d.source, d.title, d.modified, ''"
-                " FROM docs d WHERE d.record_id IN temp.m"
-                " ORDER BY d.modified DESC, d.record_id DESC LIMIT ? OFFSET ?",
-                (limit, offset),
-            ).fetchall()
-        indexed = int(
-            conn.execute("SELECT coalesce(sum(records), 0) FROM facet_sets").fetchone()[0]
-        )
+        # rank every match by rowid alone, then make snippets for the page only
+        page = [
+            r[0]
+            for r in conn.execute(
+                # CROSS JOIN keeps fts outside: "rowid IN temp.m" would run the match
+                # again for every id (docs/benchmarks.md#dashboard)
+                "SELECT fts.rowid FROM fts"
+                + (" CROSS JOIN temp.m ON m.rid = fts.rowid" if chosen else "")
+                + " WHERE fts MATCH ? ORDER BY bm25(fts, 10.0, 1.0, 5.0), fts.rowid"
+                " LIMIT ? OFFSET ?",
+                (match, limit, offset),
+            )
+        ]
+        # the snippet is cut here from the stored description: FTS5's snippet() runs the
+        # match again for each row (docs/benchmarks.md#dashboard)
+        words = re.findall(r"\w+", text)
+        found: dict[int, tuple[Any, ...]] = {}
+        for rid in page:
+            row = conn.execute(
+                "SELECT d.record_id, d.dataset_iri, d.source, d.title, d.modified,"
+                " f.description FROM docs d JOIN fts f ON f.rowid = d.record_id"
+                " WHERE d.record_id = ?",
+                (rid,),
+            ).fetchone()
+            if row is not None:
+                found[rid] = (*row[:5], make_snippet(row[5] or "", words))
+        rows = [found[rid] for rid in page if rid in found]
         counted = self._facet_counter.matches(
-            conn, build, source, params, complement=total > indexed // 2
+            conn, build, source, params, complement=total > self._indexed(conn) // 2
         )
         return Results(total, [Hit(*r) for r in rows], _facets(counted, selected), pending)
 
     @staticmethod
+    def _indexed(conn: sqlite3.Connection) -> int:
+        row = conn.execute("SELECT coalesce(sum(records), 0) FROM facet_sets").fetchone()
+        return int(row[0])
+
+    def _filtered_page(
+        self, conn: sqlite3.Connection, total: int, limit: int, offset: int
+    ) -> list[Hit]:
+        """Newest first, the page of the records in the chosen sets (``temp.ms``): walked
+        from the newest document while they are common (about ``indexed / total`` documents
+        read a hit), read through the sets' records and sorted while they are rare."""
+        if not total:
+            return []
+        if total * RARE_FILTER >= self._indexed(conn):
+            sql = (
+                "SELECT d.record_id, d.dataset_iri, d.source, d.title, d.modified, ''"
+                " FROM docs d INDEXED BY docs_modified CROSS JOIN record_sets s"
+                " ON s.record_id = d.record_id WHERE s.set_id IN temp.ms"
+                " ORDER BY d.modified DESC, d.record_id DESC LIMIT ? OFFSET ?"
+            )
+        else:
+            sql = (
+                "SELECT d.record_id, d.dataset_iri, d.source, d.title, d.modified, ''"
+                " FROM temp.ms CROSS JOIN record_sets s ON s.set_id = ms.set_id"
+                " CROSS JOIN docs d ON d.record_id = s.record_id"
+                " ORDER BY d.modified DESC, d.record_id DESC LIMIT ? OFFSET ?"
+            )
+        return [Hit(*r) for r in conn.execute(sql, (limit, offset))]
+
+    @staticmethod
     def _matches(
-        conn: sqlite3.Connection, match: str, filters: list[tuple[str, list[str]]]
+        conn: sqlite3.Connection, match: str, filtered: bool
     ) -> tuple[str, tuple[str, ...]]:
-        """SQL (and its parameters) selecting the matching record ids as ``rid``: the FTS5
-        doclist for words alone, else a temporary table filled once."""
-        if match and not filters:
+        """SQL (and its parameters) selecting the ids of the records the words match as
+        ``rid``: the FTS5 doclist, or with filters a temporary table filled once, less the
+        records outside the chosen sets (``temp.ms``)."""
+        if not filtered:
             return "(SELECT rowid AS rid FROM fts WHERE fts MATCH ?)", (match,)
         conn.execute("CREATE TEMP TABLE IF NOT EXISTS m (rid INTEGER PRIMARY KEY)")
         conn.execute("DELETE FROM temp.m")
-        if match:
-            conn.execute("INSERT INTO temp.m SELECT rowid FROM fts WHERE fts MATCH ?", (match,))
-        else:
-            kind, values = filters.pop(0)
-            conn.execute(
-                "INSERT OR IGNORE INTO temp.m SELECT rf.record_id FROM facet_values v"
-                " JOIN record_facets rf ON rf.facet_id = v.id"
-                f" WHERE v.kind = ? AND v.value IN ({','.join('?' * len(values))})",
-                (kind, *values),
-            )
-        for kind, values in filters:
-            conn.execute(
-                "DELETE FROM temp.m WHERE rid NOT IN (SELECT rf.record_id FROM facet_values v"
-                " JOIN record_facets rf ON rf.facet_id = v.id"
-                f" WHERE v.kind = ? AND v.value IN ({','.join('?' * len(values))}))",
-                (kind, *values),
-            )
+        conn.execute("INSERT INTO temp.m SELECT rowid FROM fts WHERE fts MATCH ?", (match,))
+        conn.execute(
+            "DELETE FROM temp.m WHERE (SELECT set_id FROM record_sets"
+            " WHERE record_id = m.rid) NOT IN temp.ms"
+        )
         return "temp.m", ()
 
     @staticmethod
@@ -343,8 +366,18 @@ class SearchIndex:
             " ORDER BY modified DESC, record_id DESC LIMIT ? OFFSET ?",
             (limit, offset),
         ).fetchall()
-        indexed, counted = self._facet_counter.whole(conn, build)
+        mark = conn.execute("SELECT value FROM meta WHERE key = 'watermark'").fetchone()
+        indexed, counted = self._facet_counter.whole(conn, build, mark)
         return Results(indexed, [Hit(*r) for r in rows], _facets(counted, {}))
+
+
+def _facet_ids(conn: sqlite3.Connection, kind: str, values: list[str]) -> list[int]:
+    """The ids of a facet's chosen values (none known: an id no record has)."""
+    found = conn.execute(
+        f"SELECT id FROM facet_values WHERE kind = ? AND value IN ({','.join('?' * len(values))})",
+        (kind, *values),
+    ).fetchall()
+    return [int(r[0]) for r in found] or [-1]
 
 
 def _facets(

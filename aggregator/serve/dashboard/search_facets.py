@@ -1,20 +1,21 @@
-"""The facets of the search index (``search.py``): how they are kept and counted.
+"""The facets of the search index (``search.py``): how they are kept, chosen and counted.
 
-A record's facet values (its source, themes, formats, licences, conformance) are stored twice:
+A record's facet values (its source, themes, formats, licences, conformance) are kept as one
+*facet set* that every record with the same values shares: ``record_sets`` (record -> set),
+``facet_sets`` (the set's values, and how many records have it, kept as records are indexed
+and dropped). Records of one catalogue repeat a few combinations of values, so there are far
+fewer sets than records (26,439 for the 1M run's million).
 
-- ``record_facets`` (facet value, record): the records of a value, for the facet filters;
-- ``record_sets`` (record, facet set): the record's values as one *set* that every record with
-  the same values shares (``facet_sets``, which also keeps how many records have it).
-
-Counting the facets of a search reads one ``record_sets`` row per match and groups the matches
-by set; each set's count is then added to each of its values. Records of one catalogue repeat
-a few combinations of values, so there are far fewer sets than matches, and the whole index's
-counts (the first visit, and the complement of a search that matches most of the index) are
-the sets' own counts, kept as records are indexed and dropped
-(docs/benchmarks.md#dashboard).
+- Counting the facets of a search's matches reads one ``record_sets`` row per match and groups
+  them by set; each set's count is then added to each of its values. The whole index's
+  counts (the first visit, and the complement of a search that matches most of the index)
+  are the sets' own counts.
+- A facet filter chooses the sets with at least one chosen value of every filtered facet: the
+  total and the counts of a search by filters alone are those sets' own, with no record read.
 
 Facet values and sets are only ever added within one build of the index, so their ids are
-cached by build (``store reindex`` counts a new one) and a missing id reloads the table.
+cached by build (``store reindex`` counts a new one) and a missing id reloads the table
+(docs/benchmarks.md#dashboard).
 """
 
 from __future__ import annotations
@@ -40,13 +41,9 @@ CREATE TABLE IF NOT EXISTS record_sets (
     record_id INTEGER PRIMARY KEY,
     set_id INTEGER NOT NULL
 );
-CREATE TABLE IF NOT EXISTS record_facets (
-    facet_id INTEGER NOT NULL,
-    record_id INTEGER NOT NULL,
-    PRIMARY KEY (facet_id, record_id)
-) WITHOUT ROWID
+CREATE INDEX IF NOT EXISTS record_sets_by_set ON record_sets (set_id, record_id)
 """
-TABLES = ("facet_values", "facet_sets", "record_sets", "record_facets")
+TABLES = ("facet_values", "facet_sets", "record_sets")
 
 #: (kind, value, label, records)
 Count = tuple[str, str, str, int]
@@ -71,24 +68,15 @@ def add(conn: sqlite3.Connection, rid: int, facets: Iterable[tuple[str, str, str
         (key,),
     ).fetchone()[0]
     conn.execute("INSERT INTO record_sets VALUES (?, ?)", (rid, set_id))
-    conn.executemany("INSERT INTO record_facets VALUES (?, ?)", [(i, rid) for i in ids])
 
 
 def drop(conn: sqlite3.Connection, rid: int) -> None:
     """Take record ``rid``'s facet values out of the index (nothing when it has none)."""
-    row = conn.execute(
-        "SELECT s.id, s.facet_ids FROM record_sets r JOIN facet_sets s ON s.id = r.set_id"
-        " WHERE r.record_id = ?",
-        (rid,),
-    ).fetchone()
+    row = conn.execute("SELECT set_id FROM record_sets WHERE record_id = ?", (rid,)).fetchone()
     if row is None:
         return
     conn.execute("UPDATE facet_sets SET records = records - 1 WHERE id = ?", (row[0],))
     conn.execute("DELETE FROM record_sets WHERE record_id = ?", (rid,))
-    conn.executemany(
-        "DELETE FROM record_facets WHERE facet_id = ? AND record_id = ?",
-        [(int(i), rid) for i in str(row[1]).split(",") if i],
-    )
 
 
 class FacetCounter:
@@ -99,11 +87,19 @@ class FacetCounter:
         self._build: object = None
         self._names: dict[int, tuple[str, str, str]] = {}
         self._sets: dict[int, tuple[int, ...]] = {}
+        self._whole: tuple[object, int, list[Count]] | None = None
 
-    def whole(self, conn: sqlite3.Connection, build: object) -> tuple[int, list[Count]]:
-        """(records indexed, the facet counts of all of them)."""
-        per_set = dict(conn.execute("SELECT id, records FROM facet_sets WHERE records > 0"))
-        return sum(per_set.values()), self.expand(conn, build, per_set)
+    def whole(
+        self, conn: sqlite3.Connection, build: object, watermark: object
+    ) -> tuple[int, list[Count]]:
+        """(records indexed, the facet counts of all of them), kept until the index's
+        ``watermark`` moves (the first visit of the search page asks for them)."""
+        kept = self._whole
+        if kept is None or kept[0] != (build, watermark):
+            per_set = dict(conn.execute("SELECT id, records FROM facet_sets WHERE records > 0"))
+            counted = self.expand(conn, build, per_set)
+            kept = self._whole = ((build, watermark), sum(per_set.values()), counted)
+        return kept[1], kept[2]
 
     def matches(
         self,
@@ -135,21 +131,41 @@ class FacetCounter:
             per_set[set_id] = per_set.get(set_id, 0) - rest
         return self.expand(conn, build, per_set)
 
-    def expand(
-        self, conn: sqlite3.Connection, build: object, per_set: dict[int, int]
-    ) -> list[Count]:
-        """Each set's count added to each of its facet values."""
+    def choose(
+        self, conn: sqlite3.Connection, build: object, chosen: Sequence[Sequence[int]]
+    ) -> dict[int, int]:
+        """{set: records} of the sets holding at least one of each filter's ``chosen`` facet
+        value ids (sets no record has left out)."""
+        wanted = [frozenset(ids) for ids in chosen]
+        per_set = dict(conn.execute("SELECT id, records FROM facet_sets WHERE records > 0"))
+        sets = self._load_sets(conn, build, per_set)
+        return {
+            set_id: n
+            for set_id, n in per_set.items()
+            if all(not ids.isdisjoint(sets.get(set_id, ())) for ids in wanted)
+        }
+
+    def _load_sets(
+        self, conn: sqlite3.Connection, build: object, needed: Iterable[int]
+    ) -> dict[int, tuple[int, ...]]:
         if build != self._build:
             self._build, self._names, self._sets = build, {}, {}
-        if any(s not in self._sets for s in per_set):
+        if any(s not in self._sets for s in needed):
             self._sets = {
                 int(i): tuple(int(f) for f in str(ids).split(",") if f)
                 for i, ids in conn.execute("SELECT id, facet_ids FROM facet_sets")
             }
+        return self._sets
+
+    def expand(
+        self, conn: sqlite3.Connection, build: object, per_set: dict[int, int]
+    ) -> list[Count]:
+        """Each set's count added to each of its facet values."""
+        sets = self._load_sets(conn, build, per_set)
         counts: Counter[int] = Counter()
         for set_id, n in per_set.items():
             if n > 0:
-                for facet_id in self._sets.get(set_id, ()):
+                for facet_id in sets.get(set_id, ()):
                     counts[facet_id] += n
         if any(f not in self._names for f in counts):
             self._names = {
