@@ -284,6 +284,30 @@ def test_facet_counts_follow_records_that_change_their_facets(
     check()
 
 
+def test_an_index_of_an_older_layout_is_dropped_its_space_given_back_and_built_again(
+    tmp_path: Path,
+) -> None:
+    db = _state(tmp_path / "state.sqlite3")
+    for n in range(1, 6):
+        _put(db, n, "active", f"2026-01-01T00:00:0{n}.000000Z", f"River {n} water")
+    older = sqlite3.connect(tmp_path / "search.sqlite3")
+    older.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+    older.execute("INSERT INTO meta VALUES ('schema', '3')")
+    older.execute("CREATE TABLE record_facets (record_id INTEGER, facet_id INTEGER)")
+    older.executemany("INSERT INTO record_facets VALUES (?, ?)", ((i, i) for i in range(100_000)))
+    older.commit()
+    older.close()
+    before = (tmp_path / "search.sqlite3").stat().st_size
+    index = SearchIndex(tmp_path, tmp_path / "state.sqlite3")
+    assert index.search(db, "river", {}).total == 5
+    index.close()
+    tables = sqlite3.connect(tmp_path / "search.sqlite3").execute(
+        "SELECT name FROM sqlite_master WHERE type = 'table'"
+    )
+    assert "record_facets" not in {name for (name,) in tables}
+    assert (tmp_path / "search.sqlite3").stat().st_size < before / 4
+
+
 def test_snippets_mark_the_query_words() -> None:
     text = "Daily readings. " * 20 + "Water quality of the river Rhine, sampled weekly."
     cut = make_snippet(text, ["water", "riv"])

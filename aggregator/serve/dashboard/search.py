@@ -124,11 +124,13 @@ class SearchIndex:
             conn.execute("PRAGMA busy_timeout = 30000")
             conn.execute("PRAGMA journal_mode = WAL")
             conn.execute("BEGIN IMMEDIATE")
+            dropped = False
             try:
                 if _version(conn) not in (None, SCHEMA_VERSION):
                     older = ("facets", "record_facets")  # tables of earlier versions
                     for name in ("meta", "docs", "fts", *older, *search_facets.TABLES):
                         conn.execute(f"DROP TABLE IF EXISTS {name}")
+                    dropped = True
                 for statement in (_SCHEMA + search_facets.SCHEMA).split(";"):
                     if statement.strip() and "journal_mode" not in statement:
                         conn.execute(statement)
@@ -137,6 +139,8 @@ class SearchIndex:
             except BaseException:
                 conn.execute("ROLLBACK")
                 raise
+            if dropped:  # the older index's pages go back to the file system
+                conn.execute("VACUUM")
             self._local.conn = conn
         return conn
 
