@@ -56,13 +56,19 @@ class Client:
         self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=TIMEOUT)
 
     def get(self, path: str, accept: str = "*/*") -> bytes:
-        try:
-            self.conn.request("GET", path, headers={"Accept": accept})
-            resp = self.conn.getresponse()
-        except (OSError, http.client.HTTPException):
-            self.conn.close()
-            self.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=TIMEOUT)
-            raise
+        for attempt in (1, 2):
+            try:
+                self.conn.request("GET", path, headers={"Accept": accept})
+                resp = self.conn.getresponse()
+                break
+            except (OSError, http.client.HTTPException) as err:
+                self.conn.close()
+                self.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=TIMEOUT)
+                # the server closes a keep-alive connection idle for a few seconds (while
+                # the search keeper catches up): sent again once, on a new connection
+                stale = isinstance(err, (http.client.RemoteDisconnected, ConnectionResetError))
+                if attempt == 2 or not stale:
+                    raise
         body = resp.read()
         if resp.status != 200:
             raise RuntimeError(f"GET {path[:120]}: HTTP {resp.status}: {body[:300]!r}")
