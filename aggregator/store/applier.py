@@ -32,6 +32,8 @@ which may count batches still on their way here.
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import logging
 import queue
 import sqlite3
@@ -47,6 +49,21 @@ from aggregator.store.shared import SharedCounts, as_nquads
 from aggregator.store.state import clear_pending
 
 log = logging.getLogger(__name__)
+
+
+def _libc_trim() -> Callable[[], object] | None:
+    """glibc's ``malloc_trim(0)``, or None on another C library."""
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        trim = libc.malloc_trim
+    except (OSError, AttributeError):
+        return None
+    return lambda: trim(0)
+
+
+#: gives the pages the allocator holds free back to the system: glibc keeps what RocksDB's
+#: threads free in their arenas (docs/benchmarks.md#the-1m-run-issue-31)
+release_free_memory = _libc_trim()
 
 # contents, record ids, generation, the shared statements it raised from zero (N-Quads)
 Batch = tuple[list[GraphContent], list[int], int, bytes]
@@ -183,6 +200,8 @@ class GraphApplier:
                 self.applied = batches[-1][2]
                 if self.on_applied is not None:
                     self.on_applied(self.applied)
+            if release_free_memory is not None:
+                release_free_memory()
         except BaseException as err:  # kept and raised in the writer's thread
             log.exception("applying journalled writes to the graph store failed")
             self._error = err
