@@ -22,6 +22,7 @@ records, stored with violations their source must fix, or not).
 
 from __future__ import annotations
 
+import json
 import re
 import sqlite3
 import threading
@@ -256,8 +257,8 @@ class SearchIndex:
         chosen value of every filtered facet. Without words, the sets alone give the total
         and the counts, and the page is read through them; words alone are read straight
         from the FTS5 doclist (no ranking) for the total and the counts; words and filters
-        put the matching ids into a temporary table once, less those outside the chosen
-        sets. Only the page is ranked."""
+        put the matches in the chosen sets into a temporary table once. Only the page is
+        ranked."""
         self.catch_up(state, REQUEST_BUDGET)
         pending = self.behind(state)
         conn = self._conn()
@@ -266,11 +267,14 @@ class SearchIndex:
         chosen = [_facet_ids(conn, k, list(selected[k])) for k in FACETS if selected.get(k)]
         if not match and not chosen:
             return replace(self._everything(conn, build, limit, offset), pending=pending)
+        mark = self._watermark(conn)
         if chosen:
-            in_sets = self._facet_counter.choose(conn, build, chosen)
+            in_sets = self._facet_counter.choose(conn, build, mark, chosen)
             conn.execute("CREATE TEMP TABLE IF NOT EXISTS ms (set_id INTEGER PRIMARY KEY)")
             conn.execute("DELETE FROM temp.ms")
-            conn.executemany("INSERT INTO temp.ms VALUES (?)", ((i,) for i in in_sets))
+            conn.execute(  # one statement: row by row, autocommit made each its own transaction
+                "INSERT INTO temp.ms SELECT value FROM json_each(?)", (json.dumps(list(in_sets)),)
+            )
             if not match:
                 hits = self._filtered_page(conn, sum(in_sets.values()), limit, offset)
                 counted = self._facet_counter.expand(conn, build, in_sets)
@@ -305,7 +309,7 @@ class SearchIndex:
                 found[rid] = (*row[:5], make_snippet(row[5] or "", words))
         rows = [found[rid] for rid in page if rid in found]
         counted = self._facet_counter.matches(
-            conn, build, source, params, complement=total > self._indexed(conn) // 2
+            conn, build, mark, source, params, complement=total > self._indexed(conn) // 2
         )
         return Results(total, [Hit(*r) for r in rows], _facets(counted, selected), pending)
 
@@ -343,18 +347,23 @@ class SearchIndex:
         conn: sqlite3.Connection, match: str, filtered: bool
     ) -> tuple[str, tuple[str, ...]]:
         """SQL (and its parameters) selecting the ids of the records the words match as
-        ``rid``: the FTS5 doclist, or with filters a temporary table filled once, less the
-        records outside the chosen sets (``temp.ms``)."""
+        ``rid``: the FTS5 doclist, or with filters a temporary table filled once with the
+        matches in the chosen sets (``temp.ms``)."""
         if not filtered:
             return "(SELECT rowid AS rid FROM fts WHERE fts MATCH ?)", (match,)
         conn.execute("CREATE TEMP TABLE IF NOT EXISTS m (rid INTEGER PRIMARY KEY)")
         conn.execute("DELETE FROM temp.m")
-        conn.execute("INSERT INTO temp.m SELECT rowid FROM fts WHERE fts MATCH ?", (match,))
         conn.execute(
-            "DELETE FROM temp.m WHERE (SELECT set_id FROM record_sets"
-            " WHERE record_id = m.rid) NOT IN temp.ms"
+            "INSERT INTO temp.m SELECT fts.rowid FROM fts CROSS JOIN record_sets s"
+            " ON s.record_id = fts.rowid WHERE fts MATCH ? AND s.set_id IN temp.ms",
+            (match,),
         )
         return "temp.m", ()
+
+    @staticmethod
+    def _watermark(conn: sqlite3.Connection) -> object:
+        row = conn.execute("SELECT value FROM meta WHERE key = 'watermark'").fetchone()
+        return row[0] if row else None
 
     @staticmethod
     def _build(conn: sqlite3.Connection) -> object:
@@ -370,8 +379,7 @@ class SearchIndex:
             " ORDER BY modified DESC, record_id DESC LIMIT ? OFFSET ?",
             (limit, offset),
         ).fetchall()
-        mark = conn.execute("SELECT value FROM meta WHERE key = 'watermark'").fetchone()
-        indexed, counted = self._facet_counter.whole(conn, build, mark)
+        indexed, counted = self._facet_counter.whole(conn, build, self._watermark(conn))
         return Results(indexed, [Hit(*r) for r in rows], _facets(counted, {}))
 
 

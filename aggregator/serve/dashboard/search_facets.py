@@ -87,24 +87,51 @@ class FacetCounter:
         self._build: object = None
         self._names: dict[int, tuple[str, str, str]] = {}
         self._sets: dict[int, tuple[int, ...]] = {}
-        self._whole: tuple[object, int, list[Count]] | None = None
+        self._by_facet: dict[int, set[int]] = {}  # facet value -> the sets holding it
+        #: (build, watermark), {set: records} of the sets some record has, their facet counts
+        self._whole: tuple[object, dict[int, int], list[Count]] | None = None
 
-    def whole(
+    def _per_set(
         self, conn: sqlite3.Connection, build: object, watermark: object
-    ) -> tuple[int, list[Count]]:
-        """(records indexed, the facet counts of all of them), kept until the index's
-        ``watermark`` moves (the first visit of the search page asks for them)."""
+    ) -> tuple[dict[int, int], list[Count]]:
+        """{set: records} of the sets some record has, and the facet counts of the whole
+        index, kept until the index's ``watermark`` moves."""
         kept = self._whole
         if kept is None or kept[0] != (build, watermark):
             per_set = dict(conn.execute("SELECT id, records FROM facet_sets WHERE records > 0"))
             counted = self.expand(conn, build, per_set)
-            kept = self._whole = ((build, watermark), sum(per_set.values()), counted)
+            kept = self._whole = ((build, watermark), per_set, counted)
         return kept[1], kept[2]
+
+    def whole(
+        self, conn: sqlite3.Connection, build: object, watermark: object
+    ) -> tuple[int, list[Count]]:
+        """(records indexed, the facet counts of all of them)."""
+        per_set, counted = self._per_set(conn, build, watermark)
+        return sum(per_set.values()), counted
+
+    def choose(
+        self,
+        conn: sqlite3.Connection,
+        build: object,
+        watermark: object,
+        chosen: Sequence[Sequence[int]],
+    ) -> dict[int, int]:
+        """{set: records} of the sets holding at least one of each filter's ``chosen`` facet
+        value ids (sets no record has left out)."""
+        per_set, _ = self._per_set(conn, build, watermark)
+        self._load_sets(conn, build, per_set)
+        by_facet = self._by_facet
+        found = set(per_set)
+        for ids in chosen:
+            found &= set().union(*(by_facet.get(i, ()) for i in ids))
+        return {set_id: per_set[set_id] for set_id in found}
 
     def matches(
         self,
         conn: sqlite3.Connection,
         build: object,
+        watermark: object,
         source: str,
         params: Sequence[object],
         *,
@@ -122,7 +149,7 @@ class FacetCounter:
                 )
             )
             return self.expand(conn, build, per_set)
-        per_set = dict(conn.execute("SELECT id, records FROM facet_sets WHERE records > 0"))
+        per_set = dict(self._per_set(conn, build, watermark)[0])
         for set_id, rest in conn.execute(
             "SELECT set_id, count(*) FROM record_sets"
             f" WHERE record_id NOT IN (SELECT rid FROM {source}) GROUP BY set_id",
@@ -131,30 +158,21 @@ class FacetCounter:
             per_set[set_id] = per_set.get(set_id, 0) - rest
         return self.expand(conn, build, per_set)
 
-    def choose(
-        self, conn: sqlite3.Connection, build: object, chosen: Sequence[Sequence[int]]
-    ) -> dict[int, int]:
-        """{set: records} of the sets holding at least one of each filter's ``chosen`` facet
-        value ids (sets no record has left out)."""
-        wanted = [frozenset(ids) for ids in chosen]
-        per_set = dict(conn.execute("SELECT id, records FROM facet_sets WHERE records > 0"))
-        sets = self._load_sets(conn, build, per_set)
-        return {
-            set_id: n
-            for set_id, n in per_set.items()
-            if all(not ids.isdisjoint(sets.get(set_id, ())) for ids in wanted)
-        }
-
     def _load_sets(
         self, conn: sqlite3.Connection, build: object, needed: Iterable[int]
     ) -> dict[int, tuple[int, ...]]:
         if build != self._build:
             self._build, self._names, self._sets = build, {}, {}
         if any(s not in self._sets for s in needed):
-            self._sets = {
+            sets = {
                 int(i): tuple(int(f) for f in str(ids).split(",") if f)
                 for i, ids in conn.execute("SELECT id, facet_ids FROM facet_sets")
             }
+            by_facet: dict[int, set[int]] = {}
+            for set_id, facet_ids in sets.items():
+                for facet_id in facet_ids:
+                    by_facet.setdefault(facet_id, set()).add(set_id)
+            self._sets, self._by_facet = sets, by_facet
         return self._sets
 
     def expand(
