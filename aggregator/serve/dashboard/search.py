@@ -268,6 +268,7 @@ class SearchIndex:
         if not match and not chosen:
             return replace(self._everything(conn, build, limit, offset), pending=pending)
         mark = self._watermark(conn)
+        indexed, _ = self._facet_counter.whole(conn, build, mark)  # kept until the index moves
         if chosen:
             in_sets = self._facet_counter.choose(conn, build, mark, chosen)
             conn.execute("CREATE TEMP TABLE IF NOT EXISTS ms (set_id INTEGER PRIMARY KEY)")
@@ -276,9 +277,10 @@ class SearchIndex:
                 "INSERT INTO temp.ms SELECT value FROM json_each(?)", (json.dumps(list(in_sets)),)
             )
             if not match:
-                hits = self._filtered_page(conn, sum(in_sets.values()), limit, offset)
+                total = sum(in_sets.values())
+                hits = self._filtered_page(conn, total, indexed, limit, offset)
                 counted = self._facet_counter.expand(conn, build, in_sets)
-                return Results(sum(in_sets.values()), hits, _facets(counted, selected), pending)
+                return Results(total, hits, _facets(counted, selected), pending)
         source, params = self._matches(conn, match, bool(chosen))
         total = int(conn.execute(f"SELECT count(*) FROM {source}", params).fetchone()[0])
         # rank every match by rowid alone, then make snippets for the page only
@@ -309,24 +311,20 @@ class SearchIndex:
                 found[rid] = (*row[:5], make_snippet(row[5] or "", words))
         rows = [found[rid] for rid in page if rid in found]
         counted = self._facet_counter.matches(
-            conn, build, mark, source, params, complement=total > self._indexed(conn) // 2
+            conn, build, mark, source, params, complement=total > indexed // 2
         )
         return Results(total, [Hit(*r) for r in rows], _facets(counted, selected), pending)
 
     @staticmethod
-    def _indexed(conn: sqlite3.Connection) -> int:
-        row = conn.execute("SELECT coalesce(sum(records), 0) FROM facet_sets").fetchone()
-        return int(row[0])
-
     def _filtered_page(
-        self, conn: sqlite3.Connection, total: int, limit: int, offset: int
+        conn: sqlite3.Connection, total: int, indexed: int, limit: int, offset: int
     ) -> list[Hit]:
         """Newest first, the page of the records in the chosen sets (``temp.ms``): walked
         from the newest document while they are common (about ``indexed / total`` documents
         read a hit), read through the sets' records and sorted while they are rare."""
         if not total:
             return []
-        if total * RARE_FILTER >= self._indexed(conn):
+        if total * RARE_FILTER >= indexed:
             sql = (
                 "SELECT d.record_id, d.dataset_iri, d.source, d.title, d.modified, ''"
                 " FROM docs d INDEXED BY docs_modified CROSS JOIN record_sets s"
