@@ -36,7 +36,7 @@ from aggregator.store.migrations import PAGE_SIZE
 from aggregator.store.packing import ZSTD_MAGIC, unpack_findings, unpack_graph
 from aggregator.store.records import RecordStore
 from aggregator.store.snapshots import snapshot_name
-from aggregator.store.state import StateDB
+from aggregator.store.state import RecordRow, StateDB
 
 BASE = "http://agg.example.org/"
 T0 = datetime(2024, 3, 1, tzinfo=UTC)
@@ -75,6 +75,14 @@ def harvest(settings: Settings, store: RecordStore) -> JobRow:
     )
     assert job.status == "succeeded", job.message
     return job
+
+
+def harvested(tmp_path: Path, url: str) -> tuple[Path, list[RecordRow]]:
+    """A store at ``tmp_path / "store"`` with the peer's records harvested once; its records."""
+    store_path = tmp_path / "store"
+    with RecordStore(store_path, BASE) as store:
+        harvest(settings_for(store_path, url), store)
+        return store_path, list(store.db.iter_records())
 
 
 def job_facts(store: RecordStore, job: JobRow) -> dict[str, Any]:
@@ -149,8 +157,7 @@ def test_stats_gives_the_bytes_per_record_of_each_part(
     peer: tuple[str, MemoryItems], tmp_path: Path
 ) -> None:
     url, _ = peer
-    with RecordStore(tmp_path / "store", BASE) as store:
-        harvest(settings_for(tmp_path / "store", url), store)
+    harvested(tmp_path, url)
     config = write_config(tmp_path, url)
     code, out = cli(config, "store", "stats", "--json")
     assert code == 0, out
@@ -315,9 +322,7 @@ def test_optimize_packs_the_graph_serialisations_an_older_store_kept_as_they_are
     peer: tuple[str, MemoryItems], tmp_path: Path
 ) -> None:
     url, _ = peer
-    store_path = tmp_path / "store"
-    with RecordStore(store_path, BASE) as store:
-        harvest(settings_for(store_path, url), store)
+    store_path, _ = harvested(tmp_path, url)
     state = sqlite3.connect(store_path / "state.sqlite3")
     packed = dict(state.execute("SELECT id, ntriples FROM records WHERE ntriples IS NOT NULL"))
     with state:  # as stores before issue 31 kept them: the N-Triples as they are
@@ -349,10 +354,8 @@ def test_findings_are_kept_packed_in_pages_of_16_kb_and_optimize_packs_older_tex
     peer: tuple[str, MemoryItems], tmp_path: Path
 ) -> None:
     url, _ = peer
-    store_path = tmp_path / "store"
-    with RecordStore(store_path, BASE) as store:
-        harvest(settings_for(store_path, url), store)
-        rows = {r.id: r.findings for r in store.db.iter_records()}
+    store_path, records = harvested(tmp_path, url)
+    rows = {r.id: r.findings for r in records}
     with_findings = {rid for rid, f in rows.items() if f != "[]"}
     assert with_findings  # the sample records get SHACL recommendations
     state = sqlite3.connect(store_path / "state.sqlite3")
@@ -393,10 +396,8 @@ def test_optimize_vacuum_gives_an_older_store_pages_of_16_kb_when_no_one_else_ha
     peer: tuple[str, MemoryItems], tmp_path: Path
 ) -> None:
     url, _ = peer
-    store_path = tmp_path / "store"
-    with RecordStore(store_path, BASE) as store:
-        harvest(settings_for(store_path, url), store)
-        rows = {r.id: (r.status, r.findings) for r in store.db.iter_records()}
+    store_path, records = harvested(tmp_path, url)
+    rows = {r.id: (r.status, r.findings) for r in records}
     path = store_path / "state.sqlite3"
     state = sqlite3.connect(path, isolation_level=None)  # as stores before issue 31: 4 KB
     state.execute("PRAGMA journal_mode = DELETE")
